@@ -1,0 +1,178 @@
+"""The `migrate` command line: argument parsing and exit codes only.
+
+`migrate PATHS` (the default command) migrates files; `migrate rules`, `migrate launch` and
+`migrate verify` are subcommands. Heavy modules (libcst, torch) are imported inside the commands
+that need them so that `migrate --help` and `migrate rules` start fast and never import torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from migrator import __version__
+from migrator.exit_codes import EXIT_ERROR
+
+DEFAULT_COMMAND = "fix"
+
+
+class DefaultCommandGroup(TyperGroup):
+    """Route `migrate [OPTIONS] PATHS` to the default command, as black and ruff users expect."""
+
+    def parse_args(self, ctx, args):  # type: ignore[override]
+        group_only = {"--help", "-h", "--version", "--install-completion", "--show-completion"}
+        if not args or (args[0] not in self.commands and args[0] not in group_only):
+            args = [DEFAULT_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx):  # the default command is documented on the group itself
+        return [name for name in super().list_commands(ctx) if name != DEFAULT_COMMAND]
+
+
+app = typer.Typer(
+    cls=DefaultCommandGroup,
+    add_completion=False,
+    no_args_is_help=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help=(
+        "Migrate PyTorch training scripts to the Accelerate API.\n\n"
+        "  migrate [PATHS]... [--diff | --check | --write]   (default: --diff)\n\n"
+        "Run `migrate fix --help` for every option of the default command."
+    ),
+)
+
+
+class Mode(str, Enum):
+    diff = "diff"
+    check = "check"
+    write = "write"
+
+
+class Target(str, Enum):
+    runtime = "runtime"
+    accelerate = "accelerate"
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"migrate {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _group(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
+    ),
+) -> None:
+    """Migrate PyTorch training scripts to the Accelerate API."""
+
+
+@app.command(DEFAULT_COMMAND, help="Migrate files (the default command: `migrate PATHS`).")
+def fix_command(
+    paths: List[str] = typer.Argument(None, help="Files or directories; `-` reads stdin."),
+    diff: bool = typer.Option(False, "--diff", help="Print a unified diff (the default)."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; list files that would change."),
+    write: bool = typer.Option(False, "--write", help="Rewrite files in place, atomically."),
+    target: Target = typer.Option(
+        Target.runtime, "--target", help="Which Accelerator import the output uses."
+    ),
+    select: Optional[str] = typer.Option(
+        None, "--select", help="Comma-separated rule codes or prefixes to apply (default ALL)."
+    ),
+    ignore: Optional[str] = typer.Option(
+        None, "--ignore", help="Comma-separated rule codes or prefixes to skip."
+    ),
+    stdin_filename: Optional[str] = typer.Option(
+        None, "--stdin-filename", help="The name of the file read from stdin, for messages."
+    ),
+    output_format: OutputFormat = typer.Option(
+        OutputFormat.text, "--format", help="text, or json on stdout (per-file results)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and findings on stderr."),
+) -> None:
+    from migrator.command import FixRequest, run_fix
+    from migrator.selection import SelectionError, parse_selection
+
+    chosen = [name for name, flag in (("diff", diff), ("check", check), ("write", write)) if flag]
+    if len(chosen) > 1:
+        _usage_error("--diff, --check and --write are mutually exclusive")
+    try:
+        rules = parse_selection(select, ignore)
+    except SelectionError as error:
+        _usage_error(str(error))
+    request = FixRequest(
+        paths=list(paths or []),
+        mode=Mode(chosen[0]).value if chosen else Mode.diff.value,
+        target=target.value,
+        rules=rules,
+        stdin_filename=stdin_filename,
+        output_format=output_format.value,
+        quiet=quiet,
+    )
+    raise typer.Exit(run_fix(request))
+
+
+@app.command("rules", help="List the rule codes, names and one-line descriptions.")
+def rules_command() -> None:
+    from migrator.report import print_rules_table
+
+    print_rules_table()
+
+
+@app.command(
+    "launch",
+    help="Run SCRIPT on N processes (a thin layer over torch.distributed.run).",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def launch_command(
+    ctx: typer.Context,
+    script: Path = typer.Argument(..., help="The training script to run."),
+    nproc: int = typer.Option(1, "--nproc", "--nproc-per-node", help="Processes per node."),
+    nnodes: str = typer.Option("1", "--nnodes", help="Number of nodes, or MIN:MAX for elastic."),
+    node_rank: int = typer.Option(0, "--node-rank", help="This node's rank (static rendezvous)."),
+    rdzv_endpoint: Optional[str] = typer.Option(
+        None, "--rdzv-endpoint", help="HOST:PORT of the rendezvous (multi-node)."
+    ),
+) -> None:
+    try:
+        from runtime.launch import launch_script
+    except ImportError as error:  # torch is an optional extra
+        typer.echo(
+            f"migrate launch: error: needs torch ({error}); pip install 'accelerate-migrator[runtime]'",
+            err=True,
+        )
+        raise typer.Exit(EXIT_ERROR)
+    raise typer.Exit(
+        launch_script(
+            str(script),
+            list(ctx.args),
+            nproc=nproc,
+            nnodes=nnodes,
+            node_rank=node_rank,
+            rdzv_endpoint=rdzv_endpoint,
+        )
+    )
+
+
+def _usage_error(message: str) -> None:
+    typer.echo(f"migrate: error: {message}", err=True)
+    raise typer.Exit(EXIT_ERROR)
+
+
+def main() -> None:
+    app(prog_name="migrate")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
