@@ -113,7 +113,7 @@ def fix_command(
         _usage_error(str(error))
     request = FixRequest(
         paths=list(paths or []),
-        mode=Mode(chosen[0]).value if chosen else Mode.diff.value,
+        mode=Mode(chosen[0]).value if chosen else None,
         target=target.value,
         rules=rules,
         stdin_filename=stdin_filename,

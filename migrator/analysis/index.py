@@ -12,7 +12,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from migrator.analysis.imports import ImportTable, dotted_name
+from migrator.analysis.imports import ImportTable
 
 ScopeNode = Union[cst.Module, cst.FunctionDef, cst.ClassDef]
 LoopNode = Union[cst.For, cst.While]
@@ -89,6 +89,7 @@ class Binding:
     element: Optional[cst.BaseExpression] = None  # the matching element of a tuple RHS
     unpacked: bool = False  # bound by unpacking (`a, b = value`)
     loop: Optional[Loop] = None
+    small: Optional[cst.CSTNode] = None  # the small statement that binds it (Assign, ...)
 
 
 @dataclass(eq=False)
@@ -163,7 +164,7 @@ class ModuleIndex:
         return [call for scope in self.scopes for call in scope.calls]
 
 
-def _docstring_free_params(node: cst.FunctionDef) -> list[str]:
+def _param_names(node: cst.FunctionDef) -> list[str]:
     params = node.params
     ordered = [*params.posonly_params, *params.params]
     names = [p.name.value for p in ordered]
@@ -235,15 +236,15 @@ class _Indexer(cst.CSTVisitor):
             statement = Statement(node=node, block=block, index=block.positions[id(node)])
             self.statements.append(statement)
             self.index.statement_of[id(node)] = statement
-            if isinstance(node, cst.BaseSmallStatement):
-                self.smalls.append(node)
+        if isinstance(node, cst.BaseSmallStatement):
+            self.smalls.append(node)
         if isinstance(node, cst.Module):
             self._open_scope("module", node, "<module>")
             self._open_block(node, node.body)
         elif isinstance(node, cst.FunctionDef):
             self._bind(node.name.value, "def", value=None)
             scope = self._open_scope("function", node, node.name.value)
-            scope.params = _docstring_free_params(node)
+            scope.params = _param_names(node)
             self.index.functions.setdefault(node.name.value, scope)
         elif isinstance(node, cst.ClassDef):
             self._bind(node.name.value, "def", value=None)
@@ -288,8 +289,8 @@ class _Indexer(cst.CSTVisitor):
             self.loops.pop()
         if self.statements and self.statements[-1].node is node:
             self.statements.pop()
-            if self.smalls and self.smalls[-1] is node:
-                self.smalls.pop()
+        if self.smalls and self.smalls[-1] is node:
+            self.smalls.pop()
 
     # -- events ----------------------------------------------------------------------------
     def _open_loop(self, node: LoopNode) -> None:
@@ -310,8 +311,6 @@ class _Indexer(cst.CSTVisitor):
         if scope is None:
             return
         statement = self.statements[-1] if self.statements else None
-        if kind == "def" and statement is not None and statement.node is not self.parents[-1]:
-            pass
         if statement is None:
             return
         binding = Binding(
@@ -322,6 +321,7 @@ class _Indexer(cst.CSTVisitor):
             element=element,
             unpacked=unpacked,
             loop=loop if loop is not None else self.loops[-1],
+            small=self.smalls[-1] if self.smalls else None,
         )
         scope.bindings.setdefault(name, []).append(binding)
 
@@ -387,8 +387,6 @@ class _Indexer(cst.CSTVisitor):
                     return None, None, None, None
                 grand = parents[depth - 1] if depth > 0 else None
                 call = grand if isinstance(grand, cst.Call) and grand.func is parent else None
-                if self._in_store(depth - 1):
-                    return "attr", call, parent.attr.value, None
                 return "attr", call, parent.attr.value, None
             if isinstance(parent, cst.Subscript):
                 return "subscript", None, None, None
@@ -422,14 +420,3 @@ class _Indexer(cst.CSTVisitor):
                 return "iter", None, None, None
             return "other", None, None, None
         return "other", None, None, None
-
-    def _in_store(self, depth: int) -> bool:
-        return depth >= 0 and isinstance(self.parents[depth], cst.AssignTarget)
-
-
-def innermost_loop(loop: Optional[Loop]) -> Optional[Loop]:
-    return loop
-
-
-def call_name(call: cst.Call) -> Optional[str]:
-    return dotted_name(call.func)

@@ -1,0 +1,186 @@
+"""Where the one `accelerator.prepare(...)` call goes, and what it prepares.
+
+After the last definition of the prepared objects, before their first real use (iteration,
+forward, stepping, handing them to a helper, and `len(loader)` used for step counts), in the
+seeds' order: models, optimizers, loaders, schedulers. A scheduler defined after that point
+(sized from the prepared loader, as in the transformers recipe) or stepped once per epoch is
+left unprepared, with a note saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from migrator.analysis.index import Block, Statement
+from migrator.analysis.roles import TrainingFacts
+from migrator.findings import Finding
+
+# Attribute uses that are fine on the unprepared object (prepare moves parameters in place).
+NEUTRAL_ATTRIBUTES = {
+    "to", "cuda", "cpu", "parameters", "named_parameters", "train", "eval", "load_state_dict",
+    "state_dict", "apply", "requires_grad_", "dataset", "batch_size", "param_groups",
+    "add_param_group", "config", "half", "float", "bfloat16", "modules", "named_modules",
+    "children", "zero_grad", "register_forward_hook", "register_buffer", "resize_token_embeddings",
+    "gradient_checkpointing_enable", "num_parameters", "print_trainable_parameters",
+}  # fmt: skip
+NEUTRAL_CALLEES = {"print", "isinstance", "type", "id", "repr", "str", "hasattr", "getattr"}
+
+
+@dataclass
+class PreparePlan:
+    objects: list[str] = field(default_factory=list)
+    block: Optional[Block] = None
+    index: int = 0  # insert before block.statements[index]
+    notes: list[Finding] = field(default_factory=list)
+    conflict: Optional[Finding] = None
+
+    def prepares(self, name: str) -> bool:
+        return name in self.objects
+
+
+def _mandatory(facts: TrainingFacts) -> list[str]:
+    return [*facts.models, *facts.optimizers, *facts.train_loaders, *facts.eval_loaders]
+
+
+def plan_prepare(facts: TrainingFacts) -> PreparePlan:
+    plan = PreparePlan()
+    owner = facts.owner
+    if owner is None or owner.body is None:
+        return plan
+    already = facts.prepared_already
+    mandatory = [n for n in _mandatory(facts) if n not in already]
+    schedulers = [s for s in facts.schedulers if s.name not in already]
+    for role in schedulers:
+        if not role.per_step:
+            plan.notes.append(_note(role.binding, role.name, "steps once per epoch"))
+    schedulers = [s for s in schedulers if s.per_step]
+    if not mandatory:
+        return plan
+    scheduler_names = [s.name for s in schedulers]
+    names = mandatory + scheduler_names
+
+    defs: dict[str, list[Statement]] = {}
+    hard: list[Statement] = []
+    soft: list[Statement] = []  # len(loader)
+    for name in names:
+        defs[name] = [b.statement for b in owner.assigns(name)]
+    def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
+    for name in names:
+        for use in owner.uses.get(name, []):
+            kind = _use_kind(use, name, def_nodes, facts)
+            if kind == "hard":
+                hard.append(use.statement)
+            elif kind == "soft":
+                soft.append(use.statement)
+    events = [s for stmts in defs.values() for s in stmts] + hard + soft
+    block = _common_block(events, owner.body)
+    if block is None:
+        plan.conflict = _conflict(facts, "definitions and uses of the training objects sit in "
+                                  "different branches")  # fmt: skip
+        return plan
+
+    def position(statement: Statement) -> int:
+        found = statement.ancestor_in(block)
+        return found.index if found is not None else -1
+
+    def last_def(name: str) -> int:
+        return max((position(s) for s in defs[name]), default=-1)
+
+    first_hard = min((position(s) for s in hard), default=len(block.statements))
+    first_soft = min((position(s) for s in soft), default=len(block.statements))
+    last_mandatory = max((last_def(n) for n in mandatory), default=-1)
+    if last_mandatory >= first_hard:
+        plan.conflict = _conflict(
+            facts, "a training object is used before the others are defined (or is defined "
+            "inside the loop that uses it)"
+        )  # fmt: skip
+        return plan
+    limit = first_hard if first_soft <= last_mandatory else min(first_hard, first_soft)
+    included = []
+    for role in schedulers:
+        if last_def(role.name) < limit:
+            included.append(role.name)
+        else:
+            plan.notes.append(
+                _note(role.binding, role.name, "is created after the loaders are prepared "
+                      "(sized by the prepared loader), so it steps once per optimizer step")
+            )  # fmt: skip
+    start = max([last_mandatory, *(last_def(n) for n in included)]) + 1
+    plan.block = block
+    plan.index = max(start, after_imports(block, first_hard))
+    plan.objects = [*mandatory, *included]
+    return plan
+
+
+def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> Optional[str]:
+    if id(use.statement.node) in def_nodes and use.kind != "iter":
+        return None  # `optimizer = AdamW(model.parameters())`, `model = model.to(device)`
+    if use.kind == "attr":
+        return None if use.attr in NEUTRAL_ATTRIBUTES else "hard"
+    if use.kind == "arg":
+        if use.callee == "len" and (name in facts.train_loaders or name in facts.eval_loaders):
+            return "soft"
+        if use.callee in NEUTRAL_CALLEES:
+            return None
+        return "hard"
+    return "hard"
+
+
+def _common_block(events: list[Statement], body: Block) -> Optional[Block]:
+    """The deepest block that holds every event (in possibly different statements)."""
+    if not events:
+        return body
+    chains = [event.chain() for event in events]
+    depth = 0
+    while all(len(chain) > depth + 1 for chain in chains) and all(
+        chain[depth] is chains[0][depth] for chain in chains
+    ):
+        depth += 1
+    blocks = {id(chain[depth].block) for chain in chains}
+    if len(blocks) != 1:
+        return None
+    return chains[0][depth].block
+
+
+def _is_import(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.SimpleStatementLine) and all(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in node.body
+    )
+
+
+def is_docstring(node: cst.CSTNode) -> bool:
+    return (
+        isinstance(node, cst.SimpleStatementLine)
+        and len(node.body) == 1
+        and isinstance(node.body[0], cst.Expr)
+        and isinstance(node.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def after_imports(block: Block, limit: int) -> int:
+    """The index just after the last import (or docstring) before `limit`."""
+    position = 0
+    for i, node in enumerate(block.statements[:limit]):
+        if _is_import(node) or (i == 0 and is_docstring(node)):
+            position = i + 1
+    return position
+
+
+def _note(binding, name: str, why: str) -> Finding:
+    return Finding(
+        code="MIG006",
+        message=f"scheduler `{name}` is not prepared: it {why}",
+        level="note",
+        node=binding.statement.node if binding is not None else None,
+    )
+
+
+def _conflict(facts: TrainingFacts, why: str) -> Finding:
+    return Finding(
+        code="MIG900",
+        message=f"cannot place accelerator.prepare(...): {why}; migrate by hand",
+        node=facts.training_loops[0].node if facts.training_loops else None,
+    )

@@ -1,0 +1,169 @@
+"""One file through the pipeline: bytes -> prefilter -> parse -> analyse -> rules -> edits ->
+imports -> re-parse check -> bytes. Never raises for bad input: errors come back in the result.
+
+When no rule changed anything the original bytes are the output (LibCST's round trip is not
+byte-exact), so files without training code stay byte-identical.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import io
+import tokenize
+from dataclasses import dataclass, field
+from typing import Optional
+
+from migrator.findings import Finding
+from migrator.rules.catalogue import RULE_CODES
+
+
+@dataclass(frozen=True)
+class Options:
+    target: str = "runtime"
+    rules: frozenset = frozenset(RULE_CODES)
+
+
+@dataclass
+class FileResult:
+    path: str
+    source: bytes
+    migrated: Optional[bytes] = None  # None: nothing to change
+    findings: list[Finding] = field(default_factory=list)
+    error: Optional[str] = None
+    skipped: bool = False  # the prefilter decided no rule could apply
+
+    @property
+    def changed(self) -> bool:
+        return self.migrated is not None and self.migrated != self.source
+
+    @property
+    def needs_human(self) -> bool:
+        return any(f.level == "warning" for f in self.findings)
+
+
+class MigrationError(Exception):
+    """Input we cannot migrate: undecodable, unparsable. The message is the cause."""
+
+
+def triggers(rules: frozenset) -> tuple[bytes, ...]:
+    from migrator.rules import ALL_RULES
+
+    found: list[bytes] = []
+    for rule in ALL_RULES:
+        if rule.code in rules:
+            found.extend(t.encode() for t in rule.triggers if t.encode() not in found)
+    return tuple(found)
+
+
+def could_need_migration(data: bytes, rules: frozenset) -> bool:
+    """From the bytes alone: could any selected rule apply? (Never parses.)"""
+    return any(trigger in data for trigger in triggers(rules))
+
+
+def decode(data: bytes) -> tuple[str, str]:
+    """(text, encoding) honouring a BOM or a PEP 263 coding cookie."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        raise MigrationError(f"cannot decode: {error}") from None
+    try:
+        return data.decode(encoding), encoding
+    except (UnicodeDecodeError, LookupError) as error:
+        raise MigrationError(f"cannot decode as {encoding}: {error}") from None
+
+
+def encode(text: str, encoding: str) -> bytes:
+    if encoding == "utf-8-sig":
+        return codecs.BOM_UTF8 + text.encode("utf-8")
+    return text.encode(encoding)
+
+
+def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str], list[Finding]]:
+    """Migrate source text; (None, findings) when nothing changes. Raises MigrationError."""
+    import libcst as cst
+
+    from migrator.analysis import analyse
+    from migrator.analysis.placement import plan_prepare
+    from migrator.edits import EditSet, apply_edits
+    from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext
+
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        raise MigrationError(_syntax_message(error)) from None
+    except RecursionError:
+        raise MigrationError("too deeply nested for the parser") from None
+    facts = analyse(module)
+    findings = list(facts.findings)
+    if not facts.has_training:
+        return None, _positioned(module, findings)
+    plan = plan_prepare(facts)
+    if plan.conflict is not None:
+        return None, _positioned(module, [*findings, plan.conflict])
+    context = RuleContext(
+        module=module, facts=facts, plan=plan, edits=EditSet(), target=options.target,
+        selected=options.rules,
+    )  # fmt: skip
+    for rule_class in APPLY_ORDER:
+        if rule_class.code in options.rules or (rule_class.code in IMPLIED and context.needs):
+            rule_class().apply(context)
+    findings += context.findings
+    if context.edits.empty:
+        return None, _positioned(module, findings)
+    migrated = apply_edits(module, context.edits)
+    if context.accelerator_created:
+        migrated = _add_import(migrated, context.import_source)
+    output = migrated.code
+    try:
+        ast.parse(output)
+    except SyntaxError as error:  # a bug in a rule, never the user's fault
+        raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
+    return (output if output != text else None), _positioned(module, findings)
+
+
+def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileResult:
+    result = FileResult(path=path, source=data)
+    if not could_need_migration(data, options.rules):
+        result.skipped = True
+        return result
+    try:
+        text, encoding = decode(data)
+        output, result.findings = migrate_text(text, options)
+        if output is not None:
+            result.migrated = encode(output, encoding)
+    except MigrationError as error:
+        result.error = str(error)
+    except Exception as error:  # noqa: BLE001 - one bad file must not stop the run
+        result.error = f"internal error: {type(error).__name__}: {error}"
+    return result
+
+
+def _add_import(module, source: str):
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext()
+    AddImportsVisitor.add_needed_import(context, source, "Accelerator")
+    return AddImportsVisitor(context).transform_module(module)
+
+
+def _positioned(module, findings: list[Finding]) -> list[Finding]:
+    pending = [f for f in findings if f.node is not None]
+    if pending:
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for finding in pending:
+            position = positions.get(finding.node)
+            if position is not None:
+                finding.line, finding.col = position.start.line, position.start.column + 1
+    for finding in findings:
+        finding.node = None  # results cross process boundaries; nodes do not pickle cheaply
+    return sorted(findings, key=lambda f: (f.line, f.col, f.code))
+
+
+def _syntax_message(error) -> str:
+    message = str(error).strip().splitlines()
+    first = message[0] if message else "syntax error"
+    return f"cannot parse: {first} (line {error.raw_line}, column {error.raw_column + 1})"

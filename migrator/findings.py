@@ -1,0 +1,29 @@
+"""Findings: what a rule recognised but could not (or should not) rewrite."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass
+class Finding:
+    code: str
+    message: str
+    level: str = "warning"  # "warning": needs a human (exit 1); "note": explains a choice
+    node: Optional[Any] = None  # the CST node it is about; resolved to line/col by the engine
+    line: int = 0
+    col: int = 0
+
+    def render(self, path: str) -> str:
+        marker = "" if self.level == "warning" else " (note)"
+        return f"{path}:{self.line}:{self.col}: {self.code}{marker} {self.message}"
+
+    def to_json(self) -> dict:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "level": self.level,
+            "line": self.line,
+            "col": self.col,
+        }

@@ -1,0 +1,37 @@
+"""The rule registry: every rule class, in code order, and the order they are applied in.
+
+Rules that remove or rewrite expressions run first; MIG002 then sees which device uses are
+left; MIG001 runs last, once it knows every scope that needs `accelerator`.
+"""
+
+from __future__ import annotations
+
+from migrator.rules.base import Rule, RuleContext
+from migrator.rules.mig001_accelerator import CreateAccelerator
+from migrator.rules.mig002_device import Device
+from migrator.rules.mig003_model_placement import ModelPlacement
+from migrator.rules.mig004_batch_placement import BatchPlacement
+from migrator.rules.mig005_backward import Backward
+from migrator.rules.mig006_prepare import Prepare
+
+ALL_RULES: tuple[type[Rule], ...] = (
+    CreateAccelerator,
+    Device,
+    ModelPlacement,
+    BatchPlacement,
+    Backward,
+    Prepare,
+)
+APPLY_ORDER: tuple[type[Rule], ...] = (
+    ModelPlacement,
+    BatchPlacement,
+    Backward,
+    Prepare,
+    Device,
+    CreateAccelerator,
+)
+# MIG001 is applied whenever another selected rule needs an `accelerator` and none exists:
+# output that names an undefined accelerator would not run.
+IMPLIED = {"MIG001"}
+
+__all__ = ["ALL_RULES", "APPLY_ORDER", "IMPLIED", "Rule", "RuleContext"]

@@ -1,0 +1,10 @@
+"""Rule codes, names and summaries, derived from the rule classes (for --select and `rules`)."""
+
+from migrator.rules import ALL_RULES
+
+RULE_CODES: tuple[str, ...] = tuple(rule.code for rule in ALL_RULES)
+FINDING_CODES: dict[str, str] = {
+    "MIG900": "a training pattern was recognised but cannot be migrated safely",
+    "MIG905": "backward() outside a loop over a DataLoader",
+    "MIG906": "several optimizers train in one loop",
+}

@@ -1,0 +1,111 @@
+"""MIG002 device: the device variable becomes `accelerator.device` (or goes, when nothing uses it
+after the other rewrites); literal devices in training code (`"cuda"`, `torch.device("cuda")`,
+`.cuda()` on tensors that keep their placement) are retargeted to `accelerator.device`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import patterns
+from migrator.analysis.index import Binding, Scope
+from migrator.rules.base import Rule, RuleContext
+
+
+class Device(Rule):
+    code = "MIG002"
+    name = "device"
+    summary = "device = accelerator.device (removed when unused); literal devices retargeted"
+    triggers = ("backward",)  # acts only in files with a training loop
+
+    def apply(self, context: RuleContext) -> None:
+        self._device_variables(context)
+        self._literal_devices(context)
+
+    # -- `device = ...` ----------------------------------------------------------------------
+    def _device_variables(self, context: RuleContext) -> None:
+        facts = context.facts
+        by_name: dict[tuple[int, str], list[Binding]] = {}
+        for binding in facts.device_bindings:
+            key = (id(binding.statement.block.scope), binding.name)
+            by_name.setdefault(key, []).append(binding)
+        for bindings in by_name.values():
+            scope = bindings[0].statement.block.scope
+            if all(patterns.is_accelerator_device(self._value(b), facts.accelerator_names)
+                   for b in bindings):  # fmt: skip
+                continue  # already migrated: never ours to remove
+            removable = all(not b.unpacked and isinstance(b.small, cst.Assign) for b in bindings)
+            if removable and not self._still_used(context, scope, bindings[0].name):
+                for binding in bindings:
+                    context.edits.remove(binding.small)
+                continue
+            for binding in bindings:
+                node = self._value(binding)
+                if node is None or patterns.is_accelerator_device(node, facts.accelerator_names):
+                    continue
+                replacement = context.accelerator_expr("device")
+                context.edits.replace(node, lambda _updated, r=replacement: r, drops=[node])
+                context.need_accelerator_at(binding.statement)
+
+    @staticmethod
+    def _value(binding: Binding):
+        return binding.element if binding.unpacked else binding.value
+
+    def _still_used(self, context: RuleContext, scope: Scope, name: str) -> bool:
+        dropped = context.edits.dropped_names
+        for current in _visible_scopes(scope, name):
+            for use in current.uses.get(name, []):
+                if id(use.node) not in dropped:
+                    return True
+        return False
+
+    # -- literals ----------------------------------------------------------------------------
+    def _literal_devices(self, context: RuleContext) -> None:
+        facts = context.facts
+        imports = facts.index.imports
+        for scope in facts.training_scopes:
+            devices = facts.device_names(scope)
+            for site in scope.calls:
+                call = site.node
+                if context.edits.has_replacement(call):
+                    continue
+                kind = patterns.placement_call(call, devices, imports)
+                if kind == "cuda":
+                    self._retarget(context, site, call, self._cuda_to_accelerator(context))
+                    continue
+                for arg in call.args:
+                    keyword = arg.keyword.value if arg.keyword is not None else None
+                    literal = patterns.is_device_constructor(arg.value, imports)
+                    positional_to = kind == "to" and keyword is None and arg is call.args[0]
+                    if literal and (keyword == "device" or positional_to):
+                        if patterns.has_explicit_index(arg.value):
+                            continue  # `cuda:1` pins a GPU: a finding, not a retarget
+                        replacement = context.accelerator_expr("device")
+                        self._retarget(context, site, arg.value, lambda _u, r=replacement: r)
+
+    def _cuda_to_accelerator(self, context: RuleContext):
+        device = context.accelerator_expr("device")
+
+        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+            if not isinstance(updated, cst.Call) or not isinstance(updated.func, cst.Attribute):
+                return updated
+            func = updated.func.with_changes(attr=cst.Name("to"))
+            return updated.with_changes(func=func, args=[cst.Arg(value=device)])
+
+        return rewrite
+
+    @staticmethod
+    def _retarget(context: RuleContext, site, node: cst.CSTNode, rewriter) -> None:
+        if context.edits.has_replacement(node):
+            return
+        context.edits.replace(node, rewriter, drops=[node])
+        context.need_accelerator_at(site.statement)
+
+
+def _visible_scopes(scope: Scope, name: str) -> list[Scope]:
+    """`scope` and the nested scopes where `name` still means `scope`'s variable."""
+    found = [scope]
+    for child in scope.children:
+        if name in child.params or child.is_local(name):
+            continue
+        found.extend(_visible_scopes(child, name))
+    return found

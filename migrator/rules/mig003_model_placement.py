@@ -1,0 +1,49 @@
+"""MIG003 model placement: `model.to(device)`, `model = model.to(device)`, `Net().to(device)`,
+`model.cuda()` on a prepared model are removed; `prepare` places the model."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.rules.base import Rule, RuleContext
+from migrator.rules.placement_calls import strip_placement
+
+
+class ModelPlacement(Rule):
+    code = "MIG003"
+    name = "model-placement"
+    summary = "remove .to(device)/.cuda() on models that accelerator.prepare places"
+    triggers = ("backward",)  # acts only in files with a training loop
+
+    def apply(self, context: RuleContext) -> None:
+        facts = context.facts
+        for scope in facts.training_scopes:
+            devices = facts.device_names(scope)
+            for site in scope.calls:
+                if site.method not in ("to", "cuda") or context.edits.has_replacement(site.node):
+                    continue
+                if not self._places_prepared_model(context, site):
+                    continue
+                if strip_placement(site.node, devices, facts.index.imports, context.edits):
+                    context.edits.clean_up(site.small)
+
+    def _places_prepared_model(self, context: RuleContext, site) -> bool:
+        scope = site.scope
+        receiver = site.receiver
+        if isinstance(receiver, cst.Name):
+            return context.prepared_role(scope, receiver.value) == "model"
+        # `model = Net(...).to(device)`: the placement is the whole right-hand side.
+        small = site.small
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            return False
+        target = small.targets[0].target
+        if not isinstance(target, cst.Name):
+            return False
+        value = small.value
+        while isinstance(value, cst.Call) and value is not site.node and isinstance(
+            value.func, cst.Attribute
+        ) and value.func.attr.value in ("to", "cuda", "train", "eval", "half", "float"):
+            value = value.func.value
+        if value is not site.node:
+            return False
+        return context.prepared_role(scope, target.value) == "model"

@@ -1,0 +1,97 @@
+"""MIG004 batch placement: in loops over prepared loaders (and helpers they hand batches to),
+`.to(device)`/`.cuda()` on loader data is removed — the prepared loader already placed it.
+Statements left doing nothing (`x = x`, `batch = {k: v for k, v in batch.items()}`) go too.
+Tensors that do not come from a prepared loader keep their placement."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import patterns
+from migrator.analysis.roles import DataRegion, data_root
+from migrator.rules.base import Rule, RuleContext
+from migrator.rules.placement_calls import strip_placement
+
+COMPREHENSIONS = (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SetComp)
+
+
+class BatchPlacement(Rule):
+    code = "MIG004"
+    name = "batch-placement"
+    summary = "remove .to(device)/.cuda() on batches that come from a prepared DataLoader"
+    triggers = ("backward",)  # acts only in files with a training loop
+
+    def apply(self, context: RuleContext) -> None:
+        facts = context.facts
+        for region in facts.regions:
+            if region.loader is None or not context.prepared(region.loader.name):
+                continue
+            devices = facts.device_names(region.scope)
+            comprehension_calls = self._comprehension_calls(region)
+            for site in region.scope.calls:
+                if not region.contains(site) or site.method not in ("to", "cuda"):
+                    continue
+                if context.edits.has_replacement(site.node):
+                    continue
+                receiver = site.receiver
+                from_data = data_root(receiver, region.names) is not None
+                if not from_data and id(site.node) not in comprehension_calls:
+                    continue
+                if strip_placement(site.node, devices, facts.index.imports, context.edits):
+                    context.edits.clean_up(site.small)
+            for loop in region.scope.loops:
+                # `for k in batch: batch[k] = batch[k].to(device)` disappears with its body.
+                inside = region.loop is None or region.loop.contains(loop.parent)
+                if inside and loop is not region.loop and data_root(loop.iter, region.names):
+                    context.edits.drop_if_emptied.add(id(loop.node))
+
+    def _comprehension_calls(self, region: DataRegion) -> set[int]:
+        """ids of placement calls on the variables of comprehensions over loader data."""
+        found: set[int] = set()
+        names = region.names
+
+        class _Visitor(cst.CSTVisitor):
+            def visit_DictComp(self, node):
+                self._comprehension(node)
+
+            visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp
+
+            def _comprehension(self, node):
+                if data_root(node.for_in.iter, names) is None:
+                    return
+                targets = {n for n in _names(node.for_in.target)}
+                for part in (getattr(node, "elt", None), getattr(node, "key", None),
+                             getattr(node, "value", None)):  # fmt: skip
+                    if part is not None:
+                        part.visit(_CallCollector(targets, found))
+
+        seen: set[int] = set()
+        for site in region.scope.calls:
+            small = site.small
+            if small is None or id(small) in seen or not region.contains(site):
+                continue
+            seen.add(id(small))
+            small.visit(_Visitor())
+        return found
+
+
+class _CallCollector(cst.CSTVisitor):
+    def __init__(self, targets: set[str], found: set[int]) -> None:
+        super().__init__()
+        self.targets, self.found = targets, found
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
+            if data_root(node.func.value, self.targets) is not None:
+                self.found.add(id(node))
+
+
+def _names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _names(element.value)]
+    return []
+
+
+__all__ = ["BatchPlacement", "patterns"]
