@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence
 import libcst as cst
 
 Rewriter = Callable[[cst.CSTNode], cst.CSTNode]
-EMPTY_LINE = cst.EmptyLine()
+EMPTY_LINE = cst.EmptyLine(indent=False)
 
 
 @dataclass
@@ -202,7 +202,7 @@ def _same(a: Optional[ast.expr], b: Optional[ast.expr]) -> bool:
         return False
     if isinstance(a, (ast.Tuple, ast.List)) and isinstance(b, (ast.Tuple, ast.List)):
         return len(a.elts) == len(b.elts) and all(_same(x, y) for x, y in zip(a.elts, b.elts))
-    return ast.dump(a) == ast.dump(b)
+    return ast.unparse(a) == ast.unparse(b)  # ignores Load/Store context and formatting
 
 
 def _identity_comprehension(target: ast.expr, value: ast.expr) -> bool:

@@ -379,7 +379,7 @@ class _Analyser:
 
         optimizers: list[str] = []
         schedulers: list[str] = []
-        for call, origin in step_receivers:
+        for _call, origin in step_receivers:
             kind = self._step_kind(origin, zero_grad)
             if origin.scope is not owner or kind is None:
                 continue
@@ -409,6 +409,14 @@ class _Analyser:
             self._finding(facts.training_loops[0].node, "MIG900",
                           "could not tell which model the optimizer trains; migrate by hand")  # fmt: skip
             return
+        for name, bindings in owner.bindings.items():
+            # Schedulers stepped outside the loop (per epoch) are found by their constructor.
+            calls = [_value_call(b) for b in bindings if b.kind == "assign"]
+            if name not in schedulers and any(
+                call is not None and patterns.is_scheduler_call(call, self.imports)
+                for call in calls
+            ):
+                schedulers.append(name)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
 
     def _scaler_step_target(self, call: CallSite) -> Optional[Origin]:
