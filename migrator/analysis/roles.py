@@ -380,7 +380,7 @@ class _Analyser:
         optimizers: list[str] = []
         schedulers: list[str] = []
         for _call, origin in step_receivers:
-            kind = self._step_kind(origin, zero_grad)
+            kind = self._step_kind(origin, stepped=True)
             if origin.scope is not owner or kind is None:
                 continue
             target = optimizers if kind == "optimizer" else schedulers
@@ -388,7 +388,7 @@ class _Analyser:
                 target.append(origin.name)
         for origin in zero_grad:
             if origin.scope is owner and origin.name not in optimizers and (
-                self._step_kind(origin, zero_grad) == "optimizer"
+                self._step_kind(origin, stepped=False) == "optimizer"
             ):
                 optimizers.append(origin.name)
         if not optimizers:
@@ -405,6 +405,8 @@ class _Analyser:
             return
         facts.optimizers = optimizers
         facts.models = self._models(owner, optimizers, forwards)
+        if facts.blocked:
+            return
         if not facts.models:
             self._finding(facts.training_loops[0].node, "MIG900",
                           "could not tell which model the optimizer trains; migrate by hand")  # fmt: skip
@@ -439,7 +441,10 @@ class _Analyser:
                 return True
         return "scaler" in origin.name.lower()
 
-    def _step_kind(self, origin: Origin, zero_grad: list[Origin]) -> Optional[str]:
+    def _step_kind(self, origin: Origin, stepped: bool) -> Optional[str]:
+        """optimizer / scheduler / None for a name the loop calls `.step()` (stepped) or only
+        `.zero_grad()` on. Modules have `zero_grad()` too: that alone never makes an optimizer."""
+        built_by_unknown = False
         for binding in _bindings(origin):
             call = _value_call(binding)
             if call is None:
@@ -450,13 +455,19 @@ class _Analyser:
                 return "scheduler"
             if patterns.is_optimizer_call(call, self.imports):
                 return "optimizer"
+            built_by_unknown = True
         lowered = origin.name.lower()
         if "scaler" in lowered:
             return None
         if "sched" in lowered:
             return "scheduler"
-        if origin in zero_grad or "optim" in lowered or lowered.startswith("opt"):
+        if "optim" in lowered or lowered.startswith("opt"):
             return "optimizer"
+        if stepped and not built_by_unknown:
+            return "optimizer"
+        if stepped and built_by_unknown:
+            # `optimizer = build_optimizer(cfg, model)`: only a name stepping like one.
+            return "optimizer" if not patterns.LOSS_NAME.search(lowered) else None
         return None
 
     def _models(self, owner: Scope, optimizers: list[str], forwards: list[Origin]) -> list[str]:
@@ -471,7 +482,10 @@ class _Analyser:
                 for arg in call.args:
                     for root in patterns.parameter_roots(arg.value):
                         found = self.facts.origin(owner, root)
-                        if found is not None and found.scope is owner and root not in models:
+                        if found is None or found.scope is not owner:
+                            self._block(call, root)
+                            return []
+                        if root not in models:
                             models.append(root)
         if saw_constructor:
             return models

@@ -33,8 +33,14 @@ class Device(Rule):
             if all(patterns.is_accelerator_device(self._value(b), facts.accelerator_names)
                    for b in bindings):  # fmt: skip
                 continue  # already migrated: never ours to remove
+            used = self._still_used(context, scope, bindings[0].name)
+            branches = _device_only_if(bindings)
+            if branches is not None:
+                # `if accel: device = ... else: device = ...` collapses to one line, or goes.
+                self._collapse(context, branches, bindings[0].name, used)
+                continue
             removable = all(not b.unpacked and isinstance(b.small, cst.Assign) for b in bindings)
-            if removable and not self._still_used(context, scope, bindings[0].name):
+            if removable and not used:
                 for binding in bindings:
                     context.edits.remove(binding.small)
                 continue
@@ -45,6 +51,18 @@ class Device(Rule):
                 replacement = context.accelerator_expr("device")
                 context.edits.replace(node, lambda _updated, r=replacement: r, drops=[node])
                 context.need_accelerator_at(binding.statement)
+
+    def _collapse(self, context: RuleContext, statement, name: str, used: bool) -> None:
+        if not used:
+            context.edits.remove(statement.node)
+            return
+        line = context.statement(f"{name} = {context.accelerator}.device\n")
+
+        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+            return line.with_changes(leading_lines=updated.leading_lines)
+
+        context.edits.replace(statement.node, rewrite, drops=[statement.node])
+        context.need_accelerator_at(statement)
 
     @staticmethod
     def _value(binding: Binding):
@@ -99,6 +117,33 @@ class Device(Rule):
             return
         context.edits.replace(node, rewriter, drops=[node])
         context.need_accelerator_at(site.statement)
+
+
+def _device_only_if(bindings: list[Binding]):
+    """The `if` statement whose every branch is just one of these device assignments, or None."""
+    parents = {id(b.statement.block.parent) for b in bindings}
+    parent = bindings[0].statement.block.parent
+    if len(parents) != 1 or parent is None or not isinstance(parent.node, cst.If):
+        return None
+    smalls = {id(b.small) for b in bindings}
+    node = parent.node
+    while node is not None:
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+            return None
+        if len(body[0].body) != 1 or id(body[0].body[0]) not in smalls:
+            return None
+        orelse = node.orelse
+        if orelse is None:
+            return None  # without an else the old value may survive: not ours to fold
+        node = orelse if isinstance(orelse, cst.If) else None
+        if isinstance(orelse, cst.Else):
+            tail = orelse.body.body if isinstance(orelse.body, cst.IndentedBlock) else []
+            if len(tail) != 1 or not isinstance(tail[0], cst.SimpleStatementLine):
+                return None
+            if len(tail[0].body) != 1 or id(tail[0].body[0]) not in smalls:
+                return None
+    return parent
 
 
 def _visible_scopes(scope: Scope, name: str) -> list[Scope]:
