@@ -121,17 +121,28 @@ def _modulo_divisor(test: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     return None
 
 
+def _unscaled(receiver: cst.BaseExpression) -> cst.BaseExpression:
+    """`scaler.scale(loss)` -> `loss`: the GradScaler goes (MIG020); the loss is what counts."""
+    if (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value == "scale"
+        and len(receiver.args) == 1
+    ):
+        return receiver.args[0].value
+    return receiver
+
+
 def _divisions(context: RuleContext, loop: Loop, k: cst.BaseExpression):
     """[(node, "statement" | "expression")] dividing the backward's loss by k."""
     wanted = _code(k)
-    receivers = {
-        _code(site.receiver): site
-        for site in context.facts.backward_calls
-        if loop.contains(site.loop) and site.receiver is not None
-    }
+    receivers = {}
+    for site in context.facts.backward_calls:
+        if loop.contains(site.loop) and site.receiver is not None:
+            receiver = _unscaled(site.receiver)
+            receivers[_code(receiver)] = (site, receiver)
     found = []
-    for code, site in receivers.items():
-        receiver = site.receiver
+    for code, (site, receiver) in receivers.items():
         if isinstance(receiver, cst.BinaryOperation) and isinstance(receiver.operator, cst.Divide):
             if _code(receiver.right) == wanted:
                 found.append((receiver, "expression"))
