@@ -13,6 +13,7 @@ from migrator.rules.mig003_model_placement import ModelPlacement
 from migrator.rules.mig004_batch_placement import BatchPlacement
 from migrator.rules.mig005_backward import Backward
 from migrator.rules.mig006_prepare import Prepare
+from migrator.rules.mig007_model_attributes import ModelAttributes
 from migrator.rules.mig020_mixed_precision import MixedPrecision
 from migrator.rules.mig021_clipping import Clipping
 from migrator.rules.mig022_accumulation import Accumulation
@@ -28,6 +29,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     BatchPlacement,
     Backward,
     Prepare,
+    ModelAttributes,
     MixedPrecision,
     Clipping,
     Accumulation,
@@ -47,6 +49,7 @@ APPLY_ORDER: tuple[type[Rule], ...] = (
     Clipping,
     MainProcessIO,
     EvalMetrics,
+    ModelAttributes,
     Prepare,
     Device,
     CreateAccelerator,
