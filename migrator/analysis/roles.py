@@ -290,7 +290,8 @@ class _Analyser:
                 continue  # the helper trains over its own loop
             if site.scope.kind == "function" and _call_sites_of(self.index, site.scope):
                 continue  # a per-batch step helper: its caller's loop is the training loop
-            if site.method == "backward" and not self._is_accelerator_receiver(site):
+            steps_here = any(c.method == "step" for c in self._calls_reachable(site.scope.calls))
+            if site.method == "backward" and steps_here and not self._is_accelerator_receiver(site):
                 self._finding(
                     site.node,
                     "MIG905",
