@@ -15,11 +15,10 @@ from migrator.analysis.index import Block, Scope, Statement
 from migrator.analysis.patterns import root_name
 from migrator.analysis.placement import PreparePlan
 from migrator.analysis.roles import TrainingFacts
-from migrator.edits import EMPTY_LINE, EditSet
+from migrator.edits import CODEGEN, EMPTY_LINE, EditSet
 from migrator.findings import Finding
 
 IMPORT_SOURCES = {"runtime": "runtime", "accelerate": "accelerate"}
-_CODE = cst.Module([])
 
 
 @dataclass(eq=False)
@@ -72,6 +71,15 @@ class RuleContext:
         name = cst.Name(self.accelerator)
         return cst.Attribute(value=name, attr=cst.Name(attribute)) if attribute else name
 
+    def unwrapped(self):
+        """A rewriter: `expr` -> `accelerator.unwrap_model(expr)`."""
+        unwrap = self.accelerator_expr("unwrap_model")
+
+        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+            return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
+
+        return rewrite
+
     def statement(self, code: str, blank_line_before: bool = False) -> cst.BaseStatement:
         node = cst.parse_statement(code, config=self.module.config_for_parsing)
         return node.with_changes(leading_lines=[EMPTY_LINE] if blank_line_before else [])
@@ -89,7 +97,7 @@ class RuleContext:
         """(code, depends_on) for `expr` (a literal, a name or `name.attr`) as the owner of
         training would write it, following helper parameters to their arguments; None if the
         value only exists inside the helper."""
-        code = _CODE.code_for_node(expr).strip()
+        code = CODEGEN.code_for_node(expr).strip()
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
             return code, ()
         root = root_name(expr)

@@ -49,7 +49,7 @@ class Device(Rule):
                 if node is None or patterns.is_accelerator_device(node, facts.accelerator_names):
                     continue
                 replacement = context.accelerator_expr("device")
-                context.edits.replace(node, lambda _updated, r=replacement: r, drops=[node])
+                context.edits.replace_with(node, replacement)
                 context.need_accelerator_at(binding.statement)
 
     def _collapse(self, context: RuleContext, statement, name: str, used: bool) -> None:

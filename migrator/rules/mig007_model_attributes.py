@@ -6,8 +6,6 @@ through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails 
 
 from __future__ import annotations
 
-import libcst as cst
-
 from migrator.rules.base import Rule, RuleContext
 
 # What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
@@ -30,7 +28,6 @@ class ModelAttributes(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
-        unwrap = context.accelerator_expr("unwrap_model")
         for scope in context.facts.training_scopes:
             for name, uses in scope.uses.items():
                 if context.prepared_role(scope, name) != "model":
@@ -38,12 +35,6 @@ class ModelAttributes(Rule):
                 for use in uses:
                     if use.kind != "attr" or use.attr in MODULE_API:
                         continue
-                    context.edits.replace(use.node, _unwrapped(unwrap))
+                    context.edits.replace(use.node, context.unwrapped())
                     context.need_accelerator_at(use.statement, soft=use.node)
 
-
-def _unwrapped(unwrap: cst.BaseExpression):
-    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-        return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
-
-    return rewrite
