@@ -74,6 +74,9 @@ class _NameCollector(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         self.ids.add(id(node))
 
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.ids.add(id(node))  # `self.device` uses are Attribute nodes
+
 
 def apply_edits(module: cst.Module, edits: EditSet) -> cst.Module:
     return module.visit(_Applier(edits))

@@ -104,9 +104,37 @@ def parameter_roots(expr: cst.CSTNode) -> list[str]:
     return roots
 
 
+SELF = "self"
+
+
+def name_of(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The name an expression stands for: `model`, or `self.model` for an instance attribute
+    (a Trainer's objects are named that way across its methods)."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == SELF
+    ):
+        return f"{SELF}.{expr.attr.value}"
+    return None
+
+
+def expression_for(name: str) -> cst.BaseExpression:
+    """The expression for a name from `name_of` (`self.model` -> Attribute)."""
+    head, _, attribute = name.partition(".")
+    if attribute:
+        return cst.Attribute(value=cst.Name(head), attr=cst.Name(attribute))
+    return cst.Name(head)
+
+
 def root_name(expr: cst.BaseExpression) -> Optional[str]:
-    """`model` for `model`, `model.encoder`, `model.module.encoder`; None otherwise."""
+    """`model` for `model`, `model.encoder`, `model.module.encoder`; `self.model` for
+    `self.model.encoder`; None otherwise."""
     while isinstance(expr, cst.Attribute):
+        if name_of(expr) is not None and isinstance(expr.value, cst.Name):
+            return name_of(expr)
         expr = expr.value
     return expr.value if isinstance(expr, cst.Name) else None
 
@@ -121,8 +149,9 @@ def loader_base(expr: Optional[cst.BaseExpression], imports: ImportTable):
         if callee == "enumerate":
             through_enumerate = True
         expr = expr.args[0].value
-    if isinstance(expr, cst.Name):
-        return expr.value, through_enumerate
+    name = name_of(expr)
+    if name is not None:
+        return name, through_enumerate
     return None, False
 
 
@@ -160,8 +189,7 @@ def is_accelerator_device(expr: cst.BaseExpression, accelerator_names: set[str])
     return (
         isinstance(expr, cst.Attribute)
         and expr.attr.value == "device"
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value in accelerator_names
+        and name_of(expr.value) in accelerator_names
     )
 
 

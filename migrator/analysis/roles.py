@@ -76,7 +76,10 @@ class TrainingFacts:
 
     @property
     def accelerator_name(self) -> str:
-        return next(iter(sorted(self.accelerator_names)), "accelerator")
+        existing = sorted(self.accelerator_names)
+        if existing:
+            return existing[0]
+        return "self.accelerator" if is_method(self.owner) else "accelerator"
 
     def origin(self, scope: Scope, name: str) -> Optional[Origin]:
         return _origin(self, scope, name, frozenset())
@@ -110,6 +113,35 @@ class TrainingFacts:
         return names
 
 
+def is_method(scope: Optional[Scope]) -> bool:
+    return (
+        scope is not None
+        and scope.kind == "function"
+        and scope.parent is not None
+        and scope.parent.kind == "class"
+    )
+
+
+def instance_origin(scope: Scope, name: str) -> Optional[Origin]:
+    """Where a Trainer's `self.x` is made: `__init__`, else the one method that binds it."""
+    while scope is not None and not is_method(scope):
+        scope = scope.parent
+    if scope is None:
+        return None
+    methods = [m for m in scope.parent.children if m.kind == "function" and m.assigns(name)]
+    methods.sort(key=lambda m: m.name != "__init__")
+    if len(methods) == 1 or (methods and methods[0].name == "__init__"):
+        return Origin(methods[0], name)
+    return None
+
+
+def class_methods(scope: Scope) -> list[Scope]:
+    """The methods of the class `scope` is a method of (itself included)."""
+    if not is_method(scope):
+        return [scope]
+    return [m for m in scope.parent.children if m.kind == "function"]
+
+
 def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> Optional[Origin]:
     key = (id(scope), name)
     if key in facts.origins:
@@ -118,12 +150,14 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
         return None
     seen = seen | {key}
     result: Optional[Origin]
-    if scope.kind == "function" and name in scope.params:
+    if name.startswith(patterns.SELF + "."):
+        result = instance_origin(scope, name)
+    elif scope.kind == "function" and name in scope.params:
         results = set()
         for site in _call_sites_of(facts.index, scope):
             argument = _argument_for(site.node, scope, name)
-            if isinstance(argument, cst.Name):
-                results.add(_origin(facts, site.scope, argument.value, seen))
+            if patterns.name_of(argument) is not None:
+                results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
             else:
                 results.add(None)
         result = results.pop() if len(results) == 1 else None
@@ -141,6 +175,12 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
 
 
 def _call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
+    if is_method(function):  # `self.train_epoch(...)` from a sibling method
+        wanted = f"{patterns.SELF}.{function.name}"
+        return [
+            site for site in index.calls()
+            if patterns.name_of(site.node.func) == wanted and site.scope.parent is function.parent
+        ]  # fmt: skip
     return [
         site
         for site in index.calls()
@@ -150,6 +190,8 @@ def _call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
 
 def _argument_for(call: cst.Call, function: Scope, param: str) -> Optional[cst.BaseExpression]:
     positional = [p for p in function.params if not p.startswith("*")]
+    if is_method(function):
+        positional = positional[1:]  # `self` is not passed
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == param:
             return arg.value
@@ -219,13 +261,11 @@ class _Analyser:
         for site in self.index.calls():
             if site.method == "prepare" and self._is_accelerator_receiver(site):
                 for arg in site.node.args:
-                    if isinstance(arg.value, cst.Name):
-                        self.facts.prepared_already.add(arg.value.value)
+                    if patterns.name_of(arg.value) is not None:
+                        self.facts.prepared_already.add(patterns.name_of(arg.value))
 
     def _is_accelerator_receiver(self, site: CallSite) -> bool:
-        return isinstance(site.receiver, cst.Name) and (
-            site.receiver.value in self.facts.accelerator_names
-        )
+        return patterns.name_of(site.receiver) in self.facts.accelerator_names
 
     def _backward_sites(self) -> list[CallSite]:
         sites = []
@@ -255,8 +295,15 @@ class _Analyser:
         return found
 
     def _callee_scope(self, site: CallSite) -> Optional[Scope]:
-        if isinstance(site.node.func, cst.Name):
-            return self.index.functions.get(site.node.func.value)
+        func = site.node.func
+        if isinstance(func, cst.Name):
+            return self.index.functions.get(func.value)
+        name = patterns.name_of(func)
+        if name is not None and is_method(site.scope):  # `self.train_epoch()`
+            method = name.split(".", 1)[1]
+            for sibling in class_methods(site.scope):
+                if sibling.name == method:
+                    return sibling
         return None
 
     # -- training loops ----------------------------------------------------------------------
@@ -352,11 +399,11 @@ class _Analyser:
             if found not in loaders:
                 loaders.append(found)
             for call in self._calls_reachable(loop.calls):
-                receiver = call.receiver
-                if call.method in ("step", "zero_grad") and isinstance(receiver, cst.Name):
-                    origin = facts.origin(call.scope, receiver.value)
+                receiver = patterns.name_of(call.receiver)
+                if call.method in ("step", "zero_grad") and receiver is not None:
+                    origin = facts.origin(call.scope, receiver)
                     if origin is None:
-                        self._block(call.node, receiver.value)
+                        self._block(call.node, receiver)
                         return
                     if call.method == "step":
                         step_receivers.append((call, origin))
@@ -365,8 +412,9 @@ class _Analyser:
                             step_receivers.append((call, scaled))
                     else:
                         zero_grad.append(origin)
-                if isinstance(call.node.func, cst.Name) and self._callee_scope(call) is None:
-                    origin = facts.origin(call.scope, call.node.func.value)
+                called = patterns.name_of(call.node.func)
+                if called is not None and self._callee_scope(call) is None:
+                    origin = facts.origin(call.scope, called)
                     if origin is not None:
                         forwards.append(origin)
         owners = {id(o.scope): o.scope for o in loaders}
@@ -424,14 +472,14 @@ class _Analyser:
 
     def _scaler_step_target(self, call: CallSite) -> Optional[Origin]:
         """`scaler.step(optimizer)`: the optimizer is the argument."""
-        if not call.node.args or not isinstance(call.node.args[0].value, cst.Name):
+        argument = patterns.name_of(call.node.args[0].value) if call.node.args else None
+        receiver_name = patterns.name_of(call.receiver)
+        if argument is None or receiver_name is None:
             return None
-        if not isinstance(call.receiver, cst.Name):
-            return None
-        receiver = self.facts.origin(call.scope, call.receiver.value)
+        receiver = self.facts.origin(call.scope, receiver_name)
         if not self._is_scaler(receiver):
             return None
-        return self.facts.origin(call.scope, call.node.args[0].value.value)
+        return self.facts.origin(call.scope, argument)
 
     def _is_scaler(self, origin: Optional[Origin]) -> bool:
         if origin is None:
@@ -509,9 +557,10 @@ class _Analyser:
         for name in stepped:
             per_step = False
             for site in self.index.calls():
-                if site.method != "step" or not isinstance(site.receiver, cst.Name):
+                receiver = patterns.name_of(site.receiver)
+                if site.method != "step" or receiver is None:
                     continue
-                if self.facts.origin(site.scope, site.receiver.value) != Origin(owner, name):
+                if self.facts.origin(site.scope, receiver) != Origin(owner, name):
                     continue
                 if self._in_training(site, per_batch):
                     per_step = True
@@ -591,6 +640,13 @@ class _Analyser:
         for scope in self.index.scopes:
             if id(scope) in per_batch and scope not in facts.training_scopes:
                 facts.training_scopes.append(scope)
+        looping = {id(loop.scope) for loop in [*facts.training_loops, *facts.eval_loops]}
+        for scope in self.index.scopes:  # a Trainer's fit(): it drives the loops
+            if scope not in facts.training_scopes and any(
+                id(self._callee_scope(c)) in looping for c in scope.calls
+                if self._callee_scope(c) is not None
+            ):
+                facts.training_scopes.append(scope)
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:
@@ -607,7 +663,10 @@ class _Analyser:
                     value = binding.element if binding.unpacked else binding.value
                     if value is None:
                         continue
-                    if patterns.is_device_constructor(value, self.imports) or (
+                    trainer_device = name.startswith(patterns.SELF + ".") and (
+                        patterns.looks_like_device_name(name.split(".", 1)[1])
+                    )
+                    if trainer_device or patterns.is_device_constructor(value, self.imports) or (
                         patterns.is_accelerator_device(value, facts.accelerator_names)
                     ):
                         if scope is module and scope is not facts.owner and not (

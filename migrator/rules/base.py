@@ -12,7 +12,7 @@ from typing import ClassVar, Optional
 import libcst as cst
 
 from migrator.analysis.index import Block, Scope, Statement
-from migrator.analysis.patterns import root_name
+from migrator.analysis.patterns import expression_for, root_name
 from migrator.analysis.placement import PreparePlan
 from migrator.analysis.roles import TrainingFacts
 from migrator.edits import CODEGEN, EMPTY_LINE, EditSet
@@ -68,7 +68,7 @@ class RuleContext:
         return IMPORT_SOURCES[self.target]
 
     def accelerator_expr(self, attribute: Optional[str] = None) -> cst.BaseExpression:
-        name = cst.Name(self.accelerator)
+        name = expression_for(self.accelerator)
         return cst.Attribute(value=name, attr=cst.Name(attribute)) if attribute else name
 
     def unwrapped(self):

@@ -8,6 +8,7 @@ import libcst as cst
 
 from migrator.analysis import patterns
 from migrator.analysis.index import Binding, Scope
+from migrator.analysis.roles import class_methods
 from migrator.rules.base import Rule, RuleContext
 
 
@@ -70,7 +71,8 @@ class Device(Rule):
 
     def _still_used(self, context: RuleContext, scope: Scope, name: str) -> bool:
         dropped = context.edits.dropped_names
-        for current in _visible_scopes(scope, name):
+        scopes = [s for m in class_methods(scope) for s in _visible_scopes(m, name)]
+        for current in scopes if name.startswith("self.") else _visible_scopes(scope, name):
             for use in current.uses.get(name, []):
                 if id(use.node) not in dropped:
                     return True

@@ -20,6 +20,7 @@ from typing import Optional
 import libcst as cst
 
 from migrator.analysis.index import Block, Loop
+from migrator.analysis.patterns import name_of
 from migrator.analysis.roles import DataRegion
 from migrator.rules.base import Rule, RuleContext
 
@@ -51,7 +52,7 @@ class _Walker:
         self.context = context
         self.region = region
         self.models = {
-            name for name in [*region.scope.params, *region.scope.bindings]
+            name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
             if context.prepared_role(region.scope, name.lstrip("*")) == "model"
         }  # fmt: skip
 
@@ -106,8 +107,7 @@ class _Walker:
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
             and value.func.attr.value in COLLECTIVES
-            and isinstance(value.func.value, cst.Name)
-            and value.func.value.value in self.context.facts.accelerator_names
+            and name_of(value.func.value) in self.context.facts.accelerator_names
         )
 
     def _reads(self, expr: cst.CSTNode, local: set[str]) -> bool:
@@ -120,7 +120,7 @@ class _Walker:
             found = False
 
             def visit_Call(self, node: cst.Call) -> None:
-                if isinstance(node.func, cst.Name) and node.func.value in models:
+                if name_of(node.func) in models:
                     _Finder.found = True
 
         expr.visit(_Finder())
