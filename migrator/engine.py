@@ -114,6 +114,8 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str]
     migrated = apply_edits(module, context.edits)
     if context.accelerator_created:
         migrated = _add_import(migrated, context.import_source)
+    if context.unused_imports:
+        migrated = _remove_imports(migrated, context.unused_imports)
     output = migrated.code
     try:
         ast.parse(output)
@@ -146,6 +148,16 @@ def _add_import(module, source: str):
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, source, "Accelerator")
     return AddImportsVisitor(context).transform_module(module)
+
+
+def _remove_imports(module, imports):
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
+    context = CodemodContext()
+    for module_name, obj, asname in imports:
+        RemoveImportsVisitor.remove_unused_import(context, module_name, obj, asname)
+    return RemoveImportsVisitor(context).transform_module(module)
 
 
 def _positioned(module, findings: list[Finding]) -> list[Finding]:

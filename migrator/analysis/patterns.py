@@ -145,6 +145,10 @@ def is_device_constructor(expr: cst.BaseExpression, imports: ImportTable) -> boo
     """A device value built from scratch: "cuda", torch.device(...), "cuda" if ... else "cpu"."""
     if is_device_literal(expr):
         return True
+    if isinstance(expr, cst.FormattedString) and len(expr.parts) == 2 and isinstance(
+        expr.parts[0], cst.FormattedStringText
+    ):  # f"cuda:{local_rank}" (MIG010)
+        return bool(DEVICE_STRING.match(expr.parts[0].value + "0"))
     if isinstance(expr, cst.IfExp):
         return is_device_constructor(expr.body, imports) or is_device_constructor(
             expr.orelse, imports
@@ -191,7 +195,11 @@ def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable)
     method = call.func.attr.value
     positional = [a for a in call.args if a.keyword is None and not a.star]
     if method == "cuda":
-        if positional or any(_kw(a) == "device" for a in call.args):
+        given = [*positional, *(a for a in call.args if _kw(a) == "device")]
+        if given and not (  # `.cuda(local_rank)` names this process's device (MIG010)
+            len(given) == 1 and isinstance(given[0].value, cst.Name)
+            and given[0].value.value in device_names
+        ):  # fmt: skip
             return None
         return "cuda"
     if method != "to":
@@ -206,4 +214,6 @@ def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable)
 
 def has_explicit_index(expr: cst.BaseExpression) -> bool:
     value = string_value(expr)
+    if isinstance(expr, cst.FormattedString):  # f"cuda:{i}"
+        value = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
     return value is not None and ":" in value

@@ -1,7 +1,7 @@
 """The rule registry: every rule class, in code order, and the order they are applied in.
 
-Rules that remove or rewrite expressions run first; MIG002 then sees which device uses are
-left; MIG001 runs last, once it knows every scope that needs `accelerator`.
+Rules that remove or rewrite expressions run first (MIG010 after MIG003/MIG004, which strip the
+`.to(rank)` it would otherwise rewrite); MIG002 then sees which device uses are left; MIG001 runs last, once it knows every scope that needs `accelerator`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from migrator.rules.mig003_model_placement import ModelPlacement
 from migrator.rules.mig004_batch_placement import BatchPlacement
 from migrator.rules.mig005_backward import Backward
 from migrator.rules.mig006_prepare import Prepare
+from migrator.rules.mig010_native_ddp import NativeDDP
 
 ALL_RULES: tuple[type[Rule], ...] = (
     CreateAccelerator,
@@ -21,10 +22,12 @@ ALL_RULES: tuple[type[Rule], ...] = (
     BatchPlacement,
     Backward,
     Prepare,
+    NativeDDP,
 )
 APPLY_ORDER: tuple[type[Rule], ...] = (
     ModelPlacement,
     BatchPlacement,
+    NativeDDP,
     Backward,
     Prepare,
     Device,

@@ -39,6 +39,8 @@ class RuleContext:
     selected: frozenset = frozenset()
     findings: list[Finding] = field(default_factory=list)
     needs: list[AcceleratorNeed] = field(default_factory=list)
+    # (module, name, asname) imports to drop once nothing uses them (RemoveImportsVisitor)
+    unused_imports: list[tuple[str, Optional[str], Optional[str]]] = field(default_factory=list)
     accelerator_created: bool = False
 
     @property
