@@ -46,8 +46,14 @@ class NativeDDP(Rule):
     triggers = ("backward",)
 
     def apply(self, context: RuleContext) -> None:
-        if context.facts.distributed.present:
-            _Migration(context).run()
+        if not context.facts.distributed.present:
+            return
+        if "MIG006" not in context.selected:  # without prepare, unwrapping DDP loses the sync
+            node = context.facts.training_loops[0].node if context.facts.training_loops else None
+            context.findings.append(Finding(code="MIG907", node=node, message="native DDP left "
+                                            "as it is: MIG010 needs MIG006 (prepare) selected"))
+            return
+        _Migration(context).run()
 
 
 class _Migration:
@@ -98,28 +104,21 @@ class _Migration:
         wrapped = set()
         for wrap in self.dist.wraps:
             site = wrap.site
-            if wrap.inner_name is None:  # `model = DDP(Net().to(device))` -> `model = Net()`
-                position = next(i for i, a in enumerate(site.node.args) if a.value is wrap.inner)
-                if isinstance(wrap.inner, cst.Call):
-                    devices = self.facts.device_names(site.scope)
-                    strip_placement(wrap.inner, devices, self.index.imports, self.edits)
-                self.edits.replace(site.node, lambda u, i=position: u.args[i].value.with_changes(
-                    lpar=[], rpar=[]) if isinstance(u, cst.Call) else u,  # fmt: skip
-                    drops=[site.node.func, *(a.value for a in site.node.args if a.value is not
-                                             wrap.inner)])  # fmt: skip
-                continue
-            self._remove(site.small, site.statement)
-            origin = self.facts.origin(site.scope, wrap.inner_name)
-            if origin is not None:
-                wrapped.add((id(origin.scope), origin.name))
-            if wrap.target != wrap.inner_name:
-                for scope in visible_scopes(site.scope, wrap.target):
-                    for use in scope.uses.get(wrap.target, []):
-                        self.edits.replace(use.node, lambda _u, n=wrap.inner_name: cst.Name(n))
             if wrap.dropped_options:
                 self._finding(site.node, f"DistributedDataParallel option(s) "
                               f"{', '.join(wrap.dropped_options)} dropped with the wrapper: set "
                               "them on the Accelerator by hand")  # fmt: skip
+            origin = self.facts.origin(site.scope, wrap.inner_name or wrap.target)
+            if origin is not None:
+                wrapped.add((id(origin.scope), origin.name))
+            if wrap.inner_name is None:  # `model = DDP(Net().to(device))` -> `model = Net()`
+                self._unwrap_expression(wrap)
+                continue
+            self._remove(site.small, site.statement)
+            if wrap.target != wrap.inner_name:
+                for scope in visible_scopes(site.scope, wrap.target):
+                    for use in scope.uses.get(wrap.target, []):
+                        self.edits.replace(use.node, lambda _u, n=wrap.inner_name: cst.Name(n))
         for scope in self.index.scopes:  # `ddp_model.module` -> accelerator.unwrap_model(model)
             for name, uses in scope.uses.items():
                 origin = self.facts.origin(scope, name)
@@ -132,6 +131,21 @@ class _Migration:
                     ):
                         self.edits.replace(attribute, self._unwrap_model)
                         self.context.need_accelerator_at(use.statement)
+
+    def _unwrap_expression(self, wrap) -> None:
+        site = wrap.site
+        position = next(i for i, a in enumerate(site.node.args) if a.value is wrap.inner)
+        if isinstance(wrap.inner, cst.Call):
+            devices = self.facts.device_names(site.scope)
+            strip_placement(wrap.inner, devices, self.index.imports, self.edits)
+        drops = [site.node.func, *(a.value for a in site.node.args if a.value is not wrap.inner)]
+
+        def inner(updated: cst.CSTNode) -> cst.CSTNode:
+            if not isinstance(updated, cst.Call):
+                return updated
+            return updated.args[position].value.with_changes(lpar=[], rpar=[])
+
+        self.edits.replace(site.node, inner, drops=drops)
 
     def _unwrap_model(self, updated: cst.CSTNode) -> cst.CSTNode:
         if not isinstance(updated, cst.Attribute):
