@@ -22,7 +22,7 @@ import libcst as cst
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
     ALL_REDUCE, BARRIER, COLLECTIVES, DDP_CLASSES, DDP_OPTIONS_KEPT, DESTROY, ENV_KINDS,
-    GROUP_CALLS, INIT, LAUNCH_ENV, LOCAL_NAME, LOCAL_PROCESS_INDEX, NUM_PROCESSES,
+    GROUP_CALLS, INIT, LAUNCH_ARGUMENTS, LAUNCH_ENV, LOCAL_NAME, LOCAL_PROCESS_INDEX, NUM_PROCESSES,
     PROCESS_CLASSES, PROCESS_INDEX, PURE_CALLS, RANK_CALLS, RANK_KINDS, REDUCE_OPS,
     RPC_PREFIXES, SAMPLER_CLASSES, SHARDING_PREFIXES, SPAWN_CALLS, DistributedFacts, RankName,
     Reduction, Sampler, Spawn, Wrap,
@@ -110,6 +110,7 @@ class _Reader:
         self._helpers()
         self._spawns()
         self._rank_names()
+        self._rank_attributes()
         for site, qualified in self.sites:
             self._classify(site, qualified)
         self._launch_environment()
@@ -226,6 +227,10 @@ class _Reader:
                             "function does not take; migrate by hand")  # fmt: skip
                 continue
             rank = params[0]
+            if any(target.assigns(p) for p in params):
+                self._block(site.node, "MIG907", "the spawned function rebinds its rank or "
+                            "arguments; migrate by hand")  # fmt: skip
+                continue
             kind = LOCAL_PROCESS_INDEX if LOCAL_NAME.search(rank) else PROCESS_INDEX
             self.facts.rank_names.append(RankName(target, rank, kind))
             removed, kept = [rank], []
@@ -249,6 +254,15 @@ class _Reader:
                     kind = RANK_CALLS.get(self.imports.qualify(value.func) or "")
                 if kind is not None:
                     self.facts.rank_names.append(RankName(scope, name, kind, bindings[0]))
+
+    def _rank_attributes(self) -> None:
+        declared = any(site.method == "add_argument" and any(
+            patterns.string_value(a.value) in LAUNCH_ARGUMENTS for a in site.node.args
+        ) for site, _ in self.sites)  # fmt: skip
+        for scope in self.index.scopes if declared else []:
+            for uses in scope.uses.values():
+                self.facts.rank_attributes.extend(
+                    u for u in uses if u.kind == "attr" and u.attr == "local_rank")
 
     # -- everything else, call by call -------------------------------------------------------
     def _classify(self, site: CallSite, qualified: str) -> None:

@@ -10,7 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
-from migrator.analysis.index import Binding, CallSite, Scope, Statement
+from migrator.analysis.index import Binding, CallSite, Scope, Statement, Use
 from migrator.findings import Finding
 
 PROCESS_INDEX, LOCAL_PROCESS_INDEX, NUM_PROCESSES = (
@@ -52,6 +52,7 @@ SHARDING_PREFIXES = (
     "torch.distributed.fsdp", "torch.distributed._composable", "torch.distributed.tensor",
     "torch.distributed._tensor", "torch.distributed.device_mesh", "torch.distributed.pipelining",
 )  # fmt: skip
+LAUNCH_ARGUMENTS = {"--local_rank", "--local-rank"}
 LOCAL_NAME = re.compile(r"local|gpu|device_id")
 PURE_CALLS = {"int", "str", "torch.cuda.is_available", "torch.cuda.device_count",
               "os.environ.get", "os.getenv", "max", "min"}  # fmt: skip
@@ -114,6 +115,8 @@ class DistributedFacts:
     spawns: list[Spawn] = field(default_factory=list)
     rank_names: list[RankName] = field(default_factory=list)
     rank_calls: list[tuple[CallSite, str]] = field(default_factory=list)
+    # `args.local_rank` where the script declares `--local_rank` (torch.distributed.launch)
+    rank_attributes: list[Use] = field(default_factory=list)
     barriers: list[CallSite] = field(default_factory=list)
     reductions: list[Reduction] = field(default_factory=list)
     collectives: list[CallSite] = field(default_factory=list)  # left as they are, reported
@@ -123,7 +126,7 @@ class DistributedFacts:
     @property
     def present(self) -> bool:
         return any((self.removed_calls, self.removed_smalls, self.helpers, self.wraps,
-                    self.samplers, self.spawns, self.rank_names, self.rank_calls,
+                    self.samplers, self.spawns, self.rank_names, self.rank_calls, self.rank_attributes,
                     self.barriers, self.reductions, self.collectives))  # fmt: skip
 
     def unwrapped(self, scope: Scope, name: str) -> Optional[str]:

@@ -178,7 +178,7 @@ def is_devicey(expr: cst.BaseExpression, device_names: set[str], imports: Import
     if isinstance(expr, cst.Name):
         return expr.value in device_names or looks_like_device_name(expr.value)
     if isinstance(expr, cst.Attribute):
-        return expr.attr.value == "device" or (
+        return expr.attr.value in ("device", "local_rank") or (  # args.local_rank (MIG010)
             expr.attr.value.endswith("_device") and dotted_name(expr) is not None
         )
     return is_device_constructor(expr, imports)
@@ -197,8 +197,8 @@ def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable)
     if method == "cuda":
         given = [*positional, *(a for a in call.args if _kw(a) == "device")]
         if given and not (  # `.cuda(local_rank)` names this process's device (MIG010)
-            len(given) == 1 and isinstance(given[0].value, cst.Name)
-            and given[0].value.value in device_names
+            len(given) == 1 and isinstance(given[0].value, (cst.Name, cst.Attribute))
+            and is_devicey(given[0].value, device_names, imports)
         ):  # fmt: skip
             return None
         return "cuda"

@@ -20,7 +20,7 @@ import libcst as cst
 
 from migrator.analysis.distributed import is_pure
 from migrator.analysis.distributed_facts import (
-    MAIN_PROCESS, RANK_KINDS, DistributedFacts, Sampler, Spawn,
+    LOCAL_PROCESS_INDEX, MAIN_PROCESS, RANK_KINDS, DistributedFacts, Sampler, Spawn,
 )  # fmt: skip
 from migrator.analysis.index import Scope, Statement
 from migrator.analysis.patterns import is_device_constructor
@@ -67,7 +67,7 @@ class _Migration:
         self.dropped_before = set(self.edits.dropped_names)
         # Names inside device values MIG002 rewrites whole (`torch.device("cuda", local_rank)`).
         self.device_values: set[int] = set()
-        for binding in self.facts.device_bindings:
+        for binding in self.facts.device_bindings if "MIG002" in context.selected else []:
             value = binding.element if binding.unpacked else binding.value
             if value is not None:
                 self.device_values |= name_ids(value)
@@ -242,6 +242,17 @@ class _Migration:
                         self._rank_use(use.node, use.statement, kind, by_value=False)
         for site, kind in dist.rank_calls:
             self._rank_use(site.node, site.statement, kind, by_value=True)
+        for use in dist.rank_attributes:  # `args.local_rank`
+            attribute = self.parents.get(id(use.node))
+            target = self.parents.get(id(attribute))
+            if not isinstance(target, cst.AssignTarget):
+                self._rank_use(attribute, use.statement, LOCAL_PROCESS_INDEX, by_value=True)
+                continue
+            assign = self.parents.get(id(target))  # `args.local_rank = int(os.environ[...])`
+            if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and is_pure(
+                assign.value, self.index.imports
+            ):
+                self._remove(assign, use.statement)
         for rank_name in dist.rank_names:
             binding = rank_name.binding
             if binding is not None and self._still_used(rank_name.scope, rank_name.name):
