@@ -284,3 +284,43 @@ def test_without_prepare_selected_ddp_is_left_with_a_finding():
     output, findings = migrate_text(train_script(), Options(rules=frozenset(rules)))
     assert "MIG907" in codes(findings)
     assert output is None or "DDP(" in output
+
+
+def test_worker_without_spawn_loses_the_params_that_reach_init_process_group():
+    source = script("""\
+        def setup(rank, world_size):
+            os.environ["MASTER_ADDR"] = "localhost"
+            os.environ["MASTER_PORT"] = "12355"
+            dist.init_process_group("gloo", rank=rank, world_size=world_size)
+
+
+        def train_ddp(rank, world_size, epochs):
+            setup(rank, world_size)
+            data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            loader = DataLoader(data, batch_size=8, shuffle=True)
+            model = torch.nn.Linear(4, 1).to(rank)
+            ddp_model = DDP(model, device_ids=[rank])
+            optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.1)
+            for epoch in range(epochs):
+                for x, y in loader:
+                    loss = (ddp_model(x.to(rank)) - y.to(rank)).pow(2).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+        train_ddp(0, 1, epochs=2)
+        """)
+    output, findings = migrate(source)
+    assert "def train_ddp(epochs):" in output and "train_ddp(epochs=2)" in output
+    assert "def setup" not in output and ".to(rank)" not in output
+    assert "    model = torch.nn.Linear(4, 1)\n" in output
+    assert not findings
+
+
+def test_processes_started_by_hand_with_a_process_group_block_the_file():
+    source = train_script().replace(
+        "    mp.spawn(train, args=(2,), nprocs=2)",
+        "    for r in range(2):\n        mp.Process(target=train, args=(r, 2)).start()")
+    output, findings = migrate_text(source)
+    assert output is None and codes(findings) == ["MIG907"]

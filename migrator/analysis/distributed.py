@@ -10,7 +10,9 @@ Read from the syntactic index (index.py), without walking the tree again:
 - barriers, all-reduces of metrics, other collectives;
 - what is recognised but never guessed at (RPC, FSDP, tensor parallel, processes started by
   hand): findings that stop the migration of the file.
-roles.py asks `unwrapped()` and `launch_param()` so that its roles see the plain model.
+roles.py asks `unwrapped()` and `launch_param()` so that its roles see the plain model. The
+facts and vocabulary live in distributed_facts.py; wrappers, samplers and metric all-reduces are
+read by distributed_objects.py.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import libcst as cst
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
-    ALL_REDUCE, BARRIER, COLLECTIVES, DDP_CLASSES, DDP_OPTIONS_KEPT, DESTROY, ENV_KINDS,
-    GROUP_CALLS, INIT, LAUNCH_ARGUMENTS, LAUNCH_ENV, LOCAL_NAME, LOCAL_PROCESS_INDEX, NUM_PROCESSES,
-    PROCESS_CLASSES, PROCESS_INDEX, PURE_CALLS, RANK_CALLS, RANK_KINDS, REDUCE_OPS,
-    RPC_PREFIXES, SAMPLER_CLASSES, SHARDING_PREFIXES, SPAWN_CALLS, DistributedFacts, RankName,
-    Reduction, Sampler, Spawn, Wrap,
+    ALL_REDUCE, BARRIER, COLLECTIVES, DDP_CLASSES, DESTROY, ENV_KINDS, GROUP_CALLS, INIT,
+    LAUNCH_ARGUMENTS, LAUNCH_ENV, LOCAL_NAME, LOCAL_PROCESS_INDEX, NUM_PROCESSES, PROCESS_CLASSES,
+    PROCESS_INDEX, PURE_CALLS, RANK_CALLS, RANK_KINDS, RPC_PREFIXES, SAMPLER_CLASSES,
+    SHARDING_PREFIXES, SPAWN_CALLS, DistributedFacts, RankName, Spawn, Worker, keyword_value,
+    whole_statement,
 )
+from migrator.analysis.distributed_objects import ObjectReader
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.findings import Finding
@@ -38,20 +41,6 @@ def read_distributed(index: ModuleIndex) -> DistributedFacts:
     reader = _Reader(index)
     reader.run()
     return reader.facts
-
-
-def _whole_statement(site: CallSite) -> bool:
-    return isinstance(site.small, cst.Expr) and site.small.value is site.node
-
-
-def _keyword(call: cst.Call, name: str, position: Optional[int] = None):
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if position is not None and position < len(positional):
-        return positional[position].value
-    return None
 
 
 def env_kind(expr: Optional[cst.BaseExpression], imports) -> Optional[str]:
@@ -82,7 +71,7 @@ def is_pure(expr: cst.CSTNode, imports) -> bool:
     return not found
 
 
-class _Reader:
+class _Reader(ObjectReader):
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
         self.imports = index.imports
@@ -109,6 +98,7 @@ class _Reader:
             return
         self._helpers()
         self._spawns()
+        self._workers()
         self._rank_names()
         self._rank_attributes()
         for site, qualified in self.sites:
@@ -139,7 +129,7 @@ class _Reader:
                 continue
             sites = [s for s, _ in self.sites
                      if isinstance(s.node.func, cst.Name) and s.node.func.value == scope.name]
-            if not all(_whole_statement(s) for s in sites):
+            if not all(whole_statement(s) for s in sites):
                 continue
             self.facts.helpers.append(scope)
             self.facts.removed_calls.extend(sites)
@@ -206,16 +196,16 @@ class _Reader:
         for site, qualified in self.sites:
             if qualified not in SPAWN_CALLS:
                 continue
-            function = _keyword(site.node, "fn", 0)
+            function = keyword_value(site.node, "fn", 0)
             target = None
             if isinstance(function, cst.Name):
                 target = self.index.functions.get(function.value)
-            arguments = _keyword(site.node, "args", 1)
-            nprocs = _keyword(site.node, "nprocs", 2)
+            arguments = keyword_value(site.node, "args", 1)
+            nprocs = keyword_value(site.node, "nprocs", 2)
             if arguments is None:
                 arguments = cst.Tuple(elements=[])
             if target is None or not isinstance(arguments, (cst.Tuple, cst.List)) or not (
-                _whole_statement(site)
+                whole_statement(site)
             ):
                 self._block(site.node, "MIG907", "cannot tell which function mp.spawn runs, or "
                             "with which arguments; migrate by hand")  # fmt: skip
@@ -242,6 +232,41 @@ class _Reader:
                 else:
                     kept.append(value)
             self.facts.spawns.append(Spawn(site, target, removed, kept, nprocs))
+            self.facts.workers.append(Worker(target, removed))
+
+    def _workers(self) -> None:
+        """`def train(rank, world_size): setup(rank, world_size)` with no mp.spawn in sight: the
+        parameters that reach init_process_group's `rank=` / `world_size=` are the launcher's."""
+        for site, qualified in self.sites:
+            if qualified != INIT:
+                continue
+            for keyword, kind in (("rank", PROCESS_INDEX), ("world_size", NUM_PROCESSES)):
+                value = keyword_value(site.node, keyword)
+                if not isinstance(value, cst.Name) or value.value not in site.scope.params:
+                    continue
+                for scope, param in self._param_sources(site.scope, value.value):
+                    if self.facts.kind_of(scope, param) is not None:
+                        continue
+                    self.facts.rank_names.append(RankName(scope, param, kind))
+                    worker = next((w for w in self.facts.workers if w.scope is scope), None)
+                    if worker is None:
+                        worker = Worker(scope, [])
+                        self.facts.workers.append(worker)
+                    worker.removed_params.append(param)
+
+    def _param_sources(self, scope: Scope, param: str) -> list[tuple[Scope, str]]:
+        """The worker parameters a set-up helper's parameter is called with."""
+        if scope not in self.facts.helpers:
+            return [(scope, param)]  # its direct callers lose the argument with it
+        sources = []
+        position = scope.params.index(param)
+        for site, _ in self.sites:
+            if not (isinstance(site.node.func, cst.Name) and site.node.func.value == scope.name):
+                continue
+            value = keyword_value(site.node, param, position)
+            if isinstance(value, cst.Name) and value.value in site.scope.params:
+                sources.append((site.scope, value.value))
+        return sources
 
     def _rank_names(self) -> None:
         for scope in self.index.scopes:
@@ -270,24 +295,24 @@ class _Reader:
         if id(site.scope) in {id(h) for h in facts.helpers}:
             return
         if qualified in GROUP_CALLS:
-            if not _whole_statement(site):
+            if not whole_statement(site):
                 self._block(site.node, "MIG907", f"`{patterns.last_part(qualified)}` is used as "
                             "a value; migrate by hand")  # fmt: skip
                 return
-            rank = _keyword(site.node, "rank")
+            rank = keyword_value(site.node, "rank")
             if qualified == INIT and rank is not None and not self._plain_rank(site.scope, rank):
                 self._block(site.node, "MIG907", "the process rank is computed by hand; "
                             "migrate by hand")  # fmt: skip
                 return
             facts.removed_calls.append(site)
-        elif self._sets_launch_environment(site.node) and _whole_statement(site):
+        elif self._sets_launch_environment(site.node) and whole_statement(site):
             facts.removed_calls.append(site)
         elif qualified in DDP_CLASSES:
             self._wrap(site)
         elif qualified in SAMPLER_CLASSES:
             self._sampler(site)
         elif site.method == "set_epoch" and isinstance(site.receiver, cst.Attribute) and (
-            site.receiver.attr.value == "sampler" and _whole_statement(site)
+            site.receiver.attr.value == "sampler" and whole_statement(site)
         ):
             facts.removed_calls.append(site)
         elif qualified in RANK_CALLS:
@@ -312,124 +337,6 @@ class _Reader:
             return True
         return self.facts.kind_of(scope, rank.value) == PROCESS_INDEX
 
-    def _wrap(self, site: CallSite) -> None:
-        small = site.small
-        inner = _keyword(site.node, "module", 0)
-        if inner is None or not isinstance(small, cst.Assign) or small.value is not site.node or (
-            len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name)
-        ):
-            self._block(site.node, "MIG907", "DistributedDataParallel(...) is not assigned to a "
-                        "name; migrate by hand")  # fmt: skip
-            return
-        target = small.targets[0].target.value
-        root = inner
-        while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute) and (
-            root.func.attr.value in ("to", "cuda")
-        ):
-            root = root.func.value
-        inner_name = root.value if isinstance(root, cst.Name) else None
-        if inner_name != target and len(site.scope.assigns(target)) != 1:
-            self._block(site.node, "MIG907", f"`{target}` is rebound after wrapping the model "
-                        "in DistributedDataParallel; migrate by hand")  # fmt: skip
-            return
-        options = [a.keyword.value for a in site.node.args
-                   if a.keyword is not None and a.keyword.value not in DDP_OPTIONS_KEPT]
-        self.facts.wraps.append(Wrap(site, target, inner, inner_name, options))
-
-    def _sampler(self, site: CallSite) -> None:
-        shuffle = _keyword(site.node, "shuffle", 3)
-        sampler = Sampler(site=site, binding=None, shuffle=shuffle)
-        loader = self._inline_loader_arg(site)
-        if loader is not None:
-            sampler.loader_args.append(loader)
-            self.facts.samplers.append(sampler)
-            return
-        small = site.small
-        scope = site.scope
-        if isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1 \
-                and isinstance(small.targets[0].target, cst.Name):  # fmt: skip
-            name = small.targets[0].target.value
-            bindings = scope.assigns(name)
-            if len(bindings) == 1 and self._sampler_uses(sampler, scope, name):
-                sampler.binding = bindings[0]
-                self.facts.samplers.append(sampler)
-                return
-        self._block(site.node, "MIG907", "DistributedSampler is used beyond a DataLoader's "
-                    "`sampler=` and `set_epoch`; migrate by hand")  # fmt: skip
-
-    def _inline_loader_arg(self, site: CallSite):
-        for other, _ in self.sites:
-            if other.scope is site.scope and patterns.is_loader_call(other.node, self.imports):
-                for arg in other.node.args:
-                    if arg.value is site.node and arg.keyword is not None and (
-                        arg.keyword.value == "sampler"
-                    ):
-                        return other.node, arg
-        return None
-
-    def _sampler_uses(self, sampler: Sampler, scope: Scope, name: str) -> bool:
-        for use in scope.uses.get(name, []):
-            call = use.call
-            if use.kind == "arg" and call is not None and patterns.is_loader_call(
-                call, self.imports
-            ):
-                arg = next((a for a in call.args if a.value is use.node), None)
-                if arg is not None and arg.keyword is not None and arg.keyword.value == "sampler":
-                    sampler.loader_args.append((call, arg))
-                    continue
-            if use.kind == "attr" and use.attr == "set_epoch" and call is not None:
-                site = next((s for s, _ in self.sites if s.node is call), None)
-                if site is not None and _whole_statement(site):
-                    self.facts.removed_calls.append(site)
-                    continue
-            if self._in_loader_shuffle(use, name):
-                continue
-            return False
-        return all(child.is_local(name) or not child.uses.get(name) for child in scope.children)
-
-    def _in_loader_shuffle(self, use, name: str) -> bool:
-        """`shuffle=(sampler is None)` in the loader the sampler feeds (rewritten with it)."""
-        for site, _ in self.sites:
-            if site.statement is not use.statement or not patterns.is_loader_call(
-                site.node, self.imports
-            ):
-                continue
-            shuffle = next((a for a in site.node.args
-                            if a.keyword is not None and a.keyword.value == "shuffle"), None)
-            feeds = _keyword(site.node, "sampler")
-            if shuffle is not None and isinstance(feeds, cst.Name) and feeds.value == name:
-                return _contains(shuffle.value, use.node)
-        return False
-
-    def _reduction(self, site: CallSite) -> bool:
-        tensor = _keyword(site.node, "tensor", 0)
-        op = _keyword(site.node, "op", 1)
-        extra = [a for a in site.node.args if a.keyword is not None and a.keyword.value not in (
-            "tensor", "op")]  # fmt: skip
-        reduction = "sum" if op is None else REDUCE_OPS.get(
-            (dotted_name(op) or "").rsplit("ReduceOp.", 1)[-1] if "ReduceOp." in (
-                dotted_name(op) or "") else "")  # fmt: skip
-        if not isinstance(tensor, cst.Name) or reduction is None or extra or not (
-            _whole_statement(site)
-        ):
-            self.facts.collectives.append(site)
-            return True
-        self.facts.reductions.append(Reduction(site, tensor.value, reduction))
-        return True
-
     def _block(self, node, code: str, message: str, level: str = "warning") -> None:
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         self.facts.blocking = True
-
-
-def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    found = []
-
-    class _Find(cst.CSTVisitor):
-        def on_visit(self, current: cst.CSTNode) -> bool:
-            if current is node:
-                found.append(current)
-            return not found
-
-    tree.visit(_Find())
-    return bool(found)

@@ -1,6 +1,7 @@
 """What MIG010 needs to know about a script's native torch.distributed code: the vocabulary
 (qualified names of DDP, samplers, spawn, process-group calls) and the facts distributed.py reads
-from the index. Kept apart from the reader so rules and roles import the facts alone."""
+from the index, and the two syntax helpers both readers share. Kept apart from the reader so
+rules and roles import the facts alone."""
 
 from __future__ import annotations
 
@@ -97,6 +98,15 @@ class Spawn:
 
 
 @dataclass(eq=False)
+class Worker:
+    """A function every process runs: its rank / world-size parameters go, the Accelerator
+    answers instead (the mp.spawn target, or a function handing them to init_process_group)."""
+
+    scope: Scope
+    removed_params: list[str]
+
+
+@dataclass(eq=False)
 class Reduction:
     """`dist.all_reduce(t, op=SUM|AVG)` as a statement: becomes `t = accelerator.reduce(...)`."""
 
@@ -113,6 +123,7 @@ class DistributedFacts:
     wraps: list[Wrap] = field(default_factory=list)
     samplers: list[Sampler] = field(default_factory=list)
     spawns: list[Spawn] = field(default_factory=list)
+    workers: list[Worker] = field(default_factory=list)
     rank_names: list[RankName] = field(default_factory=list)
     rank_calls: list[tuple[CallSite, str]] = field(default_factory=list)
     # `args.local_rank` where the script declares `--local_rank` (torch.distributed.launch)
@@ -126,8 +137,9 @@ class DistributedFacts:
     @property
     def present(self) -> bool:
         return any((self.removed_calls, self.removed_smalls, self.helpers, self.wraps,
-                    self.samplers, self.spawns, self.rank_names, self.rank_calls, self.rank_attributes,
-                    self.barriers, self.reductions, self.collectives))  # fmt: skip
+                    self.samplers, self.spawns, self.rank_names, self.rank_calls,
+                    self.rank_attributes, self.barriers, self.reductions,
+                    self.collectives))  # fmt: skip
 
     def unwrapped(self, scope: Scope, name: str) -> Optional[str]:
         """`model` for `ddp_model` when `ddp_model = DDP(model, ...)` in `scope`."""
@@ -152,3 +164,30 @@ class DistributedFacts:
             if rank_name.scope is scope and rank_name.name == name:
                 return rank_name.kind
         return None
+
+
+def whole_statement(site: CallSite) -> bool:
+    return isinstance(site.small, cst.Expr) and site.small.value is site.node
+
+
+def keyword_value(call: cst.Call, name: str, position: Optional[int] = None):
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if position is not None and position < len(positional):
+        return positional[position].value
+    return None
+
+
+def contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, current: cst.CSTNode) -> bool:
+            if current is node:
+                found.append(current)
+            return not found
+
+    tree.visit(_Find())
+    return bool(found)

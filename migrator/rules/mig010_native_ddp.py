@@ -83,6 +83,8 @@ class _Migration:
         self._unwrap_models()
         for sampler in dist.samplers:
             self._drop_sampler(sampler)
+        for worker in dist.workers:
+            self._drop_params(worker.scope, worker.removed_params)
         for spawn in dist.spawns:
             self._direct_call(spawn)
         self._ranks()
@@ -172,18 +174,20 @@ class _Migration:
                                drops=[arg.value])  # fmt: skip
 
     # -- mp.spawn ----------------------------------------------------------------------------
-    def _direct_call(self, spawn: Spawn) -> None:
-        target, site = spawn.target, spawn.site
+    def _drop_params(self, target: Scope, names: list[str]) -> None:
         params = [p for p in target.params if not p.startswith("*")]
-        removed = {params.index(p) for p in spawn.removed_params}
+        removed = {params.index(p) for p in names}
         self.edits.replace(target.node.params, lambda u: without_params(u, removed))
         for other in self.index.calls():  # direct calls elsewhere (`train(0, 1)` for one process)
             if isinstance(other.node.func, cst.Name) and other.node.func.value == target.name:
                 positions = {i for i, a in enumerate(other.node.args) if a.keyword is None
                              and i in removed} | {i for i, a in enumerate(other.node.args)
-                             if a.keyword is not None and a.keyword.value in spawn.removed_params}
+                             if a.keyword is not None and a.keyword.value in names}
                 self.edits.replace(other.node, lambda u, p=positions: without_args(u, p),
                                    drops=[other.node.args[i].value for i in positions])
+
+    def _direct_call(self, spawn: Spawn) -> None:
+        target, site = spawn.target, spawn.site
         kept = {id(v) for v in spawn.arguments}
         tuple_position, kept_positions, drops = None, [], [site.node.func]
         for position, arg in enumerate(site.node.args):
