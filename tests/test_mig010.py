@@ -324,3 +324,11 @@ def test_processes_started_by_hand_with_a_process_group_block_the_file():
         "    for r in range(2):\n        mp.Process(target=train, args=(r, 2)).start()")
     output, findings = migrate_text(source)
     assert output is None and codes(findings) == ["MIG907"]
+
+
+def test_module_attribute_before_prepare_is_unwrapped_and_does_not_block_prepare():
+    source = train_script(model="model = torch.nn.Linear(4, 1)\n    model = DDP(model)\n"
+                                "    model.module.requires_grad_(True)")  # fmt: skip
+    output, findings = migrate(source)
+    assert "accelerator.unwrap_model(model).requires_grad_(True)" in output
+    assert not findings

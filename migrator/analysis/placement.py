@@ -25,6 +25,7 @@ NEUTRAL_ATTRIBUTES = {
     "add_param_group", "config", "half", "float", "bfloat16", "modules", "named_modules",
     "children", "zero_grad", "register_forward_hook", "register_buffer", "resize_token_embeddings",
     "gradient_checkpointing_enable", "num_parameters", "print_trainable_parameters",
+    "module",  # `ddp_model.module`: the plain model MIG010 unwraps to
 }  # fmt: skip
 NEUTRAL_CALLEES = {"print", "isinstance", "type", "id", "repr", "str", "hasattr", "getattr"}
 

@@ -41,8 +41,7 @@ _CODE = cst.Module(body=[])
 class NativeDDP(Rule):
     code = "MIG010"
     name = "native-ddp"
-    summary = ("process group, DistributedDataParallel, DistributedSampler, ranks and mp.spawn "
-               "-> the Accelerator's")  # fmt: skip
+    summary = "hand-written DDP (process group, DDP wrapper, sampler, ranks, mp.spawn) removed"
     triggers = ("backward",)
 
     def apply(self, context: RuleContext) -> None:
@@ -130,7 +129,8 @@ class _Migration:
                     attribute = self.parents.get(id(use.node))
                     if use.kind == "attr" and use.attr == "module" and isinstance(
                         attribute, cst.Attribute
-                    ):
+                    ) and not isinstance(self.parents.get(id(attribute)), (cst.AssignTarget,
+                                                                             cst.Del)):
                         self.edits.replace(attribute, self._unwrap_model)
                         self.context.need_accelerator_at(use.statement)
 
