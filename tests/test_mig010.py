@@ -332,3 +332,30 @@ def test_module_attribute_before_prepare_is_unwrapped_and_does_not_block_prepare
     output, findings = migrate(source)
     assert "accelerator.unwrap_model(model).requires_grad_(True)" in output
     assert not findings
+
+
+def test_device_if_else_with_set_device_collapses_once_set_device_is_gone():
+    source = script("""\
+        def main():
+            local_rank = int(os.environ["LOCAL_RANK"])
+            dist.init_process_group("gloo")
+            if torch.cuda.is_available():
+                torch.cuda.set_device(local_rank)
+                device = torch.device("cuda", local_rank)
+            else:
+                device = torch.device("cpu")
+            data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data))
+            model = DDP(torch.nn.Linear(4, 1).to(device))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                loss = (model(x) - y).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            print(torch.zeros(1, device=device))
+        """)
+    output, _ = migrate(source)
+    assert "    device = accelerator.device\n" in output
+    assert "if torch.cuda.is_available()" not in output and "local_rank" not in output
