@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from migrator.engine import migrate_text
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 DDP_IMPORTS = {
     "alias": ("from torch.nn.parallel import DistributedDataParallel as DDP", "DDP"),
     "plain": ("from torch.nn.parallel import DistributedDataParallel", "DistributedDataParallel"),
