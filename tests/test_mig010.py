@@ -359,3 +359,16 @@ def test_device_if_else_with_set_device_collapses_once_set_device_is_gone():
     output, _ = migrate(source)
     assert "    device = accelerator.device\n" in output
     assert "if torch.cuda.is_available()" not in output and "local_rank" not in output
+
+
+def test_sampler_only_when_distributed_goes_with_its_guarded_set_epoch():
+    source = train_script().replace(
+        "loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data))",
+        "sampler = DistributedSampler(data) if world_size > 1 else None\n"
+        "    loader = DataLoader(data, batch_size=8, shuffle=(sampler is None), sampler=sampler)",
+    ).replace("    for epoch in range(2):\n",
+              "    for epoch in range(2):\n        if sampler is not None:\n"
+              "            sampler.set_epoch(epoch)\n")  # fmt: skip
+    output, findings = migrate(source)
+    assert "loader = DataLoader(data, batch_size=8, shuffle=True)" in output
+    assert "sampler" not in output and not findings

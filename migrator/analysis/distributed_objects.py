@@ -58,8 +58,9 @@ class ObjectReader:
             return
         small = site.small
         scope = site.scope
-        if isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1 \
-                and isinstance(small.targets[0].target, cst.Name):  # fmt: skip
+        if isinstance(small, cst.Assign) and _sampler_or_none(small.value, site.node) and len(
+            small.targets
+        ) == 1 and isinstance(small.targets[0].target, cst.Name):
             name = small.targets[0].target.value
             bindings = scope.assigns(name)
             if len(bindings) == 1 and self._sampler_uses(sampler, scope, name):
@@ -94,7 +95,7 @@ class ObjectReader:
                 if site is not None and whole_statement(site):
                     self.facts.removed_calls.append(site)
                     continue
-            if self._in_loader_shuffle(use, name):
+            if self._in_loader_shuffle(use, name) or _guards_set_epoch(use, name):
                 continue
             return False
         return all(child.is_local(name) or not child.uses.get(name) for child in scope.children)
@@ -128,3 +129,36 @@ class ObjectReader:
             return True
         self.facts.reductions.append(Reduction(site, tensor.value, reduction))
         return True
+
+
+def _sampler_or_none(value: cst.BaseExpression, sampler: cst.Call) -> bool:
+    """`DistributedSampler(...)`, or `DistributedSampler(...) if distributed else None`: without
+    the sampler the loader's own `shuffle=` decides, which is what the rewrite restores."""
+    if value is sampler:
+        return True
+    if not isinstance(value, cst.IfExp):
+        return False
+    branches = (value.body, value.orelse)
+    return sampler in branches and any(
+        isinstance(b, cst.Name) and b.value == "None" for b in branches
+    )
+
+
+def _guards_set_epoch(use, name: str) -> bool:
+    """`if sampler is not None: sampler.set_epoch(epoch)`: the test goes with its only body."""
+    node = use.statement.node
+    if not isinstance(node, cst.If) or node.orelse is not None or not contains(node.test, use.node):
+        return False
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    for line in body:
+        smalls = getattr(line, "body", [])
+        if not isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) or not all(
+            isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+            and isinstance(small.value.func, cst.Attribute)
+            and small.value.func.attr.value == "set_epoch"
+            and isinstance(small.value.func.value, cst.Name)
+            and small.value.func.value.value == name
+            for small in smalls
+        ):  # fmt: skip
+            return False
+    return True
