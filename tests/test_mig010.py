@@ -372,3 +372,16 @@ def test_sampler_only_when_distributed_goes_with_its_guarded_set_epoch():
     output, findings = migrate(source)
     assert "loader = DataLoader(data, batch_size=8, shuffle=True)" in output
     assert "sampler" not in output and not findings
+
+
+def test_cleanup_helper_guarded_by_is_initialized_goes_with_its_imports():
+    source = train_script().replace(
+        "from torch.utils.data import DataLoader, TensorDataset\n",
+        "from torch.utils.data import DataLoader, DistributedSampler, TensorDataset\n",
+    ).replace("from torch.utils.data.distributed import DistributedSampler\n", "").replace(
+        "    dist.destroy_process_group()\n",
+        "    cleanup()\n\n\ndef cleanup():\n    if dist.is_initialized():\n"
+        "        dist.destroy_process_group()\n")  # fmt: skip
+    output, _ = migrate(source)
+    assert "cleanup" not in output and "is_initialized" not in output
+    assert "from torch.utils.data import DataLoader, TensorDataset\n" in output

@@ -56,7 +56,8 @@ SHARDING_PREFIXES = (
 LAUNCH_ARGUMENTS = {"--local_rank", "--local-rank"}
 LOCAL_NAME = re.compile(r"local|gpu|device_id")
 PURE_CALLS = {"int", "str", "torch.cuda.is_available", "torch.cuda.device_count",
-              "os.environ.get", "os.getenv", "max", "min"}  # fmt: skip
+              "os.environ.get", "os.getenv", "max", "min", "torch.distributed.is_initialized",
+              "torch.distributed.is_available"}  # fmt: skip
 
 
 @dataclass(eq=False)

@@ -32,8 +32,8 @@ from migrator.rules.ddp_syntax import (
 )
 from migrator.rules.placement_calls import strip_placement
 
-DISTRIBUTED_MODULES = ("torch.distributed", "torch.multiprocessing", "torch.nn.parallel",
-                       "torch.utils.data.distributed")  # fmt: skip
+# Imports MIG010 may leave unused (DataParallel, also in torch.nn.parallel, is not ours).
+DISTRIBUTED_MODULES = ("torch.distributed", "torch.multiprocessing", "torch.utils.data.distributed")
 DISTRIBUTED_NAMES = {"DistributedDataParallel", "DistributedSampler"}
 _CODE = cst.Module(body=[])
 
@@ -373,9 +373,9 @@ class _Migration:
                 for entry in import_entries(small):
                     module, obj, _ = entry
                     full = f"{module}.{obj}" if obj else module
-                    if full.startswith(DISTRIBUTED_MODULES) and (
-                        obj is None or obj in DISTRIBUTED_NAMES or not module.endswith("parallel")
-                    ) or (full == "os" and dropped_os):
+                    if obj in DISTRIBUTED_NAMES or full.startswith(DISTRIBUTED_MODULES) or (
+                        full == "os" and dropped_os
+                    ):
                         self.context.unused_imports.append(entry)
 
     def _finding(self, node: cst.CSTNode, message: str) -> None:
