@@ -385,3 +385,17 @@ def test_cleanup_helper_guarded_by_is_initialized_goes_with_its_imports():
     output, _ = migrate(source)
     assert "cleanup" not in output and "is_initialized" not in output
     assert "from torch.utils.data import DataLoader, TensorDataset\n" in output
+
+
+def test_rank_computed_by_hand_for_a_setup_helper_blocks_the_file():
+    source = train_script().replace(
+        '    dist.init_process_group("gloo", rank=rank, world_size=world_size)\n',
+        "    setup(NODE * 8 + rank, world_size)\n",
+    ) + textwrap.dedent("""\
+
+
+        def setup(rank, world_size):
+            dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        """)
+    output, findings = migrate_text(source)
+    assert output is None and codes(findings) == ["MIG907"]

@@ -266,6 +266,9 @@ class _Reader(ObjectReader):
             value = keyword_value(site.node, param, position)
             if isinstance(value, cst.Name) and value.value in site.scope.params:
                 sources.append((site.scope, value.value))
+            elif value is not None and not isinstance(value, cst.Name):
+                self._block(site.node, "MIG907", "the process rank or world size handed to the "
+                            "set-up helper is computed by hand; migrate by hand")  # fmt: skip
         return sources
 
     def _rank_names(self) -> None:
