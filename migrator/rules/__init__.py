@@ -1,7 +1,8 @@
 """The rule registry: every rule class, in code order, and the order they are applied in.
 
 Rules that remove or rewrite expressions run first (MIG010 after MIG003/MIG004, which strip the
-`.to(rank)` it would otherwise rewrite); MIG002 then sees which device uses are left; MIG001 runs last, once it knows every scope that needs `accelerator`.
+`.to(rank)` it would otherwise rewrite); MIG002 then sees which device uses are left; MIG001
+runs last, once it knows every scope that needs `accelerator`.
 """
 
 from __future__ import annotations
