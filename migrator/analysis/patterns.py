@@ -174,6 +174,10 @@ def is_device_constructor(expr: cst.BaseExpression, imports: ImportTable) -> boo
     """A device value built from scratch: "cuda", torch.device(...), "cuda" if ... else "cpu"."""
     if is_device_literal(expr):
         return True
+    if isinstance(expr, cst.FormattedString) and len(expr.parts) == 2 and isinstance(
+        expr.parts[0], cst.FormattedStringText
+    ):  # f"cuda:{local_rank}" (MIG010)
+        return bool(DEVICE_STRING.match(expr.parts[0].value + "0"))
     if isinstance(expr, cst.IfExp):
         return is_device_constructor(expr.body, imports) or is_device_constructor(
             expr.orelse, imports
@@ -202,7 +206,7 @@ def is_devicey(expr: cst.BaseExpression, device_names: set[str], imports: Import
     if isinstance(expr, cst.Name):
         return expr.value in device_names or looks_like_device_name(expr.value)
     if isinstance(expr, cst.Attribute):
-        return expr.attr.value == "device" or (
+        return expr.attr.value in ("device", "local_rank") or (  # args.local_rank (MIG010)
             expr.attr.value.endswith("_device") and dotted_name(expr) is not None
         )
     return is_device_constructor(expr, imports)
@@ -219,7 +223,11 @@ def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable)
     method = call.func.attr.value
     positional = [a for a in call.args if a.keyword is None and not a.star]
     if method == "cuda":
-        if positional or any(_kw(a) == "device" for a in call.args):
+        given = [*positional, *(a for a in call.args if _kw(a) == "device")]
+        if given and not (  # `.cuda(local_rank)` names this process's device (MIG010)
+            len(given) == 1 and isinstance(given[0].value, (cst.Name, cst.Attribute))
+            and is_devicey(given[0].value, device_names, imports)
+        ):  # fmt: skip
             return None
         return "cuda"
     if method != "to":
@@ -234,6 +242,8 @@ def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable)
 
 def has_explicit_index(expr: cst.BaseExpression) -> bool:
     value = string_value(expr)
+    if isinstance(expr, cst.FormattedString):  # f"cuda:{i}"
+        value = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
     return value is not None and ":" in value
 
 

@@ -15,6 +15,9 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from migrator.analysis import patterns
+from migrator.analysis.distributed import (
+    RANK_KINDS, DistributedFacts, read_distributed,
+)  # fmt: skip
 from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope
 from migrator.findings import Finding
 
@@ -69,6 +72,7 @@ class TrainingFacts:
     findings: list[Finding] = field(default_factory=list)
     blocked: bool = False  # a finding says the file cannot be migrated safely
     origins: dict[tuple[int, str], Optional[Origin]] = field(default_factory=dict)
+    distributed: DistributedFacts = field(default_factory=DistributedFacts)  # MIG010
 
     @property
     def has_training(self) -> bool:
@@ -109,8 +113,14 @@ class TrainingFacts:
             for name in current.params:
                 if patterns.looks_like_device_name(name):
                     names.add(name)
+            names.update(n for n in current.bindings if self.rank_kind(current, n) in RANK_KINDS)
             current = current.parent
         return names
+
+    def rank_kind(self, scope: Scope, name: str) -> Optional[str]:
+        """process_index / local_process_index / num_processes for a name holding one (MIG010)."""
+        found = self.origin(scope, name)
+        return self.distributed.kind_of(found.scope, found.name) if found is not None else None
 
 
 def is_method(scope: Optional[Scope]) -> bool:
@@ -152,6 +162,8 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
     result: Optional[Origin]
     if name.startswith(patterns.SELF + "."):
         result = instance_origin(scope, name)
+    elif facts.distributed.launch_param(scope, name):  # the rank `mp.spawn` passes
+        result = Origin(scope, name)
     elif scope.kind == "function" and name in scope.params:
         results = set()
         for site in _call_sites_of(facts.index, scope):
@@ -162,7 +174,8 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
                 results.add(None)
         result = results.pop() if len(results) == 1 else None
     elif scope.kind == "module" or scope.is_local(name):
-        result = Origin(scope, name)
+        wrapped = facts.distributed.unwrapped(scope, name)  # `ddp_model = DDP(model)` is `model`
+        result = _origin(facts, scope, wrapped, seen) if wrapped else Origin(scope, name)
     else:
         enclosing = scope.parent
         while enclosing is not None and enclosing.kind == "class":
@@ -222,7 +235,7 @@ def _value_call(binding: Binding) -> Optional[cst.Call]:
 class _Analyser:
     def __init__(self, module: cst.Module) -> None:
         self.index = ModuleIndex(module)
-        self.facts = TrainingFacts(index=self.index)
+        self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
         self.imports = self.index.imports
 
     # -- entry point -------------------------------------------------------------------------
@@ -234,6 +247,10 @@ class _Analyser:
         backward_functions = self._backward_functions(backward_sites)
         self._find_training_loops(backward_sites, backward_functions)
         if not self.facts.training_loops:
+            return self.facts
+        self.facts.findings += self.facts.distributed.findings
+        if self.facts.distributed.blocking:
+            self.facts.blocked = True
             return self.facts
         per_batch = self._per_batch_functions()
         self._find_owner_and_roles(per_batch)
@@ -534,8 +551,8 @@ class _Analyser:
                         if found is None or found.scope is not owner:
                             self._block(call, root)
                             return []
-                        if root not in models:
-                            models.append(root)
+                        if found.name not in models:
+                            models.append(found.name)
         if saw_constructor:
             return models
         # The optimizer was built elsewhere (a fragment): the model is what the loop calls and

@@ -55,6 +55,8 @@ class RuleContext:
     findings: list[Finding] = field(default_factory=list)
     needs: list[AcceleratorNeed] = field(default_factory=list)
     kwargs: list[AcceleratorKwarg] = field(default_factory=list)
+    # (module, name, asname) imports to drop once nothing uses them (RemoveImportsVisitor)
+    unused_imports: list[tuple[str, Optional[str], Optional[str]]] = field(default_factory=list)
     accelerator_created: bool = False
     extra_imports: list[tuple[str, Optional[str]]] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all

@@ -2,9 +2,12 @@
 the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but not the model's
 own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`). Those go
 through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
+`model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
 """
 
 from __future__ import annotations
+
+import libcst as cst
 
 from migrator.rules.base import Rule, RuleContext
 
@@ -17,7 +20,7 @@ MODULE_API = {
     "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
     "register_full_backward_hook", "register_buffer", "register_parameter", "add_module",
     "forward", "type", "share_memory", "get_submodule", "get_parameter", "get_buffer",
-    "no_sync", "module", "compile", "__class__",
+    "module", "compile", "__class__",
 }  # fmt: skip
 
 
@@ -34,6 +37,13 @@ class ModelAttributes(Rule):
                     continue
                 for use in uses:
                     if use.kind != "attr" or use.attr in MODULE_API:
+                        continue
+                    if use.attr == "no_sync" and use.call is not None and not use.call.args:
+                        # Only DDP has no_sync(); accelerator.no_sync works on 1 process too.
+                        no_sync = cst.Call(func=context.accelerator_expr("no_sync"),
+                                           args=[cst.Arg(value=use.node)])  # fmt: skip
+                        context.edits.replace(use.call, lambda _u, n=no_sync: n)
+                        context.need_accelerator_at(use.statement)
                         continue
                     context.edits.replace(use.node, context.unwrapped())
                     context.need_accelerator_at(use.statement, soft=use.node)

@@ -91,6 +91,17 @@ class _Walker:
         self.context.edits.insert(block.holder, index, self.context.statement(code), priority=20)
         self.context.need_accelerator_before(block, index)
         local.difference_update(names)
+        self._drop_hand_reduction(small)
+
+    def _drop_hand_reduction(self, small: cst.CSTNode) -> None:
+        """A metric now gathered whole must not also be summed across processes by hand:
+        `dist.all_reduce(correct)` (MIG010 would make it `accelerator.reduce`) goes."""
+        if not isinstance(small, cst.AugAssign) or not isinstance(small.target, cst.Name):
+            return
+        for reduction in self.context.facts.distributed.reductions:
+            if reduction.tensor == small.target.value and reduction.site.scope is self.region.scope:
+                if reduction.site.small is not None:
+                    self.context.edits.remove(reduction.site.small)
 
     def _accumulation(self, small: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The expression a metric accumulates, if `small` accumulates one."""
