@@ -1,0 +1,144 @@
+"""Which files could need migration, decided as cheaply as possible, before LibCST sees them.
+
+Two stages, each a superset of what the LibCST pipeline changes or reports:
+
+1. bytes: a file must contain one of the selected rules' declared `triggers` (derived from the
+   rule classes, so a new rule cannot forget its own). A trigger that the analysis only ever
+   meets as a method name (`x.backward(...)`) is refined by a linear-time regex: `.backward`
+   with only whitespace or line continuations between, or `backward` first on a line (after a
+   comment line, say).
+2. ast (`ast.parse` is ~10x cheaper than LibCST): when the only triggers present are method
+   triggers, the file must have a call `<expr>.backward(...)` that could give a finding or a
+   training loop, mirroring the early exits of `migrator.analysis.roles` conservatively:
+   - a backward call is reported (MIG905) unless its function is called by name somewhere,
+     so any backward at module/class level, or in a function never called by name, passes;
+   - a training loop needs an optimizer `.step(...)` call and a loop that contains a backward
+     call or a call (by name) of a function that reaches one.
+   Anything the gate cannot parse goes on to LibCST, which reports the error.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import lru_cache
+from typing import Optional
+
+# Triggers the analysis only matches as a method name: `<expr>.NAME(...)`.
+METHOD_TRIGGERS = frozenset({"backward"})
+
+
+@lru_cache(maxsize=None)
+def triggers(rules: frozenset) -> tuple[bytes, ...]:
+    from migrator.rules import ALL_RULES
+
+    found: list[bytes] = []
+    for rule in ALL_RULES:
+        if rule.code in rules:
+            found.extend(t.encode() for t in rule.triggers if t.encode() not in found)
+    return tuple(found)
+
+
+@lru_cache(maxsize=None)
+def _method_pattern(name: str) -> "re.Pattern[bytes]":
+    word = re.escape(name.encode())
+    # No nested quantifiers: linear in the input, whatever the input.
+    return re.compile(rb"\.[ \t\f\r\n\\]*" + word + rb"\b|[\r\n][ \t\f]*" + word + rb"\b")
+
+
+def matched_triggers(data: bytes, rules: frozenset) -> Optional[set[str]]:
+    """The triggers present in `data` (None when none is: no rule can apply)."""
+    present = set()
+    for trigger in triggers(rules):
+        if trigger not in data:
+            continue
+        name = trigger.decode()
+        if name in METHOD_TRIGGERS and not _method_pattern(name).search(data):
+            continue
+        present.add(name)
+    return present or None
+
+
+def could_need_migration(data: bytes, rules: frozenset) -> bool:
+    """From the bytes alone: could any selected rule apply? (Never parses.)"""
+    return matched_triggers(data, rules) is not None
+
+
+def needs_syntax_gate(present: set[str]) -> bool:
+    """The ast stage knows only the method triggers' conditions; any other trigger skips it."""
+    return present <= METHOD_TRIGGERS
+
+
+def could_train_or_report(text: str) -> bool:
+    """From `ast`: could the LibCST analysis find a training loop or report a backward call?"""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True  # LibCST decides (and reports the error if it cannot parse either)
+    facts = _CallFacts()
+    facts.visit(tree)
+    if not facts.backward_sites:
+        return False
+    for kind, name, _ in facts.backward_sites:
+        if kind != "function" or name not in facts.called_names:
+            return True  # a MIG905 note is possible
+    if not facts.has_step:
+        return False
+    reaching = {name for kind, name, _ in facts.backward_sites if kind == "function"}
+    grew = True
+    while grew:
+        grew = False
+        for callee, kind, name, _ in facts.name_calls:
+            if callee in reaching and kind == "function" and name not in reaching:
+                reaching.add(name)
+                grew = True
+    if any(in_loop for _, _, in_loop in facts.backward_sites):
+        return True
+    return any(in_loop and callee in reaching for callee, _, _, in_loop in facts.name_calls)
+
+
+class _CallFacts(ast.NodeVisitor):
+    """Backward calls, calls by name and `.step(...)` calls, each with its innermost def scope
+    (as LibCST's index sees scopes: module, function, class) and whether a loop encloses it."""
+
+    def __init__(self) -> None:
+        self.scope: tuple[str, str] = ("module", "<module>")
+        self.loops = 0  # enclosing for/while statements, across scopes (an over-approximation)
+        self.backward_sites: list[tuple[str, str, bool]] = []
+        self.name_calls: list[tuple[str, str, str, bool]] = []
+        self.called_names: set[str] = set()
+        self.has_step = False
+
+    def _scoped(self, node: ast.AST, kind: str) -> None:
+        outer = self.scope
+        self.scope = (kind, node.name)  # type: ignore[attr-defined]
+        self.generic_visit(node)
+        self.scope = outer
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._scoped(node, "function")
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._scoped(node, "class")
+
+    def _loop(self, node: ast.AST) -> None:
+        self.loops += 1
+        self.generic_visit(node)
+        self.loops -= 1
+
+    visit_For = visit_AsyncFor = visit_While = _loop  # type: ignore[assignment]
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        in_loop = self.loops > 0
+        if isinstance(func, ast.Attribute):
+            if func.attr == "backward":
+                self.backward_sites.append((*self.scope, in_loop))
+            elif func.attr == "step":
+                self.has_step = True
+        elif isinstance(func, ast.Name):
+            self.called_names.add(func.id)
+            self.name_calls.append((func.id, *self.scope, in_loop))
+        self.generic_visit(node)
