@@ -4,9 +4,9 @@ Two stages, each a superset of what the LibCST pipeline changes or reports:
 
 1. bytes: a file must contain one of the selected rules' declared `triggers` (derived from the
    rule classes, so a new rule cannot forget its own). A trigger that the analysis only ever
-   meets as a method name (`x.backward(...)`) is refined by a linear-time regex: `.backward`
-   with only whitespace or line continuations between, or `backward` first on a line (after a
-   comment line, say).
+   meets as a method call (`x.backward(...)`) is refined by a linear-time regex: `.backward`
+   then `(` (or `)` or a comment), with only whitespace or line continuations between, or
+   `backward` first on a line (after a comment line, say).
 2. ast (`ast.parse` is ~10x cheaper than LibCST): when the only triggers present are method
    triggers, the file must have a call `<expr>.backward(...)` that could give a finding or a
    training loop, mirroring the early exits of `migrator.analysis.roles` conservatively:
@@ -42,8 +42,11 @@ def triggers(rules: frozenset) -> tuple[bytes, ...]:
 @lru_cache(maxsize=None)
 def _method_pattern(name: str) -> "re.Pattern[bytes]":
     word = re.escape(name.encode())
+    space = rb"[ \t\f\r\n\\]*"  # whitespace, newlines (inside brackets), continuations
+    # `.NAME` then `(` (a call), `)` (`(x.NAME)(...)`) or `#` (a comment before the `(`); or
+    # NAME first on a line, whatever precedes it (a comment line after the dot, say).
     # No nested quantifiers: linear in the input, whatever the input.
-    return re.compile(rb"\.[ \t\f\r\n\\]*" + word + rb"\b|[\r\n][ \t\f]*" + word + rb"\b")
+    return re.compile(rb"(?:\.|[\r\n])" + space + word + space + rb"[()#]")
 
 
 def matched_triggers(data: bytes, rules: frozenset) -> Optional[set[str]]:

@@ -104,6 +104,9 @@ def test_gate_keeps_files_whose_backward_would_be_reported():
         b"loss.\\\nbackward()",
         b"(loss.  # why\n   backward)()",
         b"x = (loss.\r\n  backward())",
+        b"(loss.backward)()",
+        b"loss.backward  # a comment inside brackets\n(retain_graph=True)",
+        b"@opt.backward\\\n(1)\ndef f(): pass",
     ],
 )
 def test_byte_stage_finds_every_spelling_of_a_backward_attribute(source):
@@ -112,9 +115,16 @@ def test_byte_stage_finds_every_spelling_of_a_backward_attribute(source):
 
 @pytest.mark.parametrize(
     "source",
-    [b"def backward(ctx, g):\n    return g", b"register_backward_hook(h)", b"x = 1", b""],
+    [
+        b"def backward(ctx, g):\n    return g",
+        b"register_backward_hook(h)",
+        b"see :meth:`torch.Tensor.backward` for details",
+        b"step = loss.backward\n",  # a reference, not a call
+        b"x = 1",
+        b"",
+    ],
 )
-def test_byte_stage_rejects_backward_that_is_no_attribute(source):
+def test_byte_stage_rejects_backward_that_is_not_a_method_call(source):
     assert not prefilter.could_need_migration(source, ALL)
 
 
