@@ -16,13 +16,13 @@ from typing import Optional
 
 from migrator.findings import Finding
 from migrator.prefilter import could_need_migration, triggers  # noqa: F401 - re-exported
-from migrator.rules.catalogue import RULE_CODES
+from migrator.rule_table import rule_codes  # not rules.catalogue: that imports LibCST
 
 
 @dataclass(frozen=True)
 class Options:
     target: str = "runtime"
-    rules: frozenset = frozenset(RULE_CODES)
+    rules: frozenset = frozenset(rule_codes())
 
 
 @dataclass

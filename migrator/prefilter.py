@@ -30,12 +30,12 @@ METHOD_TRIGGERS = frozenset({"backward"})
 
 @lru_cache(maxsize=None)
 def triggers(rules: frozenset) -> tuple[bytes, ...]:
-    from migrator.rules import ALL_RULES
+    from migrator.rule_table import rule_triggers  # the rules' own triggers, without LibCST
 
     found: list[bytes] = []
-    for rule in ALL_RULES:
-        if rule.code in rules:
-            found.extend(t.encode() for t in rule.triggers if t.encode() not in found)
+    for code, declared in rule_triggers().items():
+        if code in rules:
+            found.extend(t.encode() for t in declared if t.encode() not in found)
     return tuple(found)
 
 
