@@ -96,7 +96,11 @@ def imports(path: Path, label: str) -> None:
         match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
         if match and len(match.group(3)) == 1:  # top-level imports only
             rows.append((int(match.group(2)), match.group(4)))
-    names = {name for _, name in rows}
+    names = set()
+    for line in done.stderr.splitlines():
+        match = re.match(r"import time:\s+\d+ \|\s+\d+ \| *(\S+)", line)
+        if match:
+            names.add(match.group(1).split(".")[0])
     heavy = ", ".join(f"{name} {us / 1000:.0f} ms" for us, name in sorted(rows, reverse=True)[:5])
     print(f"  imports ({label}): torch {'IMPORTED' if 'torch' in names else 'not imported'}, "
           f"libcst {'imported' if any(n.startswith('libcst') for n in names) else 'not imported'};"

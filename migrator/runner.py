@@ -88,11 +88,17 @@ def run_files(
     chunks = _chunks(candidates)
     workers = min(jobs, len(chunks))
     if workers <= 1:
-        for chunk in chunks:
-            outcome.results.extend(migrate_chunk(chunk, options))
-            done += len(chunk)
-            if on_progress is not None:
-                on_progress(done, total)
+        enabled = gc.isenabled()
+        gc.disable()  # as in the workers: 10-20% of LibCST time is cycle collection
+        try:
+            for chunk in chunks:
+                outcome.results.extend(migrate_chunk(chunk, options))
+                done += len(chunk)
+                if on_progress is not None:
+                    on_progress(done, total)
+        finally:
+            if enabled:
+                gc.enable()
         return outcome
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=_context(), initializer=_worker_init
