@@ -103,13 +103,14 @@ def run_files(
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=_context(), initializer=_worker_init
     ) as pool:
-        pending = {pool.submit(migrate_chunk, chunk, options): len(chunk) for chunk in chunks}
+        pending = {pool.submit(migrate_chunk, chunk, options): chunk for chunk in chunks}
         try:
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    outcome.results.extend(future.result())
-                    done += pending.pop(future)
+                    chunk = pending.pop(future)
+                    outcome.results.extend(_chunk_results(future, chunk))
+                    done += len(chunk)
                 if on_progress is not None:
                     on_progress(done, total)
         except BaseException:
@@ -131,6 +132,14 @@ def migrate_chunk(chunk: list[Candidate], options: Options) -> list[FileResult]:
         if not result.skipped:
             gc.collect()  # LibCST trees are large; collect between files, not during them
     return results
+
+
+def _chunk_results(future, chunk: list[Candidate]) -> list[FileResult]:
+    try:
+        return future.result()
+    except Exception as error:  # noqa: BLE001 - a dead worker (killed, out of memory)
+        cause = f"internal error: worker process failed ({type(error).__name__}: {error})"
+        return [FileResult(path=c.path, source=b"", error=cause) for c in chunk]
 
 
 def _chunks(candidates: list[Candidate]) -> list[list[Candidate]]:

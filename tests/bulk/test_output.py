@@ -107,3 +107,21 @@ def test_no_pool_for_zero_files(tmp_path, monkeypatch):
     assert run_files([], Options(), jobs=4).results == []
     (tmp_path / "util.py").write_text(NOT_TRAINING)
     assert run_files([tmp_path / "util.py"], Options(), jobs=4).results[0].skipped
+
+
+def _die(chunk, options):
+    import os
+
+    os._exit(3)
+
+
+def test_a_dead_worker_is_an_error_for_its_files_not_a_crash(tree, monkeypatch):
+    import migrator.runner as runner
+
+    root = _repo(tree, count=4)
+    monkeypatch.setattr(runner, "CHUNK_BYTES", 1)  # one file per chunk: a pool of 2 starts
+    monkeypatch.setattr(runner, "migrate_chunk", _die)  # forked workers inherit the patch
+    outcome = run_files(sorted(root.rglob("*.py")), Options(), jobs=2)
+    errors = [r for r in outcome.results if r.error is not None]
+    assert errors and all("worker process failed" in r.error for r in errors)
+    assert len(outcome.results) == 8
