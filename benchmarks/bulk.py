@@ -14,6 +14,7 @@ import argparse
 import importlib.util
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,9 +44,18 @@ def _tool(name: str) -> str:
 
 
 def wall(command: list[str]) -> float:
+    return measure(command)[0]
+
+
+def measure(command: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and all its processes)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def tree_size(root: Path) -> tuple[int, int]:
@@ -62,14 +72,23 @@ def compare(tree: Path, runs: int, jobs: int | None) -> float:
     print(f"tree {tree}: {count} files, {size / 1e6:.1f} MB, {os.cpu_count()} CPUs")
     print("  $ " + " ".join(migrate))
     print("  $ " + " ".join(ruff))
-    ours, theirs = [], []
+    ours, theirs, our_cpu, their_cpu = [], [], [], []
     for run in range(runs):
-        theirs.append(wall(ruff))
-        ours.append(wall(migrate))
-        print(f"  run {run + 1}: migrate {ours[-1]:.2f} s, ruff {theirs[-1]:.2f} s")
-    ratio = statistics.median(ours) / statistics.median(theirs)
-    print(f"  median: migrate {statistics.median(ours):.2f} s, ruff {statistics.median(theirs):.2f} s,"
-          f" ratio {ratio:.2f} (goal <= 1.0)")
+        elapsed, cpu = measure(ruff)
+        theirs.append(elapsed)
+        their_cpu.append(cpu)
+        elapsed, cpu = measure(migrate)
+        ours.append(elapsed)
+        our_cpu.append(cpu)
+        print(f"  run {run + 1}: migrate {ours[-1]:.2f} s ({our_cpu[-1]:.2f} s CPU), "
+              f"ruff {theirs[-1]:.2f} s ({their_cpu[-1]:.2f} s CPU)")
+    median = statistics.median
+    ratio = median(ours) / median(theirs)
+    print(f"  median wall: migrate {median(ours):.2f} s, ruff {median(theirs):.2f} s, "
+          f"ratio {ratio:.2f} (goal <= 1.0)")
+    print(f"  median CPU:  migrate {median(our_cpu):.2f} s, ruff {median(their_cpu):.2f} s, "
+          f"ratio {median(our_cpu) / median(their_cpu):.2f}")
+    print(f"  machine load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return ratio
 
 

@@ -122,9 +122,14 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
         if present is None:
             result.skipped = True
             return result
-        if prefilter.needs_syntax_gate(present) and not prefilter.could_train_or_report(text):
-            result.skipped = True
-            return result
+        if prefilter.needs_syntax_gate(present):
+            screening = prefilter.screen(text)
+            if screening.verdict == prefilter.SKIP:
+                result.skipped = True
+                return result
+            if screening.verdict == prefilter.NOTES:  # LibCST would only report these
+                result.findings = screening.notes
+                return result
         output, result.findings = migrate_text(text, options)
         if output is not None:
             result.migrated = encode(output, encoding)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional
 
@@ -72,22 +73,58 @@ def needs_syntax_gate(present: set[str]) -> bool:
     return present <= METHOD_TRIGGERS
 
 
+SKIP, LIBCST, NOTES = "skip", "libcst", "notes"
+# The analysis's only finding for a backward call that no loop can train (roles.py).
+MIG905 = ("MIG905", "backward() outside a loop over a DataLoader; migrate this step by hand")
+
+
+@dataclass
+class Screening:
+    verdict: str  # SKIP: nothing to change or report; LIBCST: run it; NOTES: exactly `notes`
+    notes: list = field(default_factory=list)
+
+
 def could_train_or_report(text: str) -> bool:
     """From `ast`: could the LibCST analysis find a training loop or report a backward call?"""
+    return screen(text).verdict != SKIP
+
+
+def screen(text: str) -> Screening:
+    """The ast stage. Besides SKIP and LIBCST it answers NOTES when LibCST could only report
+    MIG905 notes and every note's conditions are decided here: no backward call inside any
+    loop, no training loop possible, no `Accelerator` in the file; receivers that resolve to
+    torch.autograd through the imports give no note, as in the analysis. tests/bulk checks
+    these notes equal LibCST's on every fixture and on real torch sources."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return True  # LibCST decides (and reports the error if it cannot parse either)
+        return Screening(LIBCST)  # LibCST decides (and reports the error if it cannot parse)
     facts = _CallFacts()
     facts.visit(tree)
     if not facts.backward_sites:
-        return False
-    for kind, name, _ in facts.backward_sites:
-        if kind != "function" or name not in facts.called_names:
-            return True  # a MIG905 note is possible
+        return Screening(SKIP)
+    noted = [
+        site for site in facts.backward_sites
+        if site.kind != "function" or site.name not in facts.called_names
+    ]  # fmt: skip
+    training = _training_possible(facts)
+    if not noted and not training:
+        return Screening(SKIP)
+    if training or any(site.in_loop for site in facts.backward_sites):
+        return Screening(LIBCST)
+    if "Accelerator" in text:
+        return Screening(LIBCST)  # a receiver could be an accelerator: no note for it
+    noted = [site for site in noted if not _resolves_to_autograd(site.node, facts.aliases)]
+    return Screening(NOTES, _notes(text, noted))
+
+
+def _training_possible(facts: "_CallFacts") -> bool:
+    """A loop could train only if something steps an optimizer and a loop reaches a backward."""
     if not facts.has_step:
         return False
-    reaching = {name for kind, name, _ in facts.backward_sites if kind == "function"}
+    if any(site.in_loop for site in facts.backward_sites):
+        return True
+    reaching = {site.name for site in facts.backward_sites if site.kind == "function"}
     grew = True
     while grew:
         grew = False
@@ -95,9 +132,44 @@ def could_train_or_report(text: str) -> bool:
             if callee in reaching and kind == "function" and name not in reaching:
                 reaching.add(name)
                 grew = True
-    if any(in_loop for _, _, in_loop in facts.backward_sites):
-        return True
     return any(in_loop and callee in reaching for callee, _, _, in_loop in facts.name_calls)
+
+
+def _resolves_to_autograd(call: ast.Call, aliases: dict[str, str]) -> bool:
+    """Does the receiver resolve to torch.autograd through the module's import table, as
+    `migrator.analysis.imports.ImportTable.qualify` resolves it? (Such calls are no sites.)"""
+    parts = []
+    node = call.func.value  # type: ignore[attr-defined]
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return False  # not a dotted name: the table resolves nothing
+    resolved = aliases.get(node.id, node.id)
+    qualified = ".".join([resolved, *reversed(parts)])
+    return qualified in ("torch.autograd", "autograd")
+
+
+def _notes(text: str, sites: list["_BackwardSite"]) -> list:
+    from migrator.findings import Finding
+
+    lines = re.split(r"\r\n|\r|\n", text)
+    notes = []
+    for site in sites:
+        line = lines[site.node.lineno - 1].encode("utf-8")
+        column = len(line[: site.node.col_offset].decode("utf-8", errors="replace"))
+        code, message = MIG905
+        notes.append(Finding(code=code, message=message, level="note",
+                             line=site.node.lineno, col=column + 1))  # fmt: skip
+    return sorted(notes, key=lambda f: (f.line, f.col, f.code))
+
+
+@dataclass
+class _BackwardSite:
+    node: ast.Call
+    kind: str  # module | function | class: the innermost def scope, as LibCST's index has it
+    name: str
+    in_loop: bool
 
 
 class _CallFacts(ast.NodeVisitor):
@@ -107,7 +179,8 @@ class _CallFacts(ast.NodeVisitor):
     def __init__(self) -> None:
         self.scope: tuple[str, str] = ("module", "<module>")
         self.loops = 0  # enclosing for/while statements, across scopes (an over-approximation)
-        self.backward_sites: list[tuple[str, str, bool]] = []
+        self.backward_sites: list[_BackwardSite] = []
+        self.aliases: dict[str, str] = {}  # local name -> qualified name, as ImportTable has it
         self.name_calls: list[tuple[str, str, str, bool]] = []
         self.called_names: set[str] = set()
         self.has_step = False
@@ -133,12 +206,27 @@ class _CallFacts(ast.NodeVisitor):
 
     visit_For = visit_AsyncFor = visit_While = _loop  # type: ignore[assignment]
 
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.aliases[alias.asname] = alias.name
+            else:  # `import torch.nn` binds `torch`
+                head = alias.name.split(".")[0]
+                self.aliases[head] = head
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level or any(alias.name == "*" for alias in node.names):
+            return  # as ImportTable: relative and star imports are not resolved
+        for alias in node.names:
+            local = alias.asname or alias.name
+            self.aliases[local] = f"{node.module}.{alias.name}" if node.module else alias.name
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         in_loop = self.loops > 0
         if isinstance(func, ast.Attribute):
             if func.attr == "backward":
-                self.backward_sites.append((*self.scope, in_loop))
+                self.backward_sites.append(_BackwardSite(node, *self.scope, in_loop))
             elif func.attr == "step":
                 self.has_step = True
         elif isinstance(func, ast.Name):

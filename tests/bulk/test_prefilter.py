@@ -177,3 +177,63 @@ def test_gate_is_a_superset_on_real_code_that_mentions_backward():
     assert files, "expected torch sources that the ast stage rejects"
     for path in files:
         _assert_superset(path.read_text(encoding="utf-8", errors="replace"))
+
+
+NOTES_CASES = {
+    "module_level": "loss = model(x).sum()\nloss.backward()\n",
+    "uncalled_method": "class T:\n    def fit(self, loss):\n        self.loss(loss).backward()\n",
+    "unicode_before": "s = 'é∂'; (loss * 2).backward(retain_graph=True)\n",
+    "tabs_and_crlf": "def f(loss):\r\n\tif loss:\r\n\t\tloss.backward()\r\n",
+    "parenthesised": "x = (\n    (a + b).backward()\n)\n",
+    "autograd_receivers": (
+        "import torch\nimport torch.autograd as ag\nfrom torch.distributed import autograd as da\n"
+        "torch.autograd.backward(t)\nag.backward(t)\nda.backward(c, [t])\nx.backward()\n"
+    ),
+    "relative_and_star_imports": "from . import autograd\nfrom torch import *\nautograd.backward(t)\n",
+    "several": "a.backward()\ndef g():\n    b.backward()\ng()\nclass C:\n    c.backward()\n",
+}
+
+
+def _assert_notes_equal_libcst(text: str) -> bool:
+    """True if the ast stage answered NOTES (and they equal LibCST's findings)."""
+    screening = prefilter.screen(text)
+    if screening.verdict != prefilter.NOTES:
+        return False
+    _, findings = migrate_text(text, Options())
+    rendered = lambda fs: [(f.code, f.message, f.level, f.line, f.col) for f in fs]  # noqa: E731
+    assert rendered(screening.notes) == rendered(findings)
+    return True
+
+
+@pytest.mark.parametrize("name", sorted(NOTES_CASES))
+def test_notes_from_the_ast_stage_equal_libcst_findings(name):
+    assert _assert_notes_equal_libcst(NOTES_CASES[name])
+
+
+@pytest.mark.parametrize("name", sorted(GATE_CASES))
+def test_notes_verdict_on_gate_cases_equals_libcst(name):
+    _assert_notes_equal_libcst(GATE_CASES[name])
+
+
+@pytest.mark.parametrize("path", _python_sources(), ids=lambda p: str(p.relative_to(REPO)))
+def test_notes_verdict_on_every_fixture_equals_libcst(path):
+    _assert_notes_equal_libcst(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def test_notes_verdict_on_real_code_equals_libcst():
+    torch = pytest.importorskip("torch")
+    checked = 0
+    for path in sorted(Path(torch.__file__).parent.rglob("*.py")):
+        data = path.read_bytes()
+        if b".backward(" not in data or len(data) > 80_000:
+            continue
+        checked += _assert_notes_equal_libcst(data.decode("utf-8", errors="replace"))
+    assert checked >= 3  # several real files take the NOTES path
+
+
+def test_files_the_notes_path_must_leave_to_libcst():
+    for text in (
+        "for b in loader:\n    loss.backward()\n",  # inside a loop: batch loops need LibCST
+        "from accelerate import Accelerator\naccelerator.backward(loss)\n",
+    ):
+        assert prefilter.screen(text).verdict == prefilter.LIBCST, text
