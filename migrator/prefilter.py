@@ -6,7 +6,8 @@ Two stages, each a superset of what the LibCST pipeline changes or reports:
    rule classes, so a new rule cannot forget its own). A trigger that the analysis only ever
    meets as a method call (`x.backward(...)`) is refined by a linear-time regex: `.backward`
    then `(` (or `)` or a comment), with only whitespace or line continuations between, or
-   `backward` first on a line (after a comment line, say).
+   `backward` first on a line (after a comment line, say); a dot on a line that starts with
+   `#` or `>>>` (a comment, a doctest) does not count.
 2. ast (`ast.parse` is ~10x cheaper than LibCST): when the only triggers present are method
    triggers, the file must have a call `<expr>.backward(...)` that could give a finding or a
    training loop, mirroring the early exits of `migrator.analysis.roles` conservatively:
@@ -57,10 +58,30 @@ def matched_triggers(data: bytes, rules: frozenset) -> Optional[set[str]]:
         if trigger not in data:
             continue
         name = trigger.decode()
-        if name in METHOD_TRIGGERS and not _method_pattern(name).search(data):
+        if name in METHOD_TRIGGERS and not _method_call_in_code(data, name):
             continue
         present.add(name)
     return present or None
+
+
+def _method_call_in_code(data: bytes, name: str) -> bool:
+    """A `.NAME(` that could be code: a dot on a line that starts with `#` is in a comment (or
+    a string), one on a line that starts with `>>>` is in a doctest (no code line can start
+    with `>>>`); either way it is no attribute access. Anything else counts."""
+    pattern = _method_pattern(name)
+    match = pattern.search(data)
+    while match is not None:
+        start = match.start()
+        if data[start : start + 1] != b".":
+            return True  # NAME first on its line
+        line_start = max(data.rfind(b"\n", 0, start), data.rfind(b"\r", 0, start)) + 1
+        before = data[line_start:start].lstrip(b" \t\f")
+        if not before.startswith((b"#", b">>>")):
+            return True
+        # Search again from the next byte, not the match's end: a skipped match may cover the
+        # newline that starts a real `NAME` line.
+        match = pattern.search(data, start + 1)
+    return False
 
 
 def could_need_migration(data: bytes, rules: frozenset) -> bool:

@@ -107,6 +107,8 @@ def test_gate_keeps_files_whose_backward_would_be_reported():
         b"(loss.backward)()",
         b"loss.backward  # a comment inside brackets\n(retain_graph=True)",
         b"@opt.backward\\\n(1)\ndef f(): pass",
+        b"x = 1  # a comment after code does not hide the call\nloss.backward()",
+        b"x = (loss.\n     # a comment line that ends with a dot.\n     backward)()",
     ],
 )
 def test_byte_stage_finds_every_spelling_of_a_backward_attribute(source):
@@ -119,6 +121,8 @@ def test_byte_stage_finds_every_spelling_of_a_backward_attribute(source):
         b"def backward(ctx, g):\n    return g",
         b"register_backward_hook(h)",
         b"see :meth:`torch.Tensor.backward` for details",
+        b"x = 1\n    # then call loss.backward() once per batch\n",
+        b'def f():\n    """Example:\n\n    >>> out.sum().backward()\n    """\n',
         b"step = loss.backward\n",  # a reference, not a call
         b"x = 1",
         b"",
