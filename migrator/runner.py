@@ -100,9 +100,10 @@ def run_files(
             if enabled:
                 gc.enable()
         return outcome
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=_context(), initializer=_worker_init
-    ) as pool:
+    context = _context()
+    if context.get_start_method() == "fork":
+        import migrator.rules  # noqa: F401 - LibCST and the analysis, imported once for all workers
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init) as pool:
         pending = {pool.submit(migrate_chunk, chunk, options): chunk for chunk in chunks}
         try:
             while pending:
