@@ -112,10 +112,11 @@ def could_train_or_report(text: str) -> bool:
 
 def screen(text: str) -> Screening:
     """The ast stage. Besides SKIP and LIBCST it answers NOTES when LibCST could only report
-    MIG905 notes and every note's conditions are decided here: no backward call inside any
-    loop, no training loop possible, no `Accelerator` in the file; receivers that resolve to
-    torch.autograd through the imports give no note, as in the analysis. tests/bulk checks
-    these notes equal LibCST's on every fixture and on real torch sources."""
+    MIG905 notes and every note's conditions are decided here: no training loop possible and
+    no `Accelerator` in the file; then, as in the analysis, a backward call gives a note unless
+    its function is called by name, its receiver resolves to torch.autograd through the
+    imports, or a loop of its scope iterates a (wrapped) name. tests/bulk checks these notes
+    equal LibCST's on every fixture and on every torch source."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -131,12 +132,14 @@ def screen(text: str) -> Screening:
     training = _training_possible(facts)
     if not noted and not training:
         return Screening(SKIP)
-    if training or any(site.in_loop for site in facts.backward_sites):
+    if training or "Accelerator" in text:  # a receiver could be an accelerator: no note
         return Screening(LIBCST)
-    if "Accelerator" in text:
-        return Screening(LIBCST)  # a receiver could be an accelerator: no note for it
-    noted = [site for site in noted if not _resolves_to_autograd(site.node, facts.aliases)]
-    return Screening(NOTES, _notes(text, noted))
+    noted = [
+        site for site in noted
+        if not _resolves_to_autograd(site.node, facts.aliases)
+        and not any(_is_batch_loop(loop, facts.aliases) for loop in site.loops)
+    ]  # fmt: skip
+    return Screening(NOTES, _notes(text, noted)) if noted else Screening(SKIP)
 
 
 def _training_possible(facts: "_CallFacts") -> bool:
@@ -156,19 +159,45 @@ def _training_possible(facts: "_CallFacts") -> bool:
     return any(in_loop and callee in reaching for callee, _, _, in_loop in facts.name_calls)
 
 
-def _resolves_to_autograd(call: ast.Call, aliases: dict[str, str]) -> bool:
-    """Does the receiver resolve to torch.autograd through the module's import table, as
-    `migrator.analysis.imports.ImportTable.qualify` resolves it? (Such calls are no sites.)"""
+def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
+    """As ImportTable.qualify: a dotted name with its head resolved through the imports."""
     parts = []
-    node = call.func.value  # type: ignore[attr-defined]
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if not isinstance(node, ast.Name):
-        return False  # not a dotted name: the table resolves nothing
-    resolved = aliases.get(node.id, node.id)
-    qualified = ".".join([resolved, *reversed(parts)])
-    return qualified in ("torch.autograd", "autograd")
+        return None
+    return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+
+
+def _is_batch_loop(loop: ast.stmt, aliases: dict[str, str]) -> bool:
+    """As patterns.loader_base: a `for` over a name, maybe wrapped in enumerate/tqdm/iter."""
+    from migrator.analysis.patterns import LOADER_WRAPPERS  # the analysis's own list
+
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False  # while loops iterate nothing
+    expr = loop.iter
+    while isinstance(expr, ast.Call):
+        if _qualify(expr.func, aliases) not in LOADER_WRAPPERS:
+            return False
+        arguments = sorted([*expr.args, *expr.keywords], key=lambda a: (a.lineno, a.col_offset))
+        if not arguments:
+            return False
+        first = arguments[0]
+        if isinstance(first, ast.keyword):
+            if first.arg is not None:
+                return False  # the first argument is a keyword: not a wrapped loader
+            first = first.value  # `**kw`: LibCST's Arg value, star aside
+        elif isinstance(first, ast.Starred):
+            first = first.value
+        expr = first
+    return isinstance(expr, ast.Name)
+
+
+def _resolves_to_autograd(call: ast.Call, aliases: dict[str, str]) -> bool:
+    """Does the receiver resolve to torch.autograd, as the analysis resolves it? (Such calls
+    are no backward sites.)"""
+    return _qualify(call.func.value, aliases) in ("torch.autograd", "autograd")  # type: ignore[attr-defined]
 
 
 def _notes(text: str, sites: list["_BackwardSite"]) -> list:
@@ -190,7 +219,8 @@ class _BackwardSite:
     node: ast.Call
     kind: str  # module | function | class: the innermost def scope, as LibCST's index has it
     name: str
-    in_loop: bool
+    in_loop: bool  # inside some loop, in any scope (an over-approximation)
+    loops: tuple = ()  # the enclosing for/while statements of its own scope, as LibCST's index
 
 
 class _CallFacts(ast.NodeVisitor):
@@ -200,6 +230,7 @@ class _CallFacts(ast.NodeVisitor):
     def __init__(self) -> None:
         self.scope: tuple[str, str] = ("module", "<module>")
         self.loops = 0  # enclosing for/while statements, across scopes (an over-approximation)
+        self.scope_loops: list[ast.stmt] = []  # the enclosing loops of the current scope
         self.backward_sites: list[_BackwardSite] = []
         self.aliases: dict[str, str] = {}  # local name -> qualified name, as ImportTable has it
         self.name_calls: list[tuple[str, str, str, bool]] = []
@@ -207,10 +238,10 @@ class _CallFacts(ast.NodeVisitor):
         self.has_step = False
 
     def _scoped(self, node: ast.AST, kind: str) -> None:
-        outer = self.scope
-        self.scope = (kind, node.name)  # type: ignore[attr-defined]
+        outer, outer_loops = self.scope, self.scope_loops
+        self.scope, self.scope_loops = (kind, node.name), []  # type: ignore[attr-defined]
         self.generic_visit(node)
-        self.scope = outer
+        self.scope, self.scope_loops = outer, outer_loops
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._scoped(node, "function")
@@ -222,7 +253,9 @@ class _CallFacts(ast.NodeVisitor):
 
     def _loop(self, node: ast.AST) -> None:
         self.loops += 1
+        self.scope_loops.append(node)  # type: ignore[arg-type]
         self.generic_visit(node)
+        self.scope_loops.pop()
         self.loops -= 1
 
     visit_For = visit_AsyncFor = visit_While = _loop  # type: ignore[assignment]
@@ -247,7 +280,8 @@ class _CallFacts(ast.NodeVisitor):
         in_loop = self.loops > 0
         if isinstance(func, ast.Attribute):
             if func.attr == "backward":
-                self.backward_sites.append(_BackwardSite(node, *self.scope, in_loop))
+                site = _BackwardSite(node, *self.scope, in_loop, tuple(self.scope_loops))
+                self.backward_sites.append(site)
             elif func.attr == "step":
                 self.has_step = True
         elif isinstance(func, ast.Name):
