@@ -24,7 +24,7 @@ def test_pool_results_equal_serial_results(tree):
     paths = sorted(root.rglob("*.py"))
     serial = run_files(paths, Options(), jobs=1).results
     pooled = run_files(paths, Options(), jobs=2).results
-    key = lambda r: r.path  # noqa: E731
+    key = lambda r: r.path
     assert [(r.path, r.migrated, r.skipped) for r in sorted(serial, key=key)] == [
         (r.path, r.migrated, r.skipped) for r in sorted(pooled, key=key)
     ]
