@@ -190,11 +190,12 @@ def progress(total: int, enabled: bool) -> Iterator[Optional[Callable[[int, int]
         TimeElapsedColumn(),
         console=_console(sys.stderr),
         transient=True,
+        auto_refresh=False,  # no refresh thread: the process pool forks after this starts
     )
     with bar:
         task = bar.add_task("migrate", total=total)
 
         def update(done: int, _total: int) -> None:
-            bar.update(task, completed=done)
+            bar.update(task, completed=done, refresh=True)
 
         yield update
