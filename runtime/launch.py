@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 import uuid
 from typing import Any, Callable
 
@@ -67,8 +68,11 @@ def _run_in_worker(function: Callable, args: tuple) -> Any:
     state.forget_inherited_state()
     try:
         return function(*args)
-    except BaseException:
+    except BaseException as error:
         state.mark_failed()  # peers are elsewhere: no exit barrier for this rank
+        traceback.print_exc()  # visible at once, not only in the final summary
+        sys.stderr.flush()
+        state.let_launcher_stop_this_rank(error)
         raise
     finally:
         # forked workers leave through os._exit, so atexit never tears the group down
@@ -79,7 +83,7 @@ def launch(function: Callable, args: tuple = (), num_processes: int | None = Non
            mixed_precision: str | None = None) -> Any:
     """Runs `function(*args)` on `num_processes` local processes (notebooks, tests).
 
-    Returns rank 0's return value. A raising rank stops all and raises torch's
+    Returns the return values as a list ordered by rank. A raising rank stops all and raises torch's
     `ChildFailedError` carrying its traceback. With one process the function runs here.
     """
     if num_processes is None:
@@ -87,7 +91,7 @@ def launch(function: Callable, args: tuple = (), num_processes: int | None = Non
     if mixed_precision is not None:
         os.environ["ACCELERATE_MIXED_PRECISION"] = mixed_precision
     if num_processes <= 1:
-        return function(*args)
+        return [function(*args)]
     if torch.distributed.is_initialized():
         raise RuntimeError("launch() must be called before any process group exists")
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -108,4 +112,5 @@ def launch(function: Callable, args: tuple = (), num_processes: int | None = Non
         monitor_interval=0.1,
         start_method="fork",
     )
-    return elastic_launch(config, _run_in_worker)(function, tuple(args))
+    results = elastic_launch(config, _run_in_worker)(function, tuple(args))
+    return [results[rank] for rank in sorted(results)]

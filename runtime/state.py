@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 
 import torch
 import torch.distributed as dist
@@ -111,17 +112,50 @@ def _shut_down_at_exit() -> None:
         _process_state.shut_down()
 
 
+_PEER_FAILURE_SIGNS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote worker",
+    "Broken pipe",
+    "communicator was aborted",
+)
+
+
+def is_peer_failure(error: BaseException) -> bool:
+    """A collective that failed because another rank died (not this rank's own bug)."""
+    if isinstance(error, getattr(dist, "DistNetworkError", ())):
+        return True
+    return isinstance(error, RuntimeError) and any(s in str(error) for s in _PEER_FAILURE_SIGNS)
+
+
+def let_launcher_stop_this_rank(error: BaseException) -> None:
+    """On a peer's death, give torchrun's agent (which saw it die) time to stop this rank.
+
+    Exiting at once would race the real failure, and torchrun names the earliest failure
+    (timestamps in whole seconds) the root cause; bounded, so nothing can hang on it.
+    """
+    if is_peer_failure(error) and os.environ.get("TORCHELASTIC_RUN_ID"):
+        threading.Event().wait(PEER_FAILURE_GRACE_S)
+
+
+PEER_FAILURE_GRACE_S = 10.0
+
+
 def _record_failure(exc_type, exc, traceback) -> None:
     # A failing rank must not wait in the exit barrier: its peers are elsewhere.
     _exit_is_failure["failed"] = True
     _previous_excepthook(exc_type, exc, traceback)
+    sys.stderr.flush()
+    let_launcher_stop_this_rank(exc)
     if os.environ.get("TORCHELASTIC_ERROR_FILE") and isinstance(exc, Exception):
         # the file torchrun reads to name the root-cause rank and print its traceback
         from torch.distributed.elastic.multiprocessing.errors import get_error_handler
 
         handler = get_error_handler()
-        handler.initialize()
-        handler.record_exception(exc)
+        try:
+            raise exc  # record_exception reads the traceback of the exception being handled
+        except Exception as handled:
+            handler.record_exception(handled)
 
 
 _previous_excepthook = sys.excepthook
