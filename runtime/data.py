@@ -186,7 +186,12 @@ def send_to_device(data: Any, device: torch.device, non_blocking: bool = False) 
     """Moves every tensor of a batch to `device`; objects with `.to` (BatchEncoding) move too."""
     if hasattr(data, "to") and not isinstance(data, torch.Tensor) and hasattr(data, "keys"):
         return data.to(device)
-    return apply_to_tensors(lambda tensor: tensor.to(device, non_blocking=non_blocking), data)
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.device == device:
+            return tensor
+        return tensor.to(device, non_blocking=non_blocking)
+
+    return apply_to_tensors(move, data)
 
 
 def _capture_rng(generators: list[torch.Generator]) -> dict:
