@@ -67,7 +67,11 @@ def prepare_model(model: torch.nn.Module, *, state, mixed_precision: str,
     if device_placement:
         model.to(state.device)
     trainable = any(parameter.requires_grad for parameter in model.parameters())
-    if state.distributed and state.num_processes > 1 and trainable and not evaluation_mode:
+    wrap = (
+        not isinstance(model, DistributedDataParallel)  # a script's own DDP is kept as is
+        and state.distributed and state.num_processes > 1 and trainable and not evaluation_mode
+    )
+    if wrap:
         on_cuda = state.device.type == "cuda"
         model = DistributedDataParallel(
             model,
