@@ -77,8 +77,9 @@ print(time.perf_counter() - start)
 
 
 def run(code: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+    )
     return done.stdout.strip().splitlines()[-1]
 
 

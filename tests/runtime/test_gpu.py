@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from conftest import check, read_json, run_torchrun
 
 pytestmark = [

@@ -15,8 +15,12 @@ def rank_state(rank, processes=2):
 
 def prepared(loader, rank, *, split=False, even=True, gradient_state=None):
     return prepare_data_loader(
-        loader, state=rank_state(rank), gradient_state=gradient_state or GradientState(),
-        split_batches=split, even_batches=even, device_placement=True,
+        loader,
+        state=rank_state(rank),
+        gradient_state=gradient_state or GradientState(),
+        split_batches=split,
+        even_batches=even,
+        device_placement=True,
     )
 
 
@@ -90,10 +94,12 @@ def test_position_resumes_the_same_epoch_after_the_consumed_batches():
 
 def test_gradient_state_tracks_the_innermost_loader():
     gradient_state = GradientState()
-    outer = prepared(DataLoader(TensorDataset(torch.arange(10)), batch_size=2), 0,
-                     gradient_state=gradient_state)
-    inner = prepared(DataLoader(TensorDataset(torch.arange(2)), batch_size=2), 0,
-                     gradient_state=gradient_state)
+    outer = prepared(
+        DataLoader(TensorDataset(torch.arange(10)), batch_size=2), 0, gradient_state=gradient_state
+    )
+    inner = prepared(
+        DataLoader(TensorDataset(torch.arange(2)), batch_size=2), 0, gradient_state=gradient_state
+    )
     seen = []
     for _ in outer:
         seen.append((gradient_state.end_of_dataloader, gradient_state.remainder))
