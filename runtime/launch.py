@@ -40,7 +40,8 @@ def launcher_arguments(
         arguments.append("--standalone")  # c10d rendezvous on a free localhost port
     else:
         raise ValueError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (multi-node)")
-    return [*arguments, script, *script_args]
+    # "--": the script's own options (even "--nproc") never reach torchrun's parser
+    return [*arguments, "--", script, *script_args]
 
 
 def launch_script(

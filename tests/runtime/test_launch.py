@@ -20,6 +20,7 @@ def test_single_node_launch_uses_a_standalone_rendezvous():
         "--nproc-per-node=2",
         "--nnodes=1",
         "--standalone",
+        "--",
         "train.py",
         "--lr",
         "1",
@@ -53,6 +54,15 @@ def test_missing_script_is_a_usage_error(capsys):
 def test_migrate_launch_runs_two_processes_and_prints_once():
     done = check(run_migrate_launch("tiny.py"))
     assert done.stdout.splitlines() == ["total=3 processes=2"]
+
+
+@pytest.mark.slow
+def test_migrate_launch_passes_script_options_through_verbatim():
+    done = check(run_migrate_launch("tiny.py", "--nproc", "5", "--help", "--", "x"))
+    assert done.stdout.splitlines() == [
+        "total=3 processes=2",
+        "args ['--nproc', '5', '--help', '--', 'x']",
+    ]
 
 
 @pytest.mark.slow
