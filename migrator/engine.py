@@ -103,8 +103,6 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str]
     if context.blocked or context.edits.empty:
         return None, _positioned(module, findings)
     migrated = apply_edits(module, context.edits)
-    if context.accelerator_created:
-        migrated = _add_imports(migrated, [(context.import_source, "Accelerator")])
     if context.extra_imports:
         migrated = _add_imports(migrated, context.extra_imports)
     if context.unused_imports:

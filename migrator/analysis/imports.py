@@ -32,6 +32,7 @@ class ImportTable:
 
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
+        self.from_imports: set[tuple[str, str]] = set()  # (module, name) of `from m import n`
 
     def add_import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -52,6 +53,7 @@ class ImportTable:
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
             self.aliases[local] = f"{module}.{name}" if module else name
+            self.from_imports.add((module, name))
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The qualified name of a Name/Attribute chain, resolving its head through imports.

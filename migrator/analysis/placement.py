@@ -148,7 +148,7 @@ def _common_block(events: list[Statement], body: Block) -> Optional[Block]:
     return chains[0][depth].block
 
 
-def _is_import(node: cst.CSTNode) -> bool:
+def is_import(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.SimpleStatementLine) and all(
         isinstance(small, (cst.Import, cst.ImportFrom)) for small in node.body
     )
@@ -167,7 +167,7 @@ def after_imports(block: Block, limit: int) -> int:
     """The index just after the last import (or docstring) before `limit`."""
     position = 0
     for i, node in enumerate(block.statements[:limit]):
-        if _is_import(node) or (i == 0 and is_docstring(node)):
+        if is_import(node) or (i == 0 and is_docstring(node)):
             position = i + 1
     return position
 

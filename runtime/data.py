@@ -1,0 +1,259 @@
+"""Sharded data loaders.
+
+A prepared loader is a `DataLoader` over the same dataset, collate function, workers and
+generator, whose batch sampler wraps the original one: every rank iterates the original
+batch sampler (so the sampler draws from the RNG exactly as the un-migrated script does) and
+keeps its share. `split_batches=False`: rank r takes batches r, r+N, ...; `True`: rank r takes
+slice r of every batch. `even_batches=True` completes the tail with samples from the start of
+the epoch so all ranks see equal batches; `gather_for_metrics` later drops those duplicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, SequentialSampler
+
+from runtime.collectives import apply_to_tensors
+from runtime.sampling import BatchShard, sync_sampler_rng
+
+
+def send_to_device(data: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """Moves every tensor of a batch to `device`; objects with `.to` (BatchEncoding) move too."""
+    if hasattr(data, "to") and not isinstance(data, torch.Tensor) and hasattr(data, "keys"):
+        return data.to(device)
+
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.device == device:
+            return tensor
+        return tensor.to(device, non_blocking=non_blocking)
+
+    return apply_to_tensors(move, data)
+
+
+def _capture_rng(generators: list[torch.Generator]) -> dict:
+    return {"torch": torch.get_rng_state(), "generators": [g.get_state() for g in generators]}
+
+
+def _restore_rng(saved: dict, generators: list[torch.Generator]) -> None:
+    torch.set_rng_state(saved["torch"])
+    for generator, state in zip(generators, saved["generators"]):
+        generator.set_state(state)
+
+
+class PreparedDataLoader(DataLoader):
+    """A DataLoader yielding this rank's batches on the device; `isinstance(x, DataLoader)` holds.
+
+    It also knows, while iterated, whether the current batch is the last one
+    (`end_of_dataloader`) and how many real samples the last global batch holds (`remainder`),
+    which `gather_for_metrics` uses, and how far the epoch has got (for `save_state`).
+    """
+
+    def __init__(
+        self,
+        original: DataLoader,
+        batch_shard,
+        *,
+        device,
+        gradient_state,
+        num_processes: int,
+        process_index: int,
+        split_batches: bool,
+        even_batches: bool,
+    ) -> None:
+        iterable = isinstance(original.dataset, IterableDataset)
+        extra = {"prefetch_factor": original.prefetch_factor} if original.num_workers else {}
+        if hasattr(original, "in_order"):
+            extra["in_order"] = original.in_order
+        super().__init__(
+            original.dataset,
+            batch_size=1 if not iterable else original.batch_size,
+            batch_sampler=batch_shard if not iterable else None,
+            drop_last=original.drop_last if iterable else False,
+            num_workers=original.num_workers,
+            collate_fn=original.collate_fn,
+            pin_memory=original.pin_memory,
+            timeout=original.timeout,
+            worker_init_fn=original.worker_init_fn,
+            multiprocessing_context=original.multiprocessing_context,
+            generator=original.generator,
+            persistent_workers=original.persistent_workers,
+            pin_memory_device=original.pin_memory_device,
+            **extra,
+        )
+        self.original_batch_size = original.batch_size
+        if not iterable:
+            # users read these for logging and epoch bookkeeping
+            object.__setattr__(self, "sampler", original.sampler)
+            per_process = original.batch_size
+            if split_batches and per_process is not None:
+                per_process //= num_processes
+            object.__setattr__(self, "batch_size", per_process)
+        self.device = device
+        self.gradient_state = gradient_state
+        self.num_processes = num_processes
+        self.process_index = process_index
+        self.split_batches = split_batches
+        self.even_batches = even_batches
+        self.iterable = iterable
+        self.end_of_dataloader = False
+        self.batches_yielded = 0
+        self.in_epoch = False
+        self.epoch_start_rng: dict | None = None
+        self.resume_from: dict | None = None
+        self._is_accelerate_prepared = True
+
+    @property
+    def generators(self) -> list[torch.Generator]:
+        found = []
+        for generator in (getattr(self.sampler, "generator", None), self.generator):
+            if isinstance(generator, torch.Generator) and all(generator is not g for g in found):
+                found.append(generator)
+        return found
+
+    @property
+    def total_batch_size(self) -> int | None:
+        if self.original_batch_size is None:
+            return None
+        return self.original_batch_size * (1 if self.split_batches else self.num_processes)
+
+    @property
+    def remainder(self) -> int:
+        """Real samples in the last global batch; -1 when unknown or nothing is padded."""
+        if self.iterable or self.total_batch_size is None:
+            return -1
+        shard = self.batch_sampler
+        if shard.drop_last:
+            return -1
+        try:
+            count = len(shard.sampler) if shard.sampler is not None else len(self.dataset)
+        except TypeError:
+            return -1
+        return count % self.total_batch_size
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forwards to the sampler, batch sampler and dataset that have `set_epoch`."""
+        if isinstance(self.batch_sampler, BatchShard):
+            self.batch_sampler.set_epoch(epoch)
+        elif hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
+
+    def position(self) -> dict | None:
+        """Where the current epoch stands, for `save_state`; None between epochs."""
+        if not self.in_epoch:
+            return None
+        return {"batches_yielded": self.batches_yielded, "epoch_start_rng": self.epoch_start_rng}
+
+    def __iter__(self):
+        resume, self.resume_from = self.resume_from, None
+        generators = self.generators
+        resumed_from_rng = None
+        if resume is not None and not self.iterable:
+            # replay the epoch's random draws from its start, then skip what was consumed
+            resumed_from_rng = _capture_rng(generators)
+            _restore_rng(resume["epoch_start_rng"], generators)
+            self.batch_sampler.skip_batches = resume["batches_yielded"]
+        self.epoch_start_rng = _capture_rng(generators)
+        self.batches_yielded = resume["batches_yielded"] if resumed_from_rng is not None else 0
+        self.end_of_dataloader = False
+        self.in_epoch = True
+        self.gradient_state.active_loaders.append(self)
+        try:
+            batches = super().__iter__()
+            if self.iterable:
+                batches = self._iterable_share(batches)
+            current = next(batches, None)
+            if resumed_from_rng is not None:
+                _restore_rng(resumed_from_rng, generators)
+            if current is None:
+                return
+            for following in batches:
+                self.batches_yielded += 1
+                yield self._placed(current)
+                current = following
+            self.end_of_dataloader = True
+            self.batches_yielded += 1
+            yield self._placed(current)
+        finally:
+            self.end_of_dataloader = False
+            self.in_epoch = False
+            if self in self.gradient_state.active_loaders:
+                self.gradient_state.active_loaders.remove(self)
+
+    def _placed(self, batch: Any) -> Any:
+        if self.device is None:
+            return batch
+        return send_to_device(batch, self.device, self.pin_memory)
+
+    def _iterable_share(self, batches: Iterator) -> Iterator:
+        """IterableDataset: every rank reads the stream and keeps its batches (or slices)."""
+        N, r = self.num_processes, self.process_index
+        if N == 1:
+            yield from batches
+            return
+        if self.split_batches:
+            for batch in batches:
+                yield apply_to_tensors(lambda t: t.tensor_split(N)[r], batch)
+            return
+        head: list = []
+        group: list = []
+        for batch in batches:
+            if len(head) < N:
+                head.append(batch)
+            group.append(batch)
+            if len(group) == N:
+                yield group[r]
+                group = []
+        if group:
+            if r < len(group):
+                yield group[r]
+            elif self.even_batches:
+                yield head[(r - len(group)) % len(head)]
+
+
+def prepare_data_loader(
+    loader: DataLoader,
+    *,
+    state,
+    gradient_state,
+    split_batches: bool,
+    even_batches: bool,
+    device_placement: bool,
+) -> PreparedDataLoader:
+    """Wraps `loader` for this rank (see the module docstring)."""
+    N, r = state.num_processes, state.process_index
+    device = state.device if device_placement else None
+    shard = None
+    if not isinstance(loader.dataset, IterableDataset):
+        original = loader.batch_sampler
+        sampler = getattr(original, "sampler", None)
+        explicit = [
+            g
+            for g in (getattr(sampler, "generator", None), loader.generator)
+            if isinstance(g, torch.Generator)
+        ]
+        needs_sync = N > 1 and not isinstance(sampler, SequentialSampler)
+        global_rng = needs_sync and getattr(sampler, "generator", None) is None
+        shard = BatchShard(
+            original,
+            num_processes=N,
+            process_index=r,
+            split_batches=split_batches,
+            even_batches=even_batches,
+            batch_size=getattr(original, "batch_size", loader.batch_size),
+            rng_sync=sync_sampler_rng(global_rng, explicit) if needs_sync else None,
+        )
+    return PreparedDataLoader(
+        loader,
+        shard,
+        device=device,
+        gradient_state=gradient_state,
+        num_processes=N,
+        process_index=r,
+        split_batches=split_batches,
+        even_batches=even_batches,
+    )
