@@ -1,0 +1,202 @@
+"""Patches the recorder installs before the user's script runs, and what they observe.
+
+Functional dropout / batch_norm are wrapped at `torch.nn.functional` (modules call them from
+there), `DataLoader.__iter__` is wrapped to learn each loader's facts and to notice random
+draws made while a batch is fetched (augmentation), and HF Accelerate's constructor is made
+to split batches on the CPU (its `split_batches=` argument is dead; only
+`DataLoaderConfiguration` works, and multi-process CPU needs `cpu=True`).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import torch
+from torch.utils.data import DataLoader, RandomSampler
+
+DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                     "feature_alpha_dropout")
+RNG_CHECKS_PER_LOADER = 3  # batches per iteration checked for random draws (cost bound)
+
+
+class Observations:
+    def __init__(self) -> None:
+        self.dropout_calls = 0
+        self.batchnorm_training_calls = 0
+        self.loaders: dict[int, dict] = {}
+        self.current_loader: dict | None = None
+
+    def note_backward(self) -> None:
+        if self.current_loader is not None:
+            self.current_loader["training"] = True
+
+    def as_dict(self) -> dict:
+        return {
+            "dropout_calls": self.dropout_calls,
+            "batchnorm_training_calls": self.batchnorm_training_calls,
+            "loaders": list(self.loaders.values()),
+        }
+
+
+def _argument(args, kwargs, index: int, name: str, default):
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def watch_functional(functional, observed: Observations, *, no_dropout: bool) -> None:
+    for name in DROPOUT_FUNCTIONS:
+        original = getattr(functional, name, None)
+        if original is not None:
+            setattr(functional, name, _watched_dropout(original, observed, no_dropout))
+    attention = getattr(functional, "scaled_dot_product_attention", None)
+    if attention is not None:
+        functional.scaled_dot_product_attention = _watched_attention(attention, observed,
+                                                                     no_dropout)
+    batch_norm = functional.batch_norm
+
+    @functools.wraps(batch_norm)
+    def watched_batch_norm(*args, **kwargs):
+        if _argument(args, kwargs, 5, "training", False):
+            observed.batchnorm_training_calls += 1
+        return batch_norm(*args, **kwargs)
+
+    functional.batch_norm = watched_batch_norm
+
+
+def _watched_dropout(original, observed: Observations, no_dropout: bool):
+    @functools.wraps(original)
+    def watched(input, *args, **kwargs):
+        p = _argument(args, kwargs, 0, "p", 0.5)
+        training = _argument(args, kwargs, 1, "training", True)
+        if training and p > 0:
+            observed.dropout_calls += 1
+            if no_dropout:
+                return input
+        return original(input, *args, **kwargs)
+
+    return watched
+
+
+def _watched_attention(original, observed: Observations, no_dropout: bool):
+    @functools.wraps(original)
+    def watched(*args, **kwargs):
+        if _argument(args, kwargs, 4, "dropout_p", 0.0) > 0:
+            observed.dropout_calls += 1
+            if no_dropout:
+                args, kwargs = args[:4], {**kwargs, "dropout_p": 0.0}
+        return original(*args, **kwargs)
+
+    return watched
+
+
+def loader_facts(loader: DataLoader) -> dict:
+    batch_size = loader.batch_size
+    if batch_size is None:
+        batch_size = getattr(loader.batch_sampler, "batch_size", None)
+    try:
+        length = len(loader.dataset)
+    except TypeError:
+        length = None
+    sampler = loader.sampler
+    return {
+        "index": None,
+        "prepared": bool(getattr(loader, "_is_accelerate_prepared", False)),
+        "batch_size": getattr(loader, "original_batch_size", None) or batch_size,
+        "dataset_length": length,
+        "drop_last": bool(getattr(loader.batch_sampler, "drop_last", loader.drop_last)),
+        "num_workers": loader.num_workers,
+        "shuffle": isinstance(sampler, RandomSampler),
+        "seeded": isinstance(sampler, RandomSampler) and (
+            sampler.generator is not None or loader.generator is not None),
+        "training": False,
+        "random_draws_in_fetch": False,
+    }
+
+
+def _rng_state():
+    state = [torch.random.get_rng_state(), random.getstate()]
+    numpy = __import__("sys").modules.get("numpy")
+    if numpy is not None:
+        state.append(numpy.random.get_state()[1].tobytes())
+    return state
+
+
+def _same_rng(before, after) -> bool:
+    return torch.equal(before[0], after[0]) and before[1:] == after[1:]
+
+
+class WatchedIterator:
+    """The loader's own iterator, checked for random draws on a few of its batches."""
+
+    def __init__(self, iterator, facts: dict) -> None:
+        self._iterator = iterator
+        self._facts = facts
+        self._fetched = 0
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._iterator)
+
+    def __getattr__(self, name):
+        return getattr(self._iterator, name)
+
+    def __next__(self):
+        # the first fetch may draw a sampler seed; later ones only draw for augmentation
+        check = 0 < self._fetched <= RNG_CHECKS_PER_LOADER and self._facts["num_workers"] == 0
+        before = _rng_state() if check else None
+        batch = next(self._iterator)
+        self._fetched += 1
+        if check and not _same_rng(before, _rng_state()):
+            self._facts["random_draws_in_fetch"] = True
+        return batch
+
+
+def watch_loaders(observed: Observations, *, seed_shuffle: bool, seed: int) -> None:
+    original_init = DataLoader.__init__
+    original_iter = DataLoader.__iter__
+
+    @functools.wraps(original_init)
+    def seeded_init(self, *args, **kwargs):
+        shuffle = _argument(args, kwargs, 2, "shuffle", None)
+        if (shuffle and kwargs.get("generator") is None and kwargs.get("sampler") is None
+                and kwargs.get("batch_sampler") is None and len(args) < 4):
+            kwargs["generator"] = torch.Generator().manual_seed(seed + len(observed.loaders))
+        original_init(self, *args, **kwargs)
+
+    @functools.wraps(original_iter)
+    def watched_iter(self):
+        facts = observed.loaders.get(id(self))
+        if facts is None:
+            facts = loader_facts(self)
+            facts["index"] = len(observed.loaders)
+            observed.loaders[id(self)] = facts
+        observed.current_loader = facts
+        return WatchedIterator(original_iter(self), facts)
+
+    if seed_shuffle:
+        DataLoader.__init__ = seeded_init
+    DataLoader.__iter__ = watched_iter
+
+
+def force_accelerate_split_batches(*, cpu: bool) -> None:
+    """HF Accelerate: every Accelerator splits batches (and runs on the CPU when asked)."""
+    import accelerate
+    from accelerate.utils import DataLoaderConfiguration
+
+    original_init = accelerate.Accelerator.__init__
+
+    @functools.wraps(original_init)
+    def init(self, *args, **kwargs):
+        config = kwargs.get("dataloader_config") or DataLoaderConfiguration()
+        config.split_batches = True
+        kwargs["dataloader_config"] = config
+        kwargs.pop("split_batches", None)
+        if cpu:
+            kwargs["cpu"] = True
+        original_init(self, *args, **kwargs)
+
+    accelerate.Accelerator.__init__ = init
