@@ -57,7 +57,8 @@ class Comparison:
         if self.first_loss_divergence is not None:
             return self.first_loss_divergence
         if self.step_count_problem is not None:
-            return min(len(self.rows), self.rows[-1].step if self.rows else 0) + 1
+            unmatched = [row.step for row in self.rows if row.abs_diff is None]
+            return unmatched[0] if unmatched else len(self.rows)
         if not self.equivalent:
             return len(self.rows)  # every loss matched: the final weights did not
         return None

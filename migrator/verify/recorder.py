@@ -135,8 +135,9 @@ class Recorder:
 def parameter_names() -> dict[int, str]:
     """id(parameter) -> its name in the largest model that holds it (DDP wrappers skipped)."""
     wrapper = torch.nn.parallel.DistributedDataParallel
-    models = [m for m in gc.get_objects() if isinstance(m, torch.nn.Module)
-              and not isinstance(m, wrapper)]
+    # type() rather than isinstance(): some lazy objects warn when asked for __class__
+    models = [m for m in gc.get_objects() if issubclass(type(m), torch.nn.Module)
+              and not issubclass(type(m), wrapper)]
     names: dict[int, str] = {}
     for model in sorted(models, key=lambda m: -sum(1 for _ in m.parameters())):
         for name, parameter in model.named_parameters():
