@@ -50,6 +50,13 @@ def find_causes(original: dict, migrated: dict, comparison: Optional[Comparison]
             "dropout is active in training: each process draws its own masks for its slice of "
             "the batch, from a random stream the Accelerator's setup may also have advanced",
             "compare with --no-dropout (turns dropout off in both runs)", 1))
+    if original.get("random_steps") and not original.get("dropout_calls") and nproc > 1:
+        causes.append(Cause(
+            "random-draws",
+            "the training step draws random numbers (e.g. torch.randn noise) after its batch is "
+            "loaded: each process draws its own for its slice of the batch",
+            "draw them from a torch.Generator seeded the same on every process, or compare "
+            "with --nproc 1", 1))
     if original.get("batchnorm_training_calls") and nproc > 1:
         causes.append(Cause(
             "batchnorm",
@@ -121,6 +128,9 @@ def notes_when_equal(original: dict, *, nproc: int, no_dropout: bool) -> list[st
         notes.append("dropout is active: the runs agree with this process count, but per-process "
                      "masks can make runs with more processes differ (--no-dropout compares "
                      "without it)")
+    if original.get("random_steps") and nproc == 1:
+        notes.append("the training step draws random numbers: with more than one process each "
+                     "draws its own, so runs differ")
     if original.get("batchnorm_training_calls") and nproc == 1:
         notes.append("BatchNorm in training mode: with more than one process each normalises its "
                      "own slice of the batch, so runs differ")

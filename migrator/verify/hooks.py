@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, RandomSampler
 DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
                      "feature_alpha_dropout")
 RNG_CHECKS_PER_LOADER = 3  # batches per iteration checked for random draws (cost bound)
+RNG_CHECKED_STEPS = 20  # training steps checked for random draws outside data loading
 
 
 class Observations:
@@ -26,15 +27,30 @@ class Observations:
         self.batchnorm_training_calls = 0
         self.loaders: dict[int, dict] = {}
         self.current_loader: dict | None = None
+        self.random_steps = 0  # steps that drew from torch's global RNG after their batch came
+        self.checked_steps = 0
+        self.rng_after_fetch = None
 
     def note_backward(self) -> None:
         if self.current_loader is not None:
             self.current_loader["training"] = True
 
+    def note_fetch(self) -> None:
+        if self.checked_steps < RNG_CHECKED_STEPS:
+            self.rng_after_fetch = torch.random.get_rng_state()
+
+    def note_step(self) -> None:
+        if self.rng_after_fetch is not None:
+            self.checked_steps += 1
+            if not torch.equal(self.rng_after_fetch, torch.random.get_rng_state()):
+                self.random_steps += 1
+        self.rng_after_fetch = None
+
     def as_dict(self) -> dict:
         return {
             "dropout_calls": self.dropout_calls,
             "batchnorm_training_calls": self.batchnorm_training_calls,
+            "random_steps": self.random_steps,
             "loaders": list(self.loaders.values()),
         }
 
@@ -130,9 +146,10 @@ def _same_rng(before, after) -> bool:
 class WatchedIterator:
     """The loader's own iterator, checked for random draws on a few of its batches."""
 
-    def __init__(self, iterator, facts: dict) -> None:
+    def __init__(self, iterator, facts: dict, observed: Observations) -> None:
         self._iterator = iterator
         self._facts = facts
+        self._observed = observed
         self._fetched = 0
 
     def __iter__(self):
@@ -152,6 +169,7 @@ class WatchedIterator:
         self._fetched += 1
         if check and not _same_rng(before, _rng_state()):
             self._facts["random_draws_in_fetch"] = True
+        self._observed.note_fetch()
         return batch
 
 
@@ -175,7 +193,7 @@ def watch_loaders(observed: Observations, *, seed_shuffle: bool, seed: int) -> N
             facts["index"] = len(observed.loaders)
             observed.loaders[id(self)] = facts
         observed.current_loader = facts
-        return WatchedIterator(original_iter(self), facts)
+        return WatchedIterator(original_iter(self), facts, observed)
 
     if seed_shuffle:
         DataLoader.__init__ = seeded_init

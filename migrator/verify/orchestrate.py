@@ -14,7 +14,7 @@ from typing import Optional
 from migrator.verify import causes as causes_module
 from migrator.verify.compare import compare_runs
 from migrator.verify.records import RunRecord, read_run
-from migrator.verify.runs import RunResult, RunSpec, execute
+from migrator.verify.runs import RunResult, RunSpec, finish, start, stop_everything
 from migrator.verify.verdict import (COULD_NOT_RUN, DIVERGED, EQUIVALENT, NOT_COMPARABLE,
                                      Outcome, Settings)
 
@@ -109,7 +109,7 @@ def _migrate(script: Path, target: str):
         new_text, findings = migrate_text(text, Options(target=target))
     except MigrationError as error:
         raise ValueError(f"{script}: cannot migrate: {error}") from None
-    return new_text, [str(f) for f in findings]
+    return new_text, [finding.render(str(script)) for finding in findings]
 
 
 def _spec(request: VerifyRequest, label: str, source: Path, script: Path,
@@ -136,31 +136,37 @@ def _record(result: RunResult, nproc: int) -> tuple[Optional[RunRecord], Optiona
     except (FileNotFoundError, ValueError, KeyError) as error:
         return None, f"the {result.label} run failed (exit code {result.returncode}; {error})"
     failed = [r for r in record.ranks if r.status in ("crashed", "exited")]
-    if failed or result.returncode != 0:
+    if failed:
+        where = f" on rank {failed[0].rank}" if nproc > 1 else ""
+        return None, (f"the {result.label} run failed{where} after "
+                      f"{len(failed[0].step_losses)} optimizer steps: {failed[0].error}")
+    if result.returncode != 0:
         return None, f"the {result.label} run failed (exit code {result.returncode})"
     return record, None
 
 
 def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
                      migrated_path: Path, work_dir: Path, deadline: float) -> Outcome:
-    runs: list[RunResult] = []
-    _say(request, f"running the original: python {script.name}")
-    runs.append(execute(_spec(request, "original", script, script, None), work_dir, deadline))
-    original, problem = _record(runs[0], 1)
+    launcher = "migrate launch" if request.runtime == "runtime" else "torch.distributed.run"
+    _say(request, f"running the original (python {script.name}) and the migrated script "
+         f"({launcher} --nproc {request.nproc}, {request.runtime}, split_batches=True)")
+    # both at once: most of each run is starting Python and importing torch
+    original_run = start(_spec(request, "original", script, script, None), work_dir)
+    migrated_run = start(_spec(request, "migrated", migrated_path, script, request.nproc),
+                         work_dir)
+    try:
+        runs = [finish(original_run, deadline)]
+        original, problem = _record(runs[0], 1)
+        if original is not None:
+            problem = _not_comparable(original, request.nproc)
+            if problem is not None:
+                finish(migrated_run, time.monotonic())  # not needed: stopped, not reported
+                return Outcome(NOT_COMPARABLE, problem, settings, runs=runs)
+        runs.append(finish(migrated_run, deadline))
+    finally:
+        stop_everything(migrated_run.process, migrated_run.pid_dir)
     if original is None:
         return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
-    if original.steps == 0:
-        return Outcome(NOT_COMPARABLE, "the original made no optimizer step: there is no "
-                       "training to compare", settings, runs=runs)
-    batch_problems = causes_module.batch_size_problems(original.observed, request.nproc,
-                                                       training_only=True)
-    if batch_problems:
-        return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
-    launcher = "migrate launch" if request.runtime == "runtime" else "torch.distributed.run"
-    _say(request, f"running the migrated script: {launcher} --nproc {request.nproc} "
-         f"({request.runtime}, split_batches=True)")
-    runs.append(execute(_spec(request, "migrated", migrated_path, script, request.nproc),
-                        work_dir, deadline))
     migrated, problem = _record(runs[1], request.nproc)
     if migrated is None:
         batch_problems = causes_module.batch_size_problems(original.observed, request.nproc,
@@ -168,6 +174,18 @@ def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
         if batch_problems and not runs[1].timed_out:
             return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
         return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
+    return _compare(request, settings, original, migrated, runs)
+
+
+def _not_comparable(original: RunRecord, nproc: int) -> Optional[str]:
+    if original.steps == 0:
+        return "the original made no optimizer step: there is no training to compare"
+    problems = causes_module.batch_size_problems(original.observed, nproc, training_only=True)
+    return "; ".join(problems) if problems else None
+
+
+def _compare(request: VerifyRequest, settings: Settings, original: RunRecord,
+             migrated: RunRecord, runs: list[RunResult]) -> Outcome:
     comparison = compare_runs(original, migrated, rtol=settings.rtol, atol=settings.atol)
     found = causes_module.find_causes(
         original.observed, migrated.observed, comparison, nproc=request.nproc,
@@ -178,6 +196,8 @@ def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
         reason = (f"{len(comparison.rows)} optimizer steps, max |Δloss| "
                   f"{comparison.max_loss_diff:.3g}, final weights max |Δ| "
                   f"{comparison.weights.max_abs_diff:.3g} ({comparison.weights.tensors} tensors)")
+        if notes:
+            reason += f"; but {notes[0].split(':')[0]} (see note)"
         return Outcome(EQUIVALENT, reason, settings, comparison, notes=notes, runs=runs)
     return Outcome(DIVERGED, _divergence_reason(comparison, found), settings, comparison,
                    causes=found, runs=runs)

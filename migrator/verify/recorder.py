@@ -90,6 +90,7 @@ class Recorder:
             self.primary = optimizer
         if optimizer is not self.primary:
             return
+        self.observed.note_step()
         self.step_losses.append(sum(self.pending))
         self.pending = []
         lr = optimizer.param_groups[0].get("lr") if optimizer.param_groups else None
@@ -97,11 +98,12 @@ class Recorder:
         if self.max_steps is not None and len(self.step_losses) >= self.max_steps:
             raise StopTraining()
 
-    def save(self, status: str) -> None:
+    def save(self, status: str, error: str | None = None) -> None:
         out = Path(self.config["out_dir"])
         record = {
             "rank": self.rank,
             "status": status,
+            "error": error,
             "step_losses": self.step_losses,
             "step_lrs": self.step_lrs,
             "backward_calls": self.backward_calls,
@@ -158,9 +160,9 @@ def run_script(source_path: str, script_path: str, argv: list[str]) -> None:
     exec(code, main.__dict__)
 
 
-def _finish(recorder: Recorder, status: str, code: int) -> None:
+def _finish(recorder: Recorder, status: str, code: int, error: str | None = None) -> None:
     try:
-        recorder.save(status)
+        recorder.save(status, error)
     except BaseException:  # the parent reports the missing record with this traceback
         traceback.print_exc()
         code = code or 1
@@ -188,8 +190,8 @@ def main() -> None:
         if not isinstance(code, int):
             print(code, file=sys.stderr)
             code = 1
-        _finish(recorder, "exited", code)
-    except BaseException:
+        _finish(recorder, "exited", code, f"exit code {code}")
+    except BaseException as error:
         traceback.print_exc()
-        _finish(recorder, "crashed", 1)
+        _finish(recorder, "crashed", 1, f"{type(error).__name__}: {error}"[:300])
     _finish(recorder, "completed", 0)

@@ -37,7 +37,8 @@ class RankRecord:
     step_lrs: list[Optional[float]]
     backward_calls: int
     trailing_losses: list[float]  # backward calls after the last optimizer step
-    observed: dict  # dropout, batchnorm, loaders, ... (see recorder.Observations)
+    observed: dict  # dropout, batchnorm, loaders, ... (see hooks.Observations)
+    error: Optional[str] = None  # the exception that ended the script, if any
 
 
 @dataclass
@@ -69,6 +70,7 @@ def read_rank(path: Path) -> RankRecord:
         backward_calls=data["backward_calls"],
         trailing_losses=data["trailing_losses"],
         observed=data["observed"],
+        error=data.get("error"),
     )
 
 

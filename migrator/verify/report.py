@@ -121,8 +121,9 @@ def print_text(outcome: Outcome) -> None:
                       f"max |Δ| {weights.max_abs_diff:.3g} ({weights.worst})"
                       + (f", out of tolerance: {', '.join(weights.mismatched[:5])}"
                          if weights.mismatched else ""))
+    tolerances = f"  (rtol {settings.rtol:g}, atol {settings.atol:g})" if comparison else ""
     out.print(f"[{STYLES.get(outcome.verdict, 'bold red')}]{escape(outcome.headline)}[/]"
-              f"  (rtol {settings.rtol:g}, atol {settings.atol:g})")
+              + tolerances)
     for index, cause in enumerate(outcome.causes):
         label = "likely cause" if index == 0 else "possible cause"
         err.print(escape(f"{label} ({cause.code}): {cause.message}\n"
@@ -130,7 +131,7 @@ def print_text(outcome: Outcome) -> None:
     for note in outcome.notes:
         err.print(escape(f"note: {note}"))
     for finding in outcome.findings:
-        err.print(escape(f"migration finding: {finding}"))
+        err.print(escape(finding))
     if outcome.verdict in (NOT_COMPARABLE, COULD_NOT_RUN):
         _print_stderr_tails(outcome)
 

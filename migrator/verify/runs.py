@@ -21,7 +21,7 @@ from typing import Optional
 from migrator.verify.records import CONFIG_ENV
 
 BOOTSTRAP = "from migrator.verify.recorder import main\nmain()\n"
-TAIL_LINES = 25
+TAIL_LINES = 40
 KILL_GRACE_S = 3.0
 
 
@@ -72,9 +72,11 @@ def launcher_command(spec: RunSpec, bootstrap: Path) -> list[str]:
             f"--nproc-per-node={spec.nproc}", str(bootstrap)]
 
 
-def run_environment(spec: RunSpec, config_path: Path) -> dict[str, str]:
+def run_environment(spec: RunSpec, config_path: Path, temporary: Path) -> dict[str, str]:
     env = dict(os.environ)
     env[CONFIG_ENV] = str(config_path)
+    # torch and torchelastic leave folders in TMPDIR (inductor cache, elastic logs): ours goes
+    env["TMPDIR"] = str(temporary)
     env["PYTHONHASHSEED"] = str(spec.seed)
     env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # deterministic cuBLAS
     env.setdefault("OMP_NUM_THREADS", "1")  # same threads in every process (torchrun's default)
@@ -89,8 +91,18 @@ def run_environment(spec: RunSpec, config_path: Path) -> dict[str, str]:
     return env
 
 
-def execute(spec: RunSpec, work_dir: Path, deadline: float) -> RunResult:
-    """Runs `spec` under the recorder until it ends or `deadline` (time.monotonic) passes."""
+@dataclass
+class StartedRun:
+    spec: RunSpec
+    process: subprocess.Popen
+    run_dir: Path
+    pid_dir: Path
+    stderr_path: Path
+    started: float
+
+
+def start(spec: RunSpec, work_dir: Path) -> StartedRun:
+    """Starts `spec` under the recorder; `finish` waits for it."""
     run_dir = work_dir / spec.label
     pid_dir = work_dir / f"{spec.label}-pids"
     run_dir.mkdir()
@@ -111,21 +123,28 @@ def execute(spec: RunSpec, work_dir: Path, deadline: float) -> RunResult:
         "runtime": spec.runtime if spec.nproc is not None else None,
         "device": spec.device if spec.nproc is not None else "cpu",
     }))
-    stdout_path, stderr_path = work_dir / f"{spec.label}.out", work_dir / f"{spec.label}.err"
-    started = time.monotonic()
-    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+    stderr_path = work_dir / f"{spec.label}.err"
+    temporary = work_dir / f"{spec.label}-tmp"
+    temporary.mkdir()
+    with open(work_dir / f"{spec.label}.out", "wb") as stdout, open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
             launcher_command(spec, bootstrap), stdin=subprocess.DEVNULL, stdout=stdout,
-            stderr=stderr, env=run_environment(spec, config_path), start_new_session=True,
+            stderr=stderr, env=run_environment(spec, config_path, temporary), start_new_session=True,
         )
-        try:
-            returncode: Optional[int] = process.wait(timeout=max(0.1, deadline - started))
-        except subprocess.TimeoutExpired:
-            returncode = None
-        finally:
-            stop_everything(process, pid_dir)
-    return RunResult(spec.label, returncode, time.monotonic() - started, run_dir,
-                     read_tail(stderr_path))
+    return StartedRun(spec, process, run_dir, pid_dir, stderr_path, time.monotonic())
+
+
+def finish(run: StartedRun, deadline: float) -> RunResult:
+    """Waits until the run ends or `deadline` (time.monotonic) passes; then nothing is left."""
+    try:
+        returncode: Optional[int] = run.process.wait(
+            timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        returncode = None
+    finally:
+        stop_everything(run.process, run.pid_dir)
+    return RunResult(run.spec.label, returncode, time.monotonic() - run.started, run.run_dir,
+                     read_tail(run.stderr_path))
 
 
 def stop_everything(process: subprocess.Popen, pid_dir: Path) -> None:

@@ -75,3 +75,9 @@ def test_eval_loaders_are_not_causes():
 def test_dropout_is_noted_even_when_runs_agree():
     notes = notes_when_equal(observed(loader(), dropout=2), nproc=1, no_dropout=False)
     assert any("dropout" in note for note in notes)
+
+
+def test_random_draws_in_the_training_step_are_named_when_not_dropout():
+    random_step = {**observed(loader()), "random_steps": 4}
+    assert codes(causes_for(random_step)) == ["random-draws"]
+    assert codes(causes_for({**random_step, "dropout_calls": 4})) == ["dropout"]
