@@ -4,6 +4,7 @@ recorder, compare, name causes, report. torch is never imported here, only in th
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -44,6 +45,8 @@ def default_tolerances(device: str) -> tuple[float, float]:
 def run_verify(request: VerifyRequest) -> int:
     from migrator.verify.report import print_outcome
 
+    # SIGTERM unwinds like Ctrl-C, so the runs are stopped and the temporary folder removed
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     outcome = verify(request)
     print_outcome(outcome, request.output_format)
     return outcome.exit_code

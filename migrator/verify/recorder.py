@@ -49,6 +49,8 @@ class Recorder:
         self.observed = hooks.Observations()
 
     def install(self) -> None:
+        if self.config.get("device") == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("--device cuda: torch sees no CUDA device in the migrated run")
         seed = int(self.config["seed"])
         random.seed(seed)
         try:
@@ -178,8 +180,8 @@ def main() -> None:
     pid_dir = Path(config["pid_dir"])
     (pid_dir / f"{os.getpid()}").write_text(str(rank))
     recorder = Recorder(config, rank)
-    recorder.install()
     try:
+        recorder.install()
         run_script(config["source_path"], config["script_path"], config["argv"])
     except StopTraining:
         _finish(recorder, "stopped", 0)

@@ -81,3 +81,15 @@ def test_random_draws_in_the_training_step_are_named_when_not_dropout():
     random_step = {**observed(loader()), "random_steps": 4}
     assert codes(causes_for(random_step)) == ["random-draws"]
     assert codes(causes_for({**random_step, "dropout_calls": 4})) == ["dropout"]
+
+
+def test_learning_rate_divergence_names_the_scheduler_one_step_later():
+    from migrator.verify.compare import Comparison, StepRow, WeightsComparison
+
+    rows = [StepRow(1, 1.0, 1.0, [1.0], 0.1, 0.1), StepRow(2, 0.9, 0.9, [0.9], 0.1, 0.05),
+            StepRow(3, 0.8, 0.85, [0.85], 0.1, 0.05)]
+    comparison = Comparison(rows, 3, 2, None, WeightsComparison(), 0.05)
+    found = find_causes(observed(loader()), {}, comparison, nproc=2, no_dropout=False,
+                        runtime="runtime")
+    assert found[0].code == "scheduler" and found[0].first_step == 3
+    assert "step 2" in found[0].message
