@@ -133,7 +133,12 @@ def rules_command() -> None:
 @app.command(
     "launch",
     help="Run SCRIPT on N processes (a thin layer over torch.distributed.run).",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    # everything after SCRIPT belongs to the script, even options that look like ours
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+    },
 )
 def launch_command(
     ctx: typer.Context,

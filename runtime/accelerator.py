@@ -127,39 +127,53 @@ class Accelerator:
             return self.prepare_optimizer(obj, device_placement=placement)
         return obj
 
-    def prepare_model(self, model: torch.nn.Module, device_placement: bool | None = None,
-                      evaluation_mode: bool = False) -> torch.nn.Module:
+    def prepare_model(
+        self,
+        model: torch.nn.Module,
+        device_placement: bool | None = None,
+        evaluation_mode: bool = False,
+    ) -> torch.nn.Module:
         if getattr(model, "_is_accelerate_prepared", False):
             return model
         placement = self.device_placement if device_placement is None else device_placement
         prepared = wrappers.prepare_model(
-            model, state=self.state, mixed_precision=self.mixed_precision,
-            device_placement=placement, evaluation_mode=evaluation_mode,
+            model,
+            state=self.state,
+            mixed_precision=self.mixed_precision,
+            device_placement=placement,
+            evaluation_mode=evaluation_mode,
             ddp_kwargs=self.ddp_kwargs,
         )
         self._models.append(prepared)
         return prepared
 
-    def prepare_optimizer(self, optimizer: torch.optim.Optimizer,
-                          device_placement: bool | None = None) -> wrappers.PreparedOptimizer:
+    def prepare_optimizer(
+        self, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
+    ) -> wrappers.PreparedOptimizer:
         if getattr(optimizer, "_is_accelerate_prepared", False):
             return optimizer
         placement = self.device_placement if device_placement is None else device_placement
         prepared = wrappers.PreparedOptimizer(
-            optimizer, gradient_state=self.gradient_state, scaler=self.scaler,
+            optimizer,
+            gradient_state=self.gradient_state,
+            scaler=self.scaler,
             device_placement=placement,
         )
         self._optimizers.append(prepared)
         return prepared
 
-    def prepare_data_loader(self, data_loader: DataLoader,
-                            device_placement: bool | None = None) -> data.PreparedDataLoader:
+    def prepare_data_loader(
+        self, data_loader: DataLoader, device_placement: bool | None = None
+    ) -> data.PreparedDataLoader:
         if getattr(data_loader, "_is_accelerate_prepared", False):
             return data_loader
         placement = self.device_placement if device_placement is None else device_placement
         prepared = data.prepare_data_loader(
-            data_loader, state=self.state, gradient_state=self.gradient_state,
-            split_batches=self.split_batches, even_batches=self.even_batches,
+            data_loader,
+            state=self.state,
+            gradient_state=self.gradient_state,
+            split_batches=self.split_batches,
+            even_batches=self.even_batches,
             device_placement=placement,
         )
         self._dataloaders.append(prepared)
@@ -170,12 +184,15 @@ class Accelerator:
             return scheduler
         target = getattr(scheduler, "optimizer", None)
         driving = [
-            optimizer for optimizer in self._optimizers
+            optimizer
+            for optimizer in self._optimizers
             if optimizer is target or optimizer.optimizer is target
         ]
         prepared = wrappers.PreparedScheduler(
-            scheduler, optimizers=driving or list(self._optimizers),
-            gradient_state=self.gradient_state, num_processes=self.num_processes,
+            scheduler,
+            optimizers=driving or list(self._optimizers),
+            gradient_state=self.gradient_state,
+            num_processes=self.num_processes,
             split_batches=self.split_batches,
             step_with_optimizer=self.step_scheduler_with_optimizer,
         )
@@ -259,8 +276,9 @@ class Accelerator:
     def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         return collectives.reduce(tensor, reduction, scale)
 
-    def pad_across_processes(self, tensor: Any, dim: int = 0, pad_index: int = 0,
-                             pad_first: bool = False) -> Any:
+    def pad_across_processes(
+        self, tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
+    ) -> Any:
         return collectives.pad_across_processes(tensor, dim, pad_index, pad_first)
 
     # ---- processes ---------------------------------------------------------------------
@@ -291,8 +309,12 @@ class Accelerator:
         state.shut_down_process_group()
 
     # ---- models and checkpoints --------------------------------------------------------
-    def unwrap_model(self, model: torch.nn.Module, keep_fp32_wrapper: bool = True,
-                     keep_torch_compile: bool = True) -> torch.nn.Module:
+    def unwrap_model(
+        self,
+        model: torch.nn.Module,
+        keep_fp32_wrapper: bool = True,
+        keep_torch_compile: bool = True,
+    ) -> torch.nn.Module:
         return wrappers.unwrap_model(model, keep_fp32_wrapper, keep_torch_compile)
 
     def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict:
@@ -310,7 +332,9 @@ class Accelerator:
             torch.save(obj, f)
 
     def save_state(self, output_dir: str | os.PathLike | None = None, **kwargs):
-        directory = output_dir or (self.project_dir and os.path.join(self.project_dir, "checkpoint"))
+        directory = output_dir or (
+            self.project_dir and os.path.join(self.project_dir, "checkpoint")
+        )
         if not directory:
             raise ValueError("save_state needs an output_dir (or Accelerator(project_dir=...))")
         return checkpoint.save_state(self, directory)

@@ -62,7 +62,10 @@ def save_state(accelerator, output_dir: str | os.PathLike) -> Path:
         if accelerator.scaler is not None:
             torch.save(accelerator.scaler.state_dict(), directory / "scaler.pt")
         loaders = [
-            {"position": loader.position(), "generators": [g.get_state() for g in loader.generators]}
+            {
+                "position": loader.position(),
+                "generators": [g.get_state() for g in loader.generators],
+            }
             for loader in accelerator._dataloaders
         ]
         torch.save(loaders, directory / "loaders.bin")

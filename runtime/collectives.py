@@ -6,8 +6,8 @@ process device (nccl needs CUDA tensors) and come back where they were.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist

@@ -11,15 +11,23 @@ import os
 import sys
 import traceback
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from runtime import state
 
 
-def launcher_arguments(script: str, script_args: list[str], *, nproc: int, nnodes: str,
-                       node_rank: int, rdzv_endpoint: str | None) -> list[str]:
+def launcher_arguments(
+    script: str,
+    script_args: list[str],
+    *,
+    nproc: int,
+    nnodes: str,
+    node_rank: int,
+    rdzv_endpoint: str | None,
+) -> list[str]:
     """The `torchrun` argument list for a `migrate launch` command line."""
     arguments = [f"--nproc-per-node={nproc}", f"--nnodes={nnodes}"]
     if rdzv_endpoint:
@@ -32,11 +40,19 @@ def launcher_arguments(script: str, script_args: list[str], *, nproc: int, nnode
         arguments.append("--standalone")  # c10d rendezvous on a free localhost port
     else:
         raise ValueError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (multi-node)")
-    return [*arguments, script, *script_args]
+    # "--": the script's own options (even "--nproc") never reach torchrun's parser
+    return [*arguments, "--", script, *script_args]
 
 
-def launch_script(script: str, script_args: list[str], *, nproc: int, nnodes: str,
-                  node_rank: int, rdzv_endpoint: str | None) -> int:
+def launch_script(
+    script: str,
+    script_args: list[str],
+    *,
+    nproc: int,
+    nnodes: str,
+    node_rank: int,
+    rdzv_endpoint: str | None,
+) -> int:
     """Runs `script` on `nproc` processes per node; returns the exit code for the CLI."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
@@ -49,7 +65,11 @@ def launch_script(script: str, script_args: list[str], *, nproc: int, nnodes: st
         return 2
     try:
         arguments = launcher_arguments(
-            script, script_args, nproc=nproc, nnodes=nnodes, node_rank=node_rank,
+            script,
+            script_args,
+            nproc=nproc,
+            nnodes=nnodes,
+            node_rank=node_rank,
             rdzv_endpoint=rdzv_endpoint,
         )
     except ValueError as error:
@@ -79,8 +99,12 @@ def _run_in_worker(function: Callable, args: tuple) -> Any:
         state.shut_down_process_group()
 
 
-def launch(function: Callable, args: tuple = (), num_processes: int | None = None,
-           mixed_precision: str | None = None) -> Any:
+def launch(
+    function: Callable,
+    args: tuple = (),
+    num_processes: int | None = None,
+    mixed_precision: str | None = None,
+) -> Any:
     """Runs `function(*args)` on `num_processes` local processes (notebooks, tests).
 
     Returns the return values as a list ordered by rank. A raising rank stops all and raises torch's

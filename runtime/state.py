@@ -154,7 +154,7 @@ def _record_failure(exc_type, exc, traceback) -> None:
         handler = get_error_handler()
         try:
             raise exc  # record_exception reads the traceback of the exception being handled
-        except Exception as handled:
+        except Exception as handled:  # noqa: BLE001 - re-raised only to be recorded
             handler.record_exception(handled)
 
 

@@ -49,9 +49,15 @@ def _outputs_to_fp32(output):
     )
 
 
-def prepare_model(model: torch.nn.Module, *, state, mixed_precision: str,
-                  device_placement: bool, evaluation_mode: bool = False,
-                  ddp_kwargs: dict | None = None) -> torch.nn.Module:
+def prepare_model(
+    model: torch.nn.Module,
+    *,
+    state,
+    mixed_precision: str,
+    device_placement: bool,
+    evaluation_mode: bool = False,
+    ddp_kwargs: dict | None = None,
+) -> torch.nn.Module:
     """Autocast forward (outputs back to fp32), `.to(device)`, then DDP on several processes."""
     if mixed_precision in AUTOCAST_DTYPES and not hasattr(model, "_original_forward"):
         original = model.forward
@@ -67,7 +73,14 @@ def prepare_model(model: torch.nn.Module, *, state, mixed_precision: str,
     if device_placement:
         model.to(state.device)
     trainable = any(parameter.requires_grad for parameter in model.parameters())
-    if state.distributed and state.num_processes > 1 and trainable and not evaluation_mode:
+    wrap = (
+        not isinstance(model, DistributedDataParallel)  # a script's own DDP is kept as is
+        and state.distributed
+        and state.num_processes > 1
+        and trainable
+        and not evaluation_mode
+    )
+    if wrap:
         on_cuda = state.device.type == "cuda"
         model = DistributedDataParallel(
             model,
@@ -79,8 +92,9 @@ def prepare_model(model: torch.nn.Module, *, state, mixed_precision: str,
     return model
 
 
-def unwrap_model(model: torch.nn.Module, keep_fp32_wrapper: bool = True,
-                 keep_torch_compile: bool = True) -> torch.nn.Module:
+def unwrap_model(
+    model: torch.nn.Module, keep_fp32_wrapper: bool = True, keep_torch_compile: bool = True
+) -> torch.nn.Module:
     """Peels DDP/DataParallel (and torch.compile unless kept) off a prepared model."""
     compiled = None
     while True:
@@ -108,8 +122,14 @@ def no_sync(model: torch.nn.Module):
 class PreparedOptimizer(torch.optim.Optimizer):
     """Steps and zeroes only on synchronising micro-steps; fp16 steps through the GradScaler."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, *, gradient_state, scaler=None,
-                 device_placement: bool = True) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        *,
+        gradient_state,
+        scaler=None,
+        device_placement: bool = True,
+    ) -> None:
         self.optimizer = optimizer
         self.gradient_state = gradient_state
         self.scaler = scaler
@@ -168,8 +188,10 @@ class PreparedOptimizer(torch.optim.Optimizer):
             self.step_was_skipped = False
             return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
         scale_before = self.scaler.get_scale()
-        result = self.scaler.step(self.optimizer, closure) if closure else self.scaler.step(
-            self.optimizer
+        result = (
+            self.scaler.step(self.optimizer, closure)
+            if closure
+            else self.scaler.step(self.optimizer)
         )
         self.scaler.update()
         # GradScaler lowers its scale exactly when it skipped the step on inf/nan gradients
@@ -191,8 +213,16 @@ class PreparedOptimizer(torch.optim.Optimizer):
 class PreparedScheduler:
     """Steps with the optimizer: skipped between syncs and after skipped fp16 steps."""
 
-    def __init__(self, scheduler, *, optimizers: list, gradient_state, num_processes: int,
-                 split_batches: bool, step_with_optimizer: bool) -> None:
+    def __init__(
+        self,
+        scheduler,
+        *,
+        optimizers: list,
+        gradient_state,
+        num_processes: int,
+        split_batches: bool,
+        step_with_optimizer: bool,
+    ) -> None:
         self.scheduler = scheduler
         self.optimizers = optimizers
         self.gradient_state = gradient_state

@@ -24,30 +24,61 @@ def _env(extra: dict | None) -> dict:
 
 def _run(command: list[str], env: dict | None, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
-        command, capture_output=True, text=True, env=_env(env), timeout=timeout,
+        command,
+        check=False,
+        capture_output=True,
+        text=True,
+        env=_env(env),
+        timeout=timeout,
         cwd=Path(__file__).parents[2],
     )
 
 
-def run_python(script: str, *args: str, env: dict | None = None,
-               timeout: float = LAUNCH_TIMEOUT) -> subprocess.CompletedProcess:
+def run_python(
+    script: str, *args: str, env: dict | None = None, timeout: float = LAUNCH_TIMEOUT
+) -> subprocess.CompletedProcess:
     """`python script.py args` (no launcher)."""
     return _run([sys.executable, str(SCRIPTS / script), *args], env, timeout)
 
 
-def run_torchrun(script: str, *args: str, nproc: int = 2, env: dict | None = None,
-                 timeout: float = LAUNCH_TIMEOUT) -> subprocess.CompletedProcess:
+def run_torchrun(
+    script: str,
+    *args: str,
+    nproc: int = 2,
+    env: dict | None = None,
+    timeout: float = LAUNCH_TIMEOUT,
+) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc-per-node N script.py args` (free port via c10d)."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc-per-node={nproc}", str(SCRIPTS / script), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        str(SCRIPTS / script),
+        *args,
+    ]
     return _run(command, env, timeout)
 
 
-def run_migrate_launch(script: str, *args: str, nproc: int = 2, env: dict | None = None,
-                       timeout: float = LAUNCH_TIMEOUT) -> subprocess.CompletedProcess:
+def run_migrate_launch(
+    script: str,
+    *args: str,
+    nproc: int = 2,
+    env: dict | None = None,
+    timeout: float = LAUNCH_TIMEOUT,
+) -> subprocess.CompletedProcess:
     """`migrate launch --nproc N script.py args`."""
-    command = [sys.executable, "-m", "migrator", "launch", "--nproc", str(nproc),
-               str(SCRIPTS / script), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "migrator",
+        "launch",
+        "--nproc",
+        str(nproc),
+        str(SCRIPTS / script),
+        *args,
+    ]
     return _run(command, env, timeout)
 
 

@@ -3,14 +3,20 @@
 import pytest
 from torch.utils.data import BatchSampler, SequentialSampler
 
-from runtime.data import BatchShard
+from runtime.sampling import BatchShard
 
 
 def shards(length, batch_size, *, split, even=True, drop_last=False, processes=2):
     original = BatchSampler(SequentialSampler(range(length)), batch_size, drop_last)
     made = [
-        BatchShard(original, num_processes=processes, process_index=rank, split_batches=split,
-                   even_batches=even, batch_size=batch_size)
+        BatchShard(
+            original,
+            num_processes=processes,
+            process_index=rank,
+            split_batches=split,
+            even_batches=even,
+            batch_size=batch_size,
+        )
         for rank in range(processes)
     ]
     return [list(shard) for shard in made], [len(shard) for shard in made]
@@ -18,14 +24,14 @@ def shards(length, batch_size, *, split, even=True, drop_last=False, processes=2
 
 def test_unsplit_deals_whole_batches_round_robin():
     (rank0, rank1), lengths = shards(64, 16, split=False)
-    assert rank0 == [list(range(0, 16)), list(range(32, 48))]
+    assert rank0 == [list(range(16)), list(range(32, 48))]
     assert rank1 == [list(range(16, 32)), list(range(48, 64))]
     assert lengths == [2, 2]
 
 
 def test_split_slices_every_batch_and_keeps_the_length():
     (rank0, rank1), lengths = shards(64, 16, split=True)
-    assert rank0[0] == list(range(0, 8)) and rank1[0] == list(range(8, 16))
+    assert rank0[0] == list(range(8)) and rank1[0] == list(range(8, 16))
     assert len(rank0) == len(rank1) == 4
     assert lengths == [4, 4]
 
@@ -33,7 +39,7 @@ def test_split_slices_every_batch_and_keeps_the_length():
 def test_unsplit_even_tail_of_70_pads_from_the_epoch_start():
     (rank0, rank1), lengths = shards(70, 16, split=False)
     assert lengths == [3, 3]  # ceil(5 / 2), as in HF Accelerate
-    assert rank0[-1] == list(range(64, 70)) + list(range(0, 10))
+    assert rank0[-1] == list(range(64, 70)) + list(range(10))
     assert rank1[-1] == list(range(10, 26))
     assert all(len(batch) == 16 for batch in rank0 + rank1)
 
@@ -47,7 +53,7 @@ def test_unsplit_uneven_tail_leaves_the_short_rank_without_a_batch():
 
 def test_unsplit_partial_last_batch_in_a_full_group_is_topped_up():
     (rank0, rank1), lengths = shards(54, 16, split=False)  # batches 16, 16, 16, 6
-    assert rank1[-1] == list(range(48, 54)) + list(range(0, 10))
+    assert rank1[-1] == list(range(48, 54)) + list(range(10))
     assert lengths == [2, 2] and [len(rank0), len(rank1)] == [2, 2]
 
 
@@ -94,8 +100,14 @@ def test_one_process_is_the_identity_even_with_a_partial_tail():
 
 def test_skip_batches_resumes_inside_an_epoch():
     original = BatchSampler(SequentialSampler(range(64)), 16, False)
-    shard = BatchShard(original, num_processes=2, process_index=1, split_batches=False,
-                       even_batches=True, batch_size=16)
+    shard = BatchShard(
+        original,
+        num_processes=2,
+        process_index=1,
+        split_batches=False,
+        even_batches=True,
+        batch_size=16,
+    )
     shard.skip_batches = 1
     assert list(shard) == [list(range(48, 64))]
-    assert list(shard)[0] == list(range(16, 32))  # the skip applies once
+    assert next(iter(shard)) == list(range(16, 32))  # the skip applies once

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from conftest import check, read_json, run_python, run_torchrun
 
 pytest.importorskip("accelerate")  # in the `test` extra; absent only in a runtime-only install

@@ -5,37 +5,48 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from conftest import SCRIPTS, check, run_migrate_launch, run_python, run_torchrun
+
 from runtime.launch import launch_script, launcher_arguments
 
 REPEATS = 20
 
 
 def test_single_node_launch_uses_a_standalone_rendezvous():
-    arguments = launcher_arguments("train.py", ["--lr", "1"], nproc=2, nnodes="1", node_rank=0,
-                                   rdzv_endpoint=None)
-    assert arguments == ["--nproc-per-node=2", "--nnodes=1", "--standalone", "train.py",
-                         "--lr", "1"]
+    arguments = launcher_arguments(
+        "train.py", ["--lr", "1"], nproc=2, nnodes="1", node_rank=0, rdzv_endpoint=None
+    )
+    assert arguments == [
+        "--nproc-per-node=2",
+        "--nnodes=1",
+        "--standalone",
+        "--",
+        "train.py",
+        "--lr",
+        "1",
+    ]
 
 
 def test_multi_node_launch_uses_the_c10d_rendezvous():
-    arguments = launcher_arguments("train.py", [], nproc=4, nnodes="2", node_rank=1,
-                                   rdzv_endpoint="head:29400")
+    arguments = launcher_arguments(
+        "train.py", [], nproc=4, nnodes="2", node_rank=1, rdzv_endpoint="head:29400"
+    )
     assert "--rdzv-backend=c10d" in arguments and "--rdzv-endpoint=head:29400" in arguments
     assert "--node-rank=1" in arguments and arguments[-1] == "train.py"
 
 
 def test_multi_node_without_an_endpoint_is_a_usage_error(capsys):
-    code = launch_script(str(SCRIPTS / "tiny.py"), [], nproc=2, nnodes="2", node_rank=0,
-                         rdzv_endpoint=None)
+    code = launch_script(
+        str(SCRIPTS / "tiny.py"), [], nproc=2, nnodes="2", node_rank=0, rdzv_endpoint=None
+    )
     assert code == 2
     assert "--rdzv-endpoint" in capsys.readouterr().err
 
 
 def test_missing_script_is_a_usage_error(capsys):
-    assert launch_script("no_such.py", [], nproc=1, nnodes="1", node_rank=0,
-                         rdzv_endpoint=None) == 2
+    assert (
+        launch_script("no_such.py", [], nproc=1, nnodes="1", node_rank=0, rdzv_endpoint=None) == 2
+    )
     assert "no_such.py" in capsys.readouterr().err
 
 
@@ -43,6 +54,15 @@ def test_missing_script_is_a_usage_error(capsys):
 def test_migrate_launch_runs_two_processes_and_prints_once():
     done = check(run_migrate_launch("tiny.py"))
     assert done.stdout.splitlines() == ["total=3 processes=2"]
+
+
+@pytest.mark.slow
+def test_migrate_launch_passes_script_options_through_verbatim():
+    done = check(run_migrate_launch("tiny.py", "--nproc", "5", "--help", "--", "x"))
+    assert done.stdout.splitlines() == [
+        "total=3 processes=2",
+        "args ['--nproc', '5', '--help', '--', 'x']",
+    ]
 
 
 @pytest.mark.slow

@@ -42,7 +42,7 @@ def test_prepare_keeps_order_and_wraps_by_type():
 
 def test_prepare_single_object_comes_back_bare():
     accelerator = Accelerator()
-    model, _, loader, _ = make_objects()
+    _, _, loader, _ = make_objects()
     assert isinstance(accelerator.prepare(loader), PreparedDataLoader)
 
 
@@ -306,3 +306,28 @@ def test_bf16_on_cuda_autocasts():
     with accelerator.autocast():
         product = torch.ones(2, 2, device="cuda") @ torch.ones(2, 2, device="cuda")
     assert product.dtype == torch.bfloat16
+
+
+def test_scheduler_built_on_the_prepared_optimizer_is_prepared_against_it():
+    accelerator = Accelerator()
+    model = torch.nn.Linear(2, 1)
+    model, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=1.0))
+    scheduler = accelerator.prepare(torch.optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.1))
+    assert scheduler.optimizers == [optimizer]
+    accelerator.backward(model(torch.ones(1, 2)).sum())
+    optimizer.step()
+    scheduler.step()
+    assert scheduler.get_last_lr() == pytest.approx([0.1])
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.1)
+
+
+def test_mixed_precision_defaults_to_the_accelerate_environment_variable(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    assert Accelerator(cpu=True).mixed_precision == "bf16"
+    assert Accelerator(cpu=True, mixed_precision="no").mixed_precision == "no"
+
+
+def test_device_placement_false_leaves_batches_where_they_are():
+    accelerator = Accelerator(device_placement=False)
+    loader = accelerator.prepare(DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2))
+    assert len(list(loader)) == 2 and loader.device is None

@@ -1,7 +1,6 @@
 """The API on 2 gloo processes launched by `migrate launch --nproc 2` (one launch, many checks)."""
 
 import pytest
-
 from conftest import check, read_json, run_migrate_launch, run_python
 
 pytestmark = pytest.mark.slow
@@ -36,7 +35,10 @@ def test_prepare_keeps_order_and_types(launched):
     _, ranks, _ = launched
     for facts in ranks:
         assert facts["prepared_types"] == [
-            "DistributedDataParallel", "PreparedOptimizer", "dict", "PreparedDataLoader",
+            "DistributedDataParallel",
+            "PreparedOptimizer",
+            "dict",
+            "PreparedDataLoader",
             "PreparedScheduler",
         ]
         assert facts["passthrough_kept"] and facts["reprepare_is_identity"]

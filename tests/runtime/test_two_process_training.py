@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from conftest import check, read_json, run_migrate_launch, run_python, run_torchrun
 
 pytestmark = pytest.mark.slow
@@ -20,11 +19,19 @@ def assert_same_run(expected: dict, actual: dict, atol: float = 1e-6) -> None:
 
 @pytest.mark.parametrize("accum", [1, 2])
 def test_two_processes_with_split_batches_equal_the_original(tmp_path, accum):
-    check(run_python("train_plain.py", "--out", str(tmp_path / "plain.json"), "--accum", str(accum)))
-    check(run_torchrun(
-        "train_migrated.py", "--out", str(tmp_path / "migrated.json"), "--accum", str(accum),
-        env={"MIGRATE_SPLIT_BATCHES": "1"},
-    ))
+    check(
+        run_python("train_plain.py", "--out", str(tmp_path / "plain.json"), "--accum", str(accum))
+    )
+    check(
+        run_torchrun(
+            "train_migrated.py",
+            "--out",
+            str(tmp_path / "migrated.json"),
+            "--accum",
+            str(accum),
+            env={"MIGRATE_SPLIT_BATCHES": "1"},
+        )
+    )
     assert_same_run(read_json(tmp_path / "plain.json"), read_json(tmp_path / "migrated.json"))
 
 
@@ -38,10 +45,28 @@ def test_save_state_then_load_state_continues_like_an_uninterrupted_run(tmp_path
     common = ["--dropout", "0.3", "--samples", "128", "--epochs", "2"]
     check(run_migrate_launch("train_migrated.py", *common, "--out", str(tmp_path / "whole.json")))
     checkpoint = str(tmp_path / "checkpoint")
-    check(run_migrate_launch("train_migrated.py", *common, "--out", str(tmp_path / "first.json"),
-                             "--save-at", "6", "--checkpoint", checkpoint))
-    check(run_migrate_launch("train_migrated.py", *common, "--out", str(tmp_path / "rest.json"),
-                             "--resume", checkpoint))
+    check(
+        run_migrate_launch(
+            "train_migrated.py",
+            *common,
+            "--out",
+            str(tmp_path / "first.json"),
+            "--save-at",
+            "6",
+            "--checkpoint",
+            checkpoint,
+        )
+    )
+    check(
+        run_migrate_launch(
+            "train_migrated.py",
+            *common,
+            "--out",
+            str(tmp_path / "rest.json"),
+            "--resume",
+            checkpoint,
+        )
+    )
     whole, first, rest = (read_json(tmp_path / f"{n}.json") for n in ("whole", "first", "rest"))
     assert len(first["losses"]) == 6  # stopped in the middle of the second epoch
     assert first["losses"] + rest["losses"] == whole["losses"]

@@ -17,7 +17,8 @@ if os.environ.get("CROSSCHECK_RUNTIME") == "accelerate":
 
     # HF 1.x ignores Accelerator(split_batches=...) and needs cpu=True for gloo
     accelerator = Accelerator(
-        cpu=True, gradient_accumulation_steps=2,
+        cpu=True,
+        gradient_accumulation_steps=2,
         dataloader_config=DataLoaderConfiguration(split_batches=True),
     )
 else:
@@ -28,8 +29,12 @@ else:
 set_seed(42)
 inputs = torch.randn(72, 8)
 targets = torch.sin(inputs.sum(dim=1, keepdim=True))
-loader = DataLoader(TensorDataset(inputs, targets), batch_size=16, shuffle=True,
-                    generator=torch.Generator().manual_seed(42))
+loader = DataLoader(
+    TensorDataset(inputs, targets),
+    batch_size=16,
+    shuffle=True,
+    generator=torch.Generator().manual_seed(42),
+)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)

@@ -31,7 +31,7 @@ if "--reference" in sys.argv:
     (out_dir / "reference.json").write_text(json.dumps(reference))
     sys.exit(0)
 
-from runtime import Accelerator, set_seed  # noqa: E402
+from runtime import Accelerator, set_seed
 
 accelerator = Accelerator()
 rank = accelerator.process_index
@@ -56,9 +56,9 @@ facts["unwrapped_is_original"] = accelerator.unwrap_model(prepared[0]) is model
 facts["reprepare_is_identity"] = all(
     a is b for a, b in zip(prepared, accelerator.prepare(*prepared))
 )
-facts["ddp_weights_equal_rank0"] = accelerator.gather(model.weight.detach()[None]).unique(
-    dim=0
-).shape[0] == 1
+facts["ddp_weights_equal_rank0"] = (
+    accelerator.gather(model.weight.detach()[None]).unique(dim=0).shape[0] == 1
+)
 
 # loader sharding: every (split, even, length) combination
 facts["loaders"] = {}
@@ -69,12 +69,15 @@ for split in (False, True):
             sharded = sharding.prepare(indices_loader(length, 16))
             batches = [[int(i) for i in batch] for (batch,) in sharded]
             facts["loaders"][f"split={split},even={even},n={length}"] = {
-                "len": len(sharded), "batches": batches,
+                "len": len(sharded),
+                "batches": batches,
             }
 
 # shuffle order: unseeded-generator shuffle (global seed) and device-specific seeds
 torch.manual_seed(5)
-facts["order_global_seed"] = shuffled_order(accelerator.prepare(indices_loader(64, 8, shuffle=True)))
+facts["order_global_seed"] = shuffled_order(
+    accelerator.prepare(indices_loader(64, 8, shuffle=True))
+)
 set_seed(5, device_specific=True)
 own_state = torch.get_rng_state()
 facts["order_device_seed"] = shuffled_order(

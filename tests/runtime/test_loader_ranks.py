@@ -1,0 +1,110 @@
+"""Prepared loaders seen from each of 2 ranks, in one process (no process group needed)."""
+
+from types import SimpleNamespace
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+from runtime.data import prepare_data_loader
+from runtime.state import GradientState
+
+
+def rank_state(rank, processes=2):
+    return SimpleNamespace(num_processes=processes, process_index=rank, device=torch.device("cpu"))
+
+
+def prepared(loader, rank, *, split=False, even=True, gradient_state=None):
+    return prepare_data_loader(
+        loader,
+        state=rank_state(rank),
+        gradient_state=gradient_state or GradientState(),
+        split_batches=split,
+        even_batches=even,
+        device_placement=True,
+    )
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(10))
+
+
+def flat(loader):
+    """Each batch as a list of sample indices (TensorDataset batches are 1-tuples)."""
+    return [[int(i) for i in (b[0] if isinstance(b, (list, tuple)) else b)] for b in loader]
+
+
+def test_iterable_dataset_batches_are_dealt_round_robin():
+    loaders = [prepared(DataLoader(Stream(), batch_size=2), rank) for rank in (0, 1)]
+    assert flat(loaders[0]) == [[0, 1], [4, 5], [8, 9]]
+    assert flat(loaders[1]) == [[2, 3], [6, 7], [0, 1]]  # even_batches: padded from the start
+
+
+def test_iterable_dataset_uneven_leaves_the_last_rank_short():
+    loaders = [prepared(DataLoader(Stream(), batch_size=2), rank, even=False) for rank in (0, 1)]
+    assert flat(loaders[1]) == [[2, 3], [6, 7]]
+
+
+def test_iterable_dataset_split_slices_each_batch():
+    loaders = [prepared(DataLoader(Stream(), batch_size=4), rank, split=True) for rank in (0, 1)]
+    assert flat(loaders[0])[0] == [0, 1] and flat(loaders[1])[0] == [2, 3]
+
+
+def test_remainder_counts_real_samples_of_the_last_global_batch():
+    data = TensorDataset(torch.arange(70))
+    assert prepared(DataLoader(data, batch_size=16), 0).remainder == 70 % 32
+    assert prepared(DataLoader(data, batch_size=16), 0, split=True).remainder == 70 % 16
+    assert prepared(DataLoader(data, batch_size=16, drop_last=True), 0).remainder == -1
+
+
+def test_per_process_batch_size_and_total_batch_size():
+    loader = DataLoader(TensorDataset(torch.arange(64)), batch_size=16)
+    unsplit, split = prepared(loader, 0), prepared(loader, 0, split=True)
+    assert (unsplit.batch_size, unsplit.total_batch_size) == (16, 32)
+    assert (split.batch_size, split.total_batch_size) == (8, 16)
+    assert unsplit.dataset is loader.dataset and unsplit.sampler is loader.sampler
+
+
+def test_unseeded_shuffle_gives_both_ranks_the_original_global_order():
+    data = TensorDataset(torch.arange(32))
+    torch.manual_seed(3)
+    original = flat(DataLoader(data, batch_size=4, shuffle=True))
+    shares = []
+    for rank in (0, 1):
+        torch.manual_seed(3)
+        shares.append(flat(prepared(DataLoader(data, batch_size=4, shuffle=True), rank)))
+    assert [b for pair in zip(*shares) for b in pair] == original
+
+
+def test_position_resumes_the_same_epoch_after_the_consumed_batches():
+    data = TensorDataset(torch.arange(32))
+    torch.manual_seed(4)
+    whole = flat(prepared(DataLoader(data, batch_size=4, shuffle=True), 1))
+    torch.manual_seed(4)
+    loader = prepared(DataLoader(data, batch_size=4, shuffle=True), 1)
+    iterator = iter(loader)
+    consumed = [[int(i) for i in next(iterator)[0]] for _ in range(2)]
+    position = loader.position()
+    torch.rand(5)  # training moves the RNG on before the checkpoint
+    resumed = prepared(DataLoader(data, batch_size=4, shuffle=True), 1)
+    resumed.resume_from = position
+    assert consumed + flat(resumed) == whole
+    assert resumed.position() is None  # the epoch is over
+
+
+def test_gradient_state_tracks_the_innermost_loader():
+    gradient_state = GradientState()
+    outer = prepared(
+        DataLoader(TensorDataset(torch.arange(10)), batch_size=2), 0, gradient_state=gradient_state
+    )
+    inner = prepared(
+        DataLoader(TensorDataset(torch.arange(2)), batch_size=2), 0, gradient_state=gradient_state
+    )
+    seen = []
+    for _ in outer:
+        seen.append((gradient_state.end_of_dataloader, gradient_state.remainder))
+        for _ in inner:
+            seen.append(("inner", gradient_state.end_of_dataloader, gradient_state.remainder))
+    # rank 0 of 2: 3 of the 5 batches (the tail of 10 % 4 = 2 real samples is padded)
+    assert seen == [(False, 2), ("inner", True, 2)] * 2 + [(True, 2), ("inner", True, 2)]
+    assert gradient_state.active_loaders == []
