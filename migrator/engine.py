@@ -84,7 +84,7 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str]
     import libcst as cst
 
     from migrator.analysis import analyse
-    from migrator.analysis.placement import plan_prepare
+    from migrator.analysis.placement import PreparePlan, plan_prepare
     from migrator.edits import EditSet, apply_edits
     from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext
 
@@ -96,24 +96,31 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str]
         raise MigrationError("too deeply nested for the parser") from None
     facts = analyse(module)
     findings = list(facts.findings)
-    if not facts.has_training:
-        return None, _positioned(module, findings)
-    plan = plan_prepare(facts)
-    if plan.conflict is not None:
-        return None, _positioned(module, [*findings, plan.conflict])
     context = RuleContext(
-        module=module, facts=facts, plan=plan, edits=EditSet(), target=options.target,
+        module=module, facts=facts, plan=PreparePlan(), edits=EditSet(), target=options.target,
         selected=options.rules,
     )  # fmt: skip
     for rule_class in APPLY_ORDER:
+        if rule_class.detector and rule_class.code in options.rules:
+            rule_class().apply(context)
+    if not facts.has_training or any(f.level == "warning" for f in context.findings):
+        return None, _positioned(module, [*findings, *context.findings])
+    context.plan = plan_prepare(facts)
+    if context.plan.conflict is not None:
+        return None, _positioned(module, [*findings, *context.findings, context.plan.conflict])
+    for rule_class in APPLY_ORDER:
+        if rule_class.detector:
+            continue
         if rule_class.code in options.rules or (rule_class.code in IMPLIED and context.needs):
             rule_class().apply(context)
     findings += context.findings
-    if context.edits.empty:
+    if context.blocked or context.edits.empty:
         return None, _positioned(module, findings)
     migrated = apply_edits(module, context.edits)
     if context.accelerator_created:
-        migrated = _add_import(migrated, context.import_source)
+        migrated = _add_imports(migrated, [(context.import_source, "Accelerator")])
+    if context.extra_imports:
+        migrated = _add_imports(migrated, context.extra_imports)
     output = migrated.code
     try:
         ast.parse(output)
@@ -139,12 +146,13 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
     return result
 
 
-def _add_import(module, source: str):
+def _add_imports(module, imports):
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import AddImportsVisitor
 
     context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, source, "Accelerator")
+    for source, name in imports:
+        AddImportsVisitor.add_needed_import(context, source, name)
     return AddImportsVisitor(context).transform_module(module)
 
 

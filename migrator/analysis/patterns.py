@@ -207,3 +207,59 @@ def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable)
 def has_explicit_index(expr: cst.BaseExpression) -> bool:
     value = string_value(expr)
     return value is not None and ":" in value
+
+
+# -- issue 5 vocabulary: mixed precision, clipping, progress bars, checkpoints, DataParallel ----
+AUTOCAST_CALLS = {
+    "torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast",
+    "torch.amp.autocast_mode.autocast",
+}  # fmt: skip
+CUDA_ONLY_AUTOCAST = {"torch.cuda.amp.autocast"}
+GRAD_SCALERS = {"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler",
+                "torch.cpu.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}  # fmt: skip
+CLIP_FUNCTIONS = {
+    "torch.nn.utils.clip_grad_norm_": "clip_grad_norm_",
+    "torch.nn.utils.clip_grad_value_": "clip_grad_value_",
+    "torch.nn.utils.clip_grad.clip_grad_norm_": "clip_grad_norm_",
+    "torch.nn.utils.clip_grad.clip_grad_value_": "clip_grad_value_",
+}
+PROGRESS_BARS = {"tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.trange",
+                 "tqdm.auto.trange", "trange"}  # fmt: skip
+DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                 "torch.nn.parallel.data_parallel.DataParallel"}  # fmt: skip
+HALF_DTYPES = {"torch.float16", "torch.half"}
+BF16_DTYPES = {"torch.bfloat16"}
+
+
+def keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    return next((a for a in call.args if _kw(a) == name), None)
+
+
+def positional(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None and not a.star]
+
+
+def autocast_precision(call: cst.Call, imports: ImportTable) -> Optional[tuple[str, bool]]:
+    """(precision, cuda_only) of an autocast call: fp16 / bf16; None if it is not autocast."""
+    qualified = imports.qualify(call.func) or ""
+    if qualified not in AUTOCAST_CALLS:
+        return None
+    device_arg = keyword(call, "device_type")
+    args = positional(call)
+    if device_arg is None and args and qualified in ("torch.autocast", "torch.amp.autocast"):
+        device_arg = args[0]
+    device = string_value(device_arg.value) if device_arg is not None else None
+    if qualified == "torch.cpu.amp.autocast":
+        device = "cpu"
+    cuda_only = qualified in CUDA_ONLY_AUTOCAST or device == "cuda"
+    dtype_arg = keyword(call, "dtype")
+    dtype = imports.qualify(dtype_arg.value) if dtype_arg is not None else None
+    if dtype in BF16_DTYPES:
+        return "bf16", cuda_only
+    if dtype in HALF_DTYPES:
+        return "fp16", cuda_only
+    return ("bf16" if device == "cpu" else "fp16"), cuda_only
+
+
+def is_grad_scaler_call(call: cst.Call, imports: ImportTable) -> bool:
+    return (imports.qualify(call.func) or "") in GRAD_SCALERS or is_scaler_call(call, imports)

@@ -13,6 +13,14 @@ from migrator.rules.mig003_model_placement import ModelPlacement
 from migrator.rules.mig004_batch_placement import BatchPlacement
 from migrator.rules.mig005_backward import Backward
 from migrator.rules.mig006_prepare import Prepare
+from migrator.rules.mig007_model_attributes import ModelAttributes
+from migrator.rules.mig020_mixed_precision import MixedPrecision
+from migrator.rules.mig021_clipping import Clipping
+from migrator.rules.mig022_accumulation import Accumulation
+from migrator.rules.mig030_main_process_io import MainProcessIO
+from migrator.rules.mig031_eval_metrics import EvalMetrics
+from migrator.rules.mig901_data_parallel import DataParallel
+from migrator.rules.mig902_device_index import DeviceIndex
 
 ALL_RULES: tuple[type[Rule], ...] = (
     CreateAccelerator,
@@ -21,11 +29,27 @@ ALL_RULES: tuple[type[Rule], ...] = (
     BatchPlacement,
     Backward,
     Prepare,
+    ModelAttributes,
+    MixedPrecision,
+    Clipping,
+    Accumulation,
+    MainProcessIO,
+    EvalMetrics,
+    DataParallel,
+    DeviceIndex,
 )
 APPLY_ORDER: tuple[type[Rule], ...] = (
+    DataParallel,
+    DeviceIndex,
     ModelPlacement,
     BatchPlacement,
+    MixedPrecision,
+    Accumulation,
     Backward,
+    Clipping,
+    MainProcessIO,
+    EvalMetrics,
+    ModelAttributes,
     Prepare,
     Device,
     CreateAccelerator,

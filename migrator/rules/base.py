@@ -12,21 +12,37 @@ from typing import ClassVar, Optional
 import libcst as cst
 
 from migrator.analysis.index import Block, Scope, Statement
+from migrator.analysis.patterns import root_name
 from migrator.analysis.placement import PreparePlan
 from migrator.analysis.roles import TrainingFacts
 from migrator.edits import EMPTY_LINE, EditSet
 from migrator.findings import Finding
 
 IMPORT_SOURCES = {"runtime": "runtime", "accelerate": "accelerate"}
+_CODE = cst.Module([])
 
 
 @dataclass(eq=False)
 class AcceleratorNeed:
-    """`accelerator` must exist in `scope` before `block.statements[index]` runs."""
+    """`accelerator` must exist in `scope` before `block.statements[index]` runs.
+
+    A soft need (`soft` is the node whose edit created it) is dropped, edit and all, when the
+    accelerator cannot exist yet at that point (a `print` before the arguments are parsed).
+    """
 
     scope: Scope
     block: Block
     index: int
+    soft: Optional[cst.CSTNode] = None
+
+
+@dataclass(eq=False)
+class AcceleratorKwarg:
+    """`Accelerator(name=code)`; `depends_on` are the names `code` reads."""
+
+    name: str
+    code: str
+    depends_on: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)
@@ -39,7 +55,10 @@ class RuleContext:
     selected: frozenset = frozenset()
     findings: list[Finding] = field(default_factory=list)
     needs: list[AcceleratorNeed] = field(default_factory=list)
+    kwargs: list[AcceleratorKwarg] = field(default_factory=list)
     accelerator_created: bool = False
+    extra_imports: list[tuple[str, Optional[str]]] = field(default_factory=list)
+    blocked: bool = False  # a rule found the file cannot be migrated after all
 
     @property
     def accelerator(self) -> str:
@@ -57,8 +76,53 @@ class RuleContext:
         node = cst.parse_statement(code, config=self.module.config_for_parsing)
         return node.with_changes(leading_lines=[EMPTY_LINE] if blank_line_before else [])
 
-    def need_accelerator_at(self, statement: Statement) -> None:
-        self.needs.append(AcceleratorNeed(statement.block.scope, statement.block, statement.index))
+    def need_accelerator_at(self, statement: Statement, soft=None) -> None:
+        self.needs.append(
+            AcceleratorNeed(statement.block.scope, statement.block, statement.index, soft)
+        )
+
+    def add_kwarg(self, name: str, code: str, depends_on=()) -> None:
+        if all(kwarg.name != name for kwarg in self.kwargs):
+            self.kwargs.append(AcceleratorKwarg(name, code, tuple(depends_on)))
+
+    def owner_expression(self, scope: Scope, expr: cst.BaseExpression):
+        """(code, depends_on) for `expr` (a literal, a name or `name.attr`) as the owner of
+        training would write it, following helper parameters to their arguments; None if the
+        value only exists inside the helper."""
+        code = _CODE.code_for_node(expr).strip()
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+            return code, ()
+        root = root_name(expr)
+        if root is None:
+            return None
+        origin = self.facts.origin(scope, root)
+        if origin is None or origin.scope not in (self.facts.owner, self.facts.index.module_scope):
+            return None
+        if root != origin.name:
+            code = origin.name + code[len(root):]
+        return code, (origin.name,)
+
+    def local_name(self, scope: Scope, origin_name: str) -> Optional[str]:
+        """The name `scope` uses for the owner's object `origin_name`."""
+        owner = self.facts.owner
+        for name in [origin_name, *scope.params, *scope.bindings]:
+            found = self.facts.origin(scope, name.lstrip("*"))
+            if found is not None and found.scope is owner and found.name == origin_name:
+                return name
+        return None
+
+    def block_file(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        self.blocked = True
+
+    def torch_name(self) -> str:
+        """The local name of the torch module, importing it when the file has none."""
+        for local, full in self.facts.index.imports.aliases.items():
+            if full == "torch":
+                return local
+        if ("torch", None) not in self.extra_imports:
+            self.extra_imports.append(("torch", None))
+        return "torch"
 
     def need_accelerator_before(self, block: Block, index: int) -> None:
         self.needs.append(AcceleratorNeed(block.scope, block, index))
@@ -84,6 +148,9 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]
+    # Detectors only report findings, and run on every file that passes the prefilter, with or
+    # without a training loop; a warning from a detector stops every rewrite of the file.
+    detector: ClassVar[bool] = False
     # Substrings of the source without which this rule can have nothing to do (prefilter).
     triggers: ClassVar[tuple[str, ...]] = ("backward",)
 

@@ -1,12 +1,24 @@
 """MIG001 accelerator: `from runtime import Accelerator` (or `accelerate` with --target
-accelerate) and one `accelerator = Accelerator()` where every rewritten line can see it: the
-first statement of the function that owns training, or module level after the imports when
-several functions (or module-level code) use it."""
+accelerate) and one `accelerator = Accelerator(...)` where every rewritten line can see it.
+
+- Only the function that owns training uses it: its first statement.
+- Several functions (or module code) use it: module level, after the imports.
+- Its arguments (`mixed_precision=`, `gradient_accumulation_steps=`) read names the owner
+  defines (`args`): it is created right after them, inside the owner, declared `global` when
+  other functions use it.
+Rewrites that would run before it exists are dropped when they are optional (a `print`), and
+stop the migration (a finding) when they are not.
+"""
 
 from __future__ import annotations
 
+from typing import Optional
+
+from migrator.analysis.index import Block, Scope
 from migrator.analysis.placement import after_imports, is_docstring
-from migrator.rules.base import Rule, RuleContext
+from migrator.findings import Finding
+from migrator.rules.base import AcceleratorNeed, Rule, RuleContext
+from migrator.rules.mig006_prepare import LINE_LENGTH
 
 
 class CreateAccelerator(Rule):
@@ -20,25 +32,90 @@ class CreateAccelerator(Rule):
         if facts.accelerator_names or not context.needs:
             return
         owner = facts.owner
-        module_body = facts.index.module_scope.body
-        inside_owner = owner is not None and owner.kind == "function" and all(
-            need.scope is owner or need.scope in owner.descendants() for need in context.needs
+        module = facts.index.module_scope
+        in_owner = owner is not None and owner.kind == "function" and all(
+            _within(need.scope, owner) for need in context.needs
         )
-        code = f"{context.accelerator} = Accelerator()\n"
-        if inside_owner:
-            body = owner.body
-            index = 1 if body.statements and is_docstring(body.statements[0]) else 0
-            statement = context.statement(code, blank_line_before=False)
-            context.edits.insert(body.holder, index, statement, priority=0)
+        at_module = any(need.scope is module for need in context.needs)
+        dependencies = {name for kwarg in context.kwargs for name in kwarg.depends_on}
+        owner_defines = owner is not None and owner.kind == "function" and any(
+            owner.is_local(name) or name in owner.params for name in dependencies
+        )
+        declare_global = False
+        if in_owner or (owner_defines and not at_module):
+            scope, declare_global = owner, not in_owner
         else:
-            module_needs = []
-            for need in context.needs:
-                if need.block is module_body:
-                    module_needs.append(need.index)
-                elif need.scope.kind == "module" and need.block.parent is not None:
-                    module_needs.append(need.block.parent.chain()[0].index)
-            limit = min(module_needs, default=len(module_body.statements))
-            index = after_imports(module_body, limit)
-            statement = context.statement(code, blank_line_before=index > 0)
-            context.edits.insert(module_body.holder, index, statement, priority=0)
+            scope = module
+        block = scope.body
+        start = _body_start(block) if scope is not module else None
+        index = self._creation_index(block, dependencies, start)
+        if not self._settle_needs(context, block, index):
+            return
+        arguments = ", ".join(f"{k.name}={k.code}" for k in context.kwargs)
+        code = f"{context.accelerator} = Accelerator({arguments})\n"
+        indent = 0 if scope is module else 4
+        if indent + len(code) > LINE_LENGTH:
+            lines = "".join(f"    {k.name}={k.code},\n" for k in context.kwargs)
+            code = f"{context.accelerator} = Accelerator(\n{lines})\n"
+        blank = scope is module and index > 0
+        context.edits.insert(block.holder, index, context.statement(code, blank), priority=0)
+        if declare_global:
+            statement = context.statement(f"global {context.accelerator}\n")
+            context.edits.insert(block.holder, _body_start(block), statement, priority=-1)
         context.accelerator_created = True
+
+    @staticmethod
+    def _creation_index(block: Block, dependencies: set[str], start: Optional[int]) -> int:
+        limit = len(block.statements)
+        index = after_imports(block, limit) if start is None else start
+        for name in dependencies:
+            for binding in block.scope.assigns(name):
+                statement = binding.statement.ancestor_in(block)
+                if statement is not None:
+                    index = max(index, statement.index + 1)
+        return index
+
+    @staticmethod
+    def _settle_needs(context: RuleContext, block: Block, index: int) -> bool:
+        """Drop soft needs that come before the accelerator exists; False on a hard one."""
+        for need in context.needs:
+            position = _position_in(need, block)
+            if position is None or position >= index:
+                continue
+            if need.soft is not None:
+                context.edits.replacements.pop(id(need.soft), None)
+                continue
+            context.block_file(
+                Finding(
+                    code="MIG900",
+                    message="the Accelerator needs values defined after code that already uses "
+                    "it; migrate by hand",
+                    node=block.statements[min(position, len(block.statements) - 1)],
+                )
+            )
+            return False
+        return True
+
+
+def _within(scope: Scope, owner: Scope) -> bool:
+    while scope is not None:
+        if scope is owner:
+            return True
+        scope = scope.parent
+    return False
+
+
+def _body_start(block: Block) -> int:
+    return 1 if block.statements and is_docstring(block.statements[0]) else 0
+
+
+def _position_in(need: AcceleratorNeed, block: Block) -> Optional[int]:
+    """Where, in `block`, the code with this need runs (None: elsewhere, or later)."""
+    if need.block is block:
+        return need.index
+    if need.block.scope is not block.scope:
+        return None  # another function: it runs when called, after creation
+    parent = need.block.parent
+    while parent is not None and parent.block is not block:
+        parent = parent.block.parent
+    return parent.index if parent is not None else None

@@ -1,0 +1,49 @@
+"""MIG007 model attributes: a prepared model is wrapped in DistributedDataParallel, which answers
+the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but not the model's
+own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`). Those go
+through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.rules.base import Rule, RuleContext
+
+# What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
+# which MIG010 rewrites on its own.
+MODULE_API = {
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "state_dict", "load_state_dict", "train", "eval", "training",
+    "zero_grad", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "apply",
+    "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_buffer", "register_parameter", "add_module",
+    "forward", "type", "share_memory", "get_submodule", "get_parameter", "get_buffer",
+    "no_sync", "module", "compile", "__class__",
+}  # fmt: skip
+
+
+class ModelAttributes(Rule):
+    code = "MIG007"
+    name = "model-attributes"
+    summary = "model.<own attribute> -> accelerator.unwrap_model(model).<attribute> after prepare"
+    triggers = ("backward",)  # acts only in files with a training loop
+
+    def apply(self, context: RuleContext) -> None:
+        unwrap = context.accelerator_expr("unwrap_model")
+        for scope in context.facts.training_scopes:
+            for name, uses in scope.uses.items():
+                if context.prepared_role(scope, name) != "model":
+                    continue
+                for use in uses:
+                    if use.kind != "attr" or use.attr in MODULE_API:
+                        continue
+                    context.edits.replace(use.node, _unwrapped(unwrap))
+                    context.need_accelerator_at(use.statement, soft=use.node)
+
+
+def _unwrapped(unwrap: cst.BaseExpression):
+    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+        return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
+
+    return rewrite

@@ -1,0 +1,163 @@
+"""MIG020 mixed precision: autocast contexts (`torch.autocast`, `torch.cuda.amp.autocast`,
+`torch.amp.autocast("cuda", ...)`) become `accelerator.autocast()`; the GradScaler goes, with
+its dance: `scaler.scale(loss).backward()` -> `accelerator.backward(loss)`,
+`scaler.step(opt)` -> `opt.step()`, `scaler.update()` / `scaler.unscale_(opt)` removed.
+The Accelerator gets `mixed_precision=` from the autocast dtype (fp16 / bf16).
+
+CUDA autocast and GradScaler do nothing on a machine without CUDA, so the original trains in
+fp32 there; the migrated script keeps that: `"fp16" if torch.cuda.is_available() else "no"`.
+A dynamic `enabled=` becomes part of the same condition.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from migrator.analysis import patterns
+from migrator.analysis.index import Scope
+from migrator.findings import Finding
+from migrator.rules.base import Rule, RuleContext
+
+SCALER_METHODS = {"scale", "step", "update", "unscale_"}
+
+
+class MixedPrecision(Rule):
+    code = "MIG020"
+    name = "mixed-precision"
+    summary = "autocast/GradScaler -> accelerator.autocast() and mixed_precision= on the Accelerator"
+    triggers = ("backward",)  # acts only in files with a training loop
+
+    def apply(self, context: RuleContext) -> None:
+        facts = context.facts
+        imports = facts.index.imports
+        precisions: set[str] = set()
+        cuda_only = False
+        conditions: list[str] = []
+        depends: list[str] = []
+        scopes = facts.training_scopes
+        for scope in scopes:
+            for site in scope.calls:
+                found = patterns.autocast_precision(site.node, imports)
+                if found is None:
+                    continue
+                precision, on_cuda = found
+                if not self._enabled(context, scope, site.node, conditions, depends):
+                    continue
+                precisions.add(precision)
+                cuda_only = cuda_only or on_cuda
+                replacement = cst.Call(func=context.accelerator_expr("autocast"))
+                context.edits.replace(site.node, lambda _u, r=replacement: r, drops=[site.node])
+                context.need_accelerator_at(site.statement)
+        scaled = self._scalers(context, scopes, conditions, depends)
+        if scaled is None:
+            return
+        if scaled:
+            precisions.add("fp16") if not precisions else None
+            cuda_only = True
+        if not precisions:
+            return
+        if len(precisions) > 1:
+            context.block_file(Finding(code="MIG900", message="autocast with both float16 and "
+                                       "bfloat16; choose one mixed precision by hand"))  # fmt: skip
+            return
+        precision = precisions.pop()
+        if cuda_only:
+            conditions.append(f"{context.torch_name()}.cuda.is_available()")
+        value = f'"{precision}"'
+        if conditions:
+            value = f'"{precision}" if {" and ".join(dict.fromkeys(conditions))} else "no"'
+        context.add_kwarg("mixed_precision", value, depends)
+
+    # -- enabled= ----------------------------------------------------------------------------
+    def _enabled(self, context, scope: Scope, call: cst.Call, conditions, depends) -> bool:
+        """Record a dynamic `enabled=`; False when it is literally False (AMP off)."""
+        argument = patterns.keyword(call, "enabled")
+        if argument is None:
+            return True
+        value = argument.value
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            return value.value == "True"
+        portable = context.owner_expression(scope, value)
+        if portable is None:
+            context.block_file(Finding(code="MIG900", node=call, message="mixed precision is "
+                                       "switched by a value only this function sees; set "
+                                       "mixed_precision= on the Accelerator by hand"))  # fmt: skip
+            return False
+        code, names = portable
+        conditions.append(code)
+        depends.extend(names)
+        return True
+
+    # -- GradScaler --------------------------------------------------------------------------
+    def _scalers(self, context, scopes, conditions, depends) -> Optional[bool]:
+        """Remove scalers and their dance; True if one was found, None if one can't be."""
+        facts = context.facts
+        imports = facts.index.imports
+        found = False
+        for scope in {id(s): s for s in [*scopes, facts.index.module_scope]}.values():
+            for name, bindings in scope.bindings.items():
+                calls = [b for b in bindings if b.kind == "assign" and isinstance(b.value, cst.Call)
+                         and patterns.is_grad_scaler_call(b.value, imports)]  # fmt: skip
+                if not calls:
+                    continue
+                if len(calls) != len(bindings) or any(b.unpacked for b in calls):
+                    context.block_file(Finding(code="MIG900", node=calls[0].value, message=(
+                        f"GradScaler `{name}` is rebound; migrate mixed precision by hand")))
+                    return None
+                if not self._rewrite_uses(context, scope, name):
+                    return None
+                for binding in calls:
+                    if not self._enabled(context, scope, binding.value, conditions, depends):
+                        continue
+                    context.edits.remove(binding.small)
+                found = True
+        return found
+
+    def _rewrite_uses(self, context: RuleContext, scope: Scope, name: str) -> bool:
+        uses = []
+        for current in [scope, *scope.descendants()]:
+            uses.extend(current.uses.get(name, []))
+        for use in uses:
+            if use.kind != "attr" or use.call is None or use.attr not in SCALER_METHODS:
+                context.block_file(Finding(code="MIG900", node=use.node, message=(
+                    f"GradScaler `{name}` is used beyond scale/step/update/unscale_; "
+                    "migrate mixed precision by hand")))  # fmt: skip
+                return False
+        for use in uses:
+            call = use.call
+            if use.attr == "scale" and len(call.args) == 1:
+                context.edits.replace(call, _first_argument)
+            elif use.attr == "step" and len(call.args) >= 1:
+                context.edits.replace(call, _step_of_first_argument, drops=[call.func])
+            elif use.attr in ("update", "unscale_"):
+                small = _expression_statement(context, use)
+                if small is None:
+                    context.block_file(Finding(code="MIG900", node=call, message=(
+                        f"`{name}.{use.attr}()` used as a value; migrate by hand")))
+                    return False
+                context.edits.remove(small)
+        return True
+
+
+def _first_argument(updated: cst.CSTNode) -> cst.CSTNode:
+    if isinstance(updated, cst.Call) and updated.args:
+        return updated.args[0].value
+    return updated
+
+
+def _step_of_first_argument(updated: cst.CSTNode) -> cst.CSTNode:
+    if not isinstance(updated, cst.Call) or not updated.args:
+        return updated
+    optimizer = updated.args[0].value
+    return cst.Call(func=cst.Attribute(value=optimizer, attr=cst.Name("step")))
+
+
+def _expression_statement(context: RuleContext, use) -> Optional[cst.CSTNode]:
+    statement = use.statement.node
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in statement.body:
+            if isinstance(small, cst.Expr) and small.value is use.call:
+                return small
+    return None

@@ -1,0 +1,134 @@
+"""MIG030 main-process I/O: on N processes every rank would print every line and write every
+checkpoint. In training code:
+
+- `print(...)` -> `accelerator.print(...)` (once per node);
+- `torch.save(<model>.state_dict(), path)` (directly, or through a dict built in the same
+  function) -> `accelerator.save(accelerator.unwrap_model(<model>).state_dict(), path)`: the
+  main process writes, and the keys carry no `module.` prefix;
+- `tqdm(...)` progress bars get `disable=not accelerator.is_local_main_process`.
+`torch.save` of anything that is not a prepared model's state is left as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from migrator.analysis import patterns
+from migrator.analysis.index import CallSite, Scope
+from migrator.rules.base import Rule, RuleContext
+
+
+class MainProcessIO(Rule):
+    code = "MIG030"
+    name = "main-process-io"
+    summary = "print -> accelerator.print; torch.save of models -> accelerator.save; quiet tqdm"
+    triggers = ("backward",)  # acts only in files with a training loop
+
+    def apply(self, context: RuleContext) -> None:
+        imports = context.facts.index.imports
+        for scope in context.facts.training_scopes:
+            if "print" in scope.bindings or "print" in context.facts.index.module_scope.bindings:
+                printing = False  # a local `print` is somebody else's function
+            else:
+                printing = True
+            for site in scope.calls:
+                qualified = imports.qualify(site.node.func) or ""
+                if printing and qualified == "print" and isinstance(site.node.func, cst.Name):
+                    self._print(context, site)
+                elif qualified == "torch.save":
+                    self._save(context, scope, site)
+                elif qualified in patterns.PROGRESS_BARS:
+                    self._progress_bar(context, site)
+
+    def _print(self, context: RuleContext, site: CallSite) -> None:
+        replacement = context.accelerator_expr("print")
+        context.edits.replace(site.node.func, lambda _u, r=replacement: r, drops=[site.node.func])
+        context.need_accelerator_at(site.statement, soft=site.node.func)
+
+    def _save(self, context: RuleContext, scope: Scope, site: CallSite) -> None:
+        args = patterns.positional(site.node)
+        if not args:
+            return
+        saved = args[0].value
+        state_calls = _model_states(context, scope, saved)
+        if isinstance(saved, cst.Name) and not state_calls:
+            for binding in scope.assigns(saved.value):
+                if binding.value is not None and not binding.unpacked:
+                    state_calls += _model_states(context, scope, binding.value)
+        whole_model = isinstance(saved, cst.Name) and (
+            context.prepared_role(scope, saved.value) == "model"
+        )
+        if not state_calls and not whole_model:
+            return
+        unwrap = context.accelerator_expr("unwrap_model")
+        for call in state_calls:
+            context.edits.replace(call.func.value, _unwrapped(unwrap))
+        if whole_model:
+            context.edits.replace(saved, _unwrapped(unwrap))
+        save = context.accelerator_expr("save")
+        context.edits.replace(site.node.func, lambda _u, r=save: r, drops=[site.node.func])
+        context.need_accelerator_at(site.statement)
+        for call in state_calls:
+            statement = context.facts.index.statement_of.get(id(_statement_of(context, call)))
+            if statement is not None:
+                context.need_accelerator_at(statement)
+
+    def _progress_bar(self, context: RuleContext, site: CallSite) -> None:
+        if patterns.keyword(site.node, "disable") is not None:
+            return
+        flag = cst.UnaryOperation(
+            operator=cst.Not(), expression=context.accelerator_expr("is_local_main_process")
+        )
+
+        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+            if not isinstance(updated, cst.Call):
+                return updated
+            args = list(updated.args)
+            if args:
+                args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            disable = cst.Arg(
+                keyword=cst.Name("disable"),
+                value=flag,
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""),
+                    whitespace_after=cst.SimpleWhitespace(""),
+                ),
+            )
+            return updated.with_changes(args=[*args, disable])
+
+        context.edits.replace(site.node, rewrite)
+        context.need_accelerator_at(site.statement)
+
+
+def _unwrapped(unwrap: cst.BaseExpression):
+    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+        return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
+
+    return rewrite
+
+
+def _model_states(context: RuleContext, scope: Scope, expr: cst.CSTNode) -> list[cst.Call]:
+    """`<model>.state_dict()` calls inside `expr`, for prepared models."""
+    found: list[cst.Call] = []
+
+    class _Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
+                receiver = func.value
+                if isinstance(receiver, cst.Name) and (
+                    context.prepared_role(scope, receiver.value) == "model"
+                ):
+                    found.append(node)
+
+    expr.visit(_Finder())
+    return found
+
+
+def _statement_of(context: RuleContext, call: cst.Call) -> Optional[cst.CSTNode]:
+    for site in context.facts.index.calls():
+        if site.node is call:
+            return site.statement.node
+    return None

@@ -1,0 +1,77 @@
+"""MIG902 explicit device index: `.cuda(1)`, `.to("cuda:1")`, `torch.device("cuda", 1)` pin a
+GPU, but under Accelerate each process owns one device. Reported, never rewritten.
+
+Only in files with distributed intent (a training loop, or DataParallel): an inference script
+pinning a GPU is not ours to judge.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from migrator.analysis import patterns
+from migrator.findings import Finding
+from migrator.rules.base import Rule, RuleContext
+from migrator.rules.mig901_data_parallel import data_parallel_calls
+
+RANK_LIKE = {"rank", "gpu", "local_rank", "device_id", "gpu_id", "local_process_index"}
+_CODE = cst.Module([])
+
+
+class DeviceIndex(Rule):
+    code = "MIG902"
+    name = "device-index"
+    summary = "report .cuda(i) / 'cuda:i' device pinning (finding: use accelerator.device)"
+    triggers = ("DataParallel", "backward")
+    detector = True
+
+    def apply(self, context: RuleContext) -> None:
+        if not context.facts.training_loops and not data_parallel_calls(context):
+            return
+        imports = context.facts.index.imports
+        for site in context.facts.index.calls():
+            index = explicit_index(site.node, imports)
+            if index is not None:
+                context.findings.append(Finding(
+                    code=self.code,
+                    message=f"explicit device index {index}: each process owns one device "
+                    "under Accelerate; use accelerator.device",
+                    node=site.node,
+                ))  # fmt: skip
+
+
+def explicit_index(call: cst.Call, imports) -> Optional[str]:
+    func = call.func
+    args = patterns.positional(call)
+    if not args:
+        return None
+    if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
+        return _integer(args[0].value)
+    if isinstance(func, cst.Attribute) and func.attr.value == "to":
+        return _indexed_string(args[0].value)
+    if (imports.qualify(func) or "") == "torch.device":
+        return _integer(args[1].value) if len(args) >= 2 else _indexed_string(args[0].value)
+    return None
+
+
+def _integer(expr: cst.BaseExpression) -> Optional[str]:
+    return expr.value if isinstance(expr, cst.Integer) else None
+
+
+def _indexed_string(expr: cst.BaseExpression) -> Optional[str]:
+    value = patterns.string_value(expr)
+    if value is not None:
+        return repr(value) if value.startswith("cuda:") else None
+    if not isinstance(expr, cst.FormattedString):
+        return None
+    text = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
+    names = {
+        _CODE.code_for_node(p.expression).split(".")[-1]
+        for p in expr.parts
+        if isinstance(p, cst.FormattedStringExpression)
+    }
+    if text.startswith("cuda:") and not names & RANK_LIKE:
+        return _CODE.code_for_node(expr)
+    return None
