@@ -57,6 +57,13 @@ def find_causes(original: dict, migrated: dict, comparison: Optional[Comparison]
             "loaded: each process draws its own for its slice of the batch",
             "draw them from a torch.Generator seeded the same on every process, or compare "
             "with --nproc 1", 1))
+    if original.get("retained_graphs") and nproc > 1:
+        causes.append(Cause(
+            "repeated-backward",
+            "the script calls backward more than once on one forward pass "
+            "(retain_graph=True): DistributedDataParallel averages gradients across processes "
+            "only once per forward, so the later backward's gradients stay per-process",
+            "add the losses and call backward once: accelerator.backward(loss_a + loss_b)", 1))
     if original.get("batchnorm_training_calls") and nproc > 1:
         causes.append(Cause(
             "batchnorm",

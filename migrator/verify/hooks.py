@@ -27,6 +27,7 @@ class Observations:
         self.batchnorm_training_calls = 0
         self.loaders: dict[int, dict] = {}
         self.current_loader: dict | None = None
+        self.retained_graphs = 0  # backward(retain_graph=True): another backward will follow
         self.random_steps = 0  # steps that drew from torch's global RNG after their batch came
         self.checked_steps = 0
         self.rng_after_fetch = None
@@ -51,6 +52,7 @@ class Observations:
             "dropout_calls": self.dropout_calls,
             "batchnorm_training_calls": self.batchnorm_training_calls,
             "random_steps": self.random_steps,
+            "retained_graphs": self.retained_graphs,
             "loaders": list(self.loaders.values()),
         }
 

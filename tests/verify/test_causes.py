@@ -93,3 +93,9 @@ def test_learning_rate_divergence_names_the_scheduler_one_step_later():
                         runtime="runtime")
     assert found[0].code == "scheduler" and found[0].first_step == 3
     assert "step 2" in found[0].message
+
+
+def test_backward_through_a_retained_graph_is_named_on_several_processes():
+    twice = {**observed(loader()), "retained_graphs": 4}
+    assert codes(causes_for(twice, nproc=2)) == ["repeated-backward"]
+    assert codes(causes_for(twice, nproc=1)) == []
