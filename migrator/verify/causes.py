@@ -40,8 +40,8 @@ def batch_size_problems(observed: dict, nproc: int, *, training_only: bool) -> l
     ]
 
 
-def find_causes(original: dict, migrated: dict, comparison: Optional[Comparison], *,
-                nproc: int, no_dropout: bool, runtime: str) -> list[Cause]:
+def find_causes(original: dict, comparison: Optional[Comparison], *, nproc: int,
+                no_dropout: bool, runtime: str) -> list[Cause]:
     """Every cause that applies, the one matching the divergence step first."""
     causes: list[Cause] = []
     if original.get("dropout_calls") and not no_dropout:
@@ -135,7 +135,7 @@ def notes_when_equal(original: dict, *, nproc: int, no_dropout: bool) -> list[st
         notes.append("dropout is active: the runs agree with this process count, but per-process "
                      "masks can make runs with more processes differ (--no-dropout compares "
                      "without it)")
-    if original.get("random_steps") and nproc == 1:
+    if original.get("random_steps") and not original.get("dropout_calls") and nproc == 1:
         notes.append("the training step draws random numbers: with more than one process each "
                      "draws its own, so runs differ")
     if original.get("batchnorm_training_calls") and nproc == 1:

@@ -57,7 +57,7 @@ class Observations:
         }
 
 
-def _argument(args, kwargs, index: int, name: str, default):
+def argument(args, kwargs, index: int, name: str, default):
     if len(args) > index:
         return args[index]
     return kwargs.get(name, default)
@@ -76,7 +76,7 @@ def watch_functional(functional, observed: Observations, *, no_dropout: bool) ->
 
     @functools.wraps(batch_norm)
     def watched_batch_norm(*args, **kwargs):
-        if _argument(args, kwargs, 5, "training", False):
+        if argument(args, kwargs, 5, "training", False):
             observed.batchnorm_training_calls += 1
         return batch_norm(*args, **kwargs)
 
@@ -86,8 +86,8 @@ def watch_functional(functional, observed: Observations, *, no_dropout: bool) ->
 def _watched_dropout(original, observed: Observations, no_dropout: bool):
     @functools.wraps(original)
     def watched(input, *args, **kwargs):
-        p = _argument(args, kwargs, 0, "p", 0.5)
-        training = _argument(args, kwargs, 1, "training", True)
+        p = argument(args, kwargs, 0, "p", 0.5)
+        training = argument(args, kwargs, 1, "training", True)
         if training and p > 0:
             observed.dropout_calls += 1
             if no_dropout:
@@ -100,7 +100,7 @@ def _watched_dropout(original, observed: Observations, no_dropout: bool):
 def _watched_attention(original, observed: Observations, no_dropout: bool):
     @functools.wraps(original)
     def watched(*args, **kwargs):
-        if _argument(args, kwargs, 4, "dropout_p", 0.0) > 0:
+        if argument(args, kwargs, 4, "dropout_p", 0.0) > 0:
             observed.dropout_calls += 1
             if no_dropout:
                 args, kwargs = args[:4], {**kwargs, "dropout_p": 0.0}
@@ -181,7 +181,7 @@ def watch_loaders(observed: Observations, *, seed_shuffle: bool, seed: int) -> N
 
     @functools.wraps(original_init)
     def seeded_init(self, *args, **kwargs):
-        shuffle = _argument(args, kwargs, 2, "shuffle", None)
+        shuffle = argument(args, kwargs, 2, "shuffle", None)
         if (shuffle and kwargs.get("generator") is None and kwargs.get("sampler") is None
                 and kwargs.get("batch_sampler") is None and len(args) < 4):
             kwargs["generator"] = torch.Generator().manual_seed(seed + len(observed.loaders))

@@ -190,9 +190,8 @@ def _not_comparable(original: RunRecord, nproc: int) -> Optional[str]:
 def _compare(request: VerifyRequest, settings: Settings, original: RunRecord,
              migrated: RunRecord, runs: list[RunResult]) -> Outcome:
     comparison = compare_runs(original, migrated, rtol=settings.rtol, atol=settings.atol)
-    found = causes_module.find_causes(
-        original.observed, migrated.observed, comparison, nproc=request.nproc,
-        no_dropout=request.no_dropout, runtime=request.runtime)
+    found = causes_module.find_causes(original.observed, comparison, nproc=request.nproc,
+                                      no_dropout=request.no_dropout, runtime=request.runtime)
     if comparison.equivalent:
         notes = causes_module.notes_when_equal(original.observed, nproc=request.nproc,
                                                no_dropout=request.no_dropout)

@@ -68,7 +68,7 @@ class Recorder:
 
         def recording_backward(tensors, *args, **kwargs):
             self.note_backward(tensors)
-            if hooks._argument(args, kwargs, 1, "retain_graph", None):
+            if hooks.argument(args, kwargs, 1, "retain_graph", None):
                 self.observed.retained_graphs += 1
             return original_backward(tensors, *args, **kwargs)
 

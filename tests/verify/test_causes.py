@@ -22,7 +22,7 @@ def codes(causes) -> list[str]:
 
 
 def causes_for(original, nproc=2, no_dropout=False, runtime="runtime"):
-    return find_causes(original, {}, None, nproc=nproc, no_dropout=no_dropout, runtime=runtime)
+    return find_causes(original, None, nproc=nproc, no_dropout=no_dropout, runtime=runtime)
 
 
 def test_batch_size_not_dividing_by_nproc_is_named_with_both_numbers():
@@ -89,7 +89,7 @@ def test_learning_rate_divergence_names_the_scheduler_one_step_later():
     rows = [StepRow(1, 1.0, 1.0, [1.0], 0.1, 0.1), StepRow(2, 0.9, 0.9, [0.9], 0.1, 0.05),
             StepRow(3, 0.8, 0.85, [0.85], 0.1, 0.05)]
     comparison = Comparison(rows, 3, 2, None, WeightsComparison(), 0.05)
-    found = find_causes(observed(loader()), {}, comparison, nproc=2, no_dropout=False,
+    found = find_causes(observed(loader()), comparison, nproc=2, no_dropout=False,
                         runtime="runtime")
     assert found[0].code == "scheduler" and found[0].first_step == 3
     assert "step 2" in found[0].message

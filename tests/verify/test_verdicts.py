@@ -40,6 +40,13 @@ def test_dropout_diverges_and_is_named():
     assert "--no-dropout" in report["causes"][0]["remedy"]
 
 
+def test_dropout_agreeing_on_one_process_is_still_named():
+    report, result = verify_json("dropout_mlp.py", "--nproc", "1", "--max-steps", "4")
+    assert report["verdict"] == "EQUIVALENT", result.stderr
+    assert "dropout" in report["reason"]
+    assert any("dropout" in note for note in report["notes"])
+
+
 def test_no_dropout_compares_the_dropout_script_anyway():
     report, result = verify_json("dropout_mlp.py", "--nproc", "2", "--max-steps", "6",
                                  "--no-dropout")
