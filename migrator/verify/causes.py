@@ -57,6 +57,13 @@ def find_causes(original: dict, comparison: Optional[Comparison], *, nproc: int,
             "loaded: each process draws its own for its slice of the batch",
             "draw them from a torch.Generator seeded the same on every process, or compare "
             "with --nproc 1", 1))
+    if original.get("autocast"):
+        causes.append(Cause(
+            "mixed-precision",
+            f"the script trains under autocast ({', '.join(original['autocast'])}): "
+            "low-precision kernels round differently on a slice of the batch, so results are "
+            "close but not equal to fp32 tolerances",
+            "compare with looser tolerances, e.g. --rtol 1e-2 --atol 1e-3", None))
     if original.get("retained_graphs") and nproc > 1:
         causes.append(Cause(
             "repeated-backward",

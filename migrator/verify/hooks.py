@@ -27,6 +27,7 @@ class Observations:
         self.batchnorm_training_calls = 0
         self.loaders: dict[int, dict] = {}
         self.current_loader: dict | None = None
+        self.autocast_dtypes: set[str] = set()  # autocast contexts entered with enabled=True
         self.retained_graphs = 0  # backward(retain_graph=True): another backward will follow
         self.random_steps = 0  # steps that drew from torch's global RNG after their batch came
         self.checked_steps = 0
@@ -53,6 +54,7 @@ class Observations:
             "batchnorm_training_calls": self.batchnorm_training_calls,
             "random_steps": self.random_steps,
             "retained_graphs": self.retained_graphs,
+            "autocast": sorted(self.autocast_dtypes),
             "loaders": list(self.loaders.values()),
         }
 
@@ -107,6 +109,19 @@ def _watched_attention(original, observed: Observations, no_dropout: bool):
         return original(*args, **kwargs)
 
     return watched
+
+
+def watch_autocast(observed: Observations) -> None:
+    autocast = torch.amp.autocast_mode.autocast
+    original_enter = autocast.__enter__
+
+    @functools.wraps(original_enter)
+    def enter(self):
+        if getattr(self, "_enabled", False):
+            observed.autocast_dtypes.add(str(getattr(self, "fast_dtype", "")).replace("torch.", ""))
+        return original_enter(self)
+
+    autocast.__enter__ = enter
 
 
 def loader_facts(loader: DataLoader) -> dict:

@@ -75,6 +75,7 @@ class Recorder:
         torch.autograd.backward = recording_backward
         register_optimizer_step_post_hook(self.note_step)
         hooks.watch_functional(F, self.observed, no_dropout=bool(self.config.get("no_dropout")))
+        hooks.watch_autocast(self.observed)
         hooks.watch_loaders(self.observed, seed_shuffle=bool(self.config.get("seed_shuffle")),
                             seed=seed)
         if self.config.get("runtime") == "accelerate":

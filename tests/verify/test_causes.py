@@ -99,3 +99,8 @@ def test_backward_through_a_retained_graph_is_named_on_several_processes():
     twice = {**observed(loader()), "retained_graphs": 4}
     assert codes(causes_for(twice, nproc=2)) == ["repeated-backward"]
     assert codes(causes_for(twice, nproc=1)) == []
+
+
+def test_autocast_is_named_as_mixed_precision():
+    found = causes_for({**observed(loader()), "autocast": ["bfloat16"]})
+    assert codes(found) == ["mixed-precision"] and "bfloat16" in found[0].message
