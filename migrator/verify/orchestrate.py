@@ -15,7 +15,8 @@ from typing import Optional
 from migrator.verify import causes as causes_module
 from migrator.verify.compare import compare_runs
 from migrator.verify.records import RunRecord, read_run
-from migrator.verify.runs import RunResult, RunSpec, finish, start, stop_everything
+from migrator.verify.runs import (RunResult, RunSpec, StartedRun, finish, start,
+                                  stop_everything)
 from migrator.verify.verdict import (COULD_NOT_RUN, DIVERGED, EQUIVALENT, NOT_COMPARABLE,
                                      Outcome, Settings)
 
@@ -65,18 +66,24 @@ def verify(request: VerifyRequest) -> Outcome:
         return Outcome(COULD_NOT_RUN, problem, settings)
     deadline = time.monotonic() + request.timeout
     script = Path(request.script).resolve()
-    try:
-        migrated_text, findings = _migrate(script, request.runtime)
-    except ValueError as error:
-        return Outcome(COULD_NOT_RUN, str(error), settings)
-    if migrated_text is None:
-        return Outcome(NOT_COMPARABLE, "migrate changes nothing in this script: there is no "
-                       "migrated version to compare", settings, findings=findings)
     work_dir = Path(tempfile.mkdtemp(prefix="migrate-verify-"))
     try:
+        # the original starts first: it needs no migration, and starting Python and torch
+        # is most of a small run's time
+        original_run = start(_spec(request, "original", script, script, None), work_dir)
+        try:
+            migrated_text, findings = _migrate(script, request.runtime)
+        except ValueError as error:
+            finish(original_run, time.monotonic())
+            return Outcome(COULD_NOT_RUN, str(error), settings)
+        if migrated_text is None:
+            finish(original_run, time.monotonic())
+            return Outcome(NOT_COMPARABLE, "migrate changes nothing in this script: there is "
+                           "no migrated version to compare", settings, findings=findings)
         migrated_path = work_dir / f"migrated_{script.name}"
         migrated_path.write_text(migrated_text, encoding="utf-8")
-        outcome = _run_and_compare(request, settings, script, migrated_path, work_dir, deadline)
+        outcome = _run_and_compare(request, settings, script, original_run, migrated_path,
+                                   work_dir, deadline)
         outcome.findings = findings
         return outcome
     finally:
@@ -149,12 +156,11 @@ def _record(result: RunResult, nproc: int) -> tuple[Optional[RunRecord], Optiona
 
 
 def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
-                     migrated_path: Path, work_dir: Path, deadline: float) -> Outcome:
+                     original_run: StartedRun, migrated_path: Path, work_dir: Path,
+                     deadline: float) -> Outcome:
     launcher = "migrate launch" if request.runtime == "runtime" else "torch.distributed.run"
     _say(request, f"running the original (python {script.name}) and the migrated script "
          f"({launcher} --nproc {request.nproc}, {request.runtime}, split_batches=True)")
-    # both at once: most of each run is starting Python and importing torch
-    original_run = start(_spec(request, "original", script, script, None), work_dir)
     migrated_run = start(_spec(request, "migrated", migrated_path, script, request.nproc),
                          work_dir)
     try:
