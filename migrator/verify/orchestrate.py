@@ -72,18 +72,19 @@ def verify(request: VerifyRequest) -> Outcome:
         # is most of a small run's time
         original_run = start(_spec(request, "original", script, script, None), work_dir)
         try:
-            migrated_text, findings = _migrate(script, request.runtime)
-        except ValueError as error:
-            finish(original_run, time.monotonic())
-            return Outcome(COULD_NOT_RUN, str(error), settings)
-        if migrated_text is None:
-            finish(original_run, time.monotonic())
-            return Outcome(NOT_COMPARABLE, "migrate changes nothing in this script: there is "
-                           "no migrated version to compare", settings, findings=findings)
-        migrated_path = work_dir / f"migrated_{script.name}"
-        migrated_path.write_text(migrated_text, encoding="utf-8")
-        outcome = _run_and_compare(request, settings, script, original_run, migrated_path,
-                                   work_dir, deadline)
+            try:
+                migrated_text, findings = _migrate(script, request.runtime)
+            except ValueError as error:
+                return Outcome(COULD_NOT_RUN, str(error), settings)
+            if migrated_text is None:
+                return Outcome(NOT_COMPARABLE, "migrate changes nothing in this script: there "
+                               "is no migrated version to compare", settings, findings=findings)
+            migrated_path = work_dir / f"migrated_{script.name}"
+            migrated_path.write_text(migrated_text, encoding="utf-8")
+            outcome = _run_and_compare(request, settings, script, original_run, migrated_path,
+                                       work_dir, deadline)
+        finally:
+            stop_everything(original_run.process, original_run.pid_dir)
         outcome.findings = findings
         return outcome
     finally:
