@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from migrator.verify.compare import Comparison
 
@@ -18,7 +17,7 @@ class Cause:
     code: str  # dropout | batchnorm | partial-batch | scheduler | augmentation | workers | ...
     message: str
     remedy: str
-    first_step: Optional[int] = None  # the step it first affects, when known
+    first_step: int | None = None  # the step it first affects, when known
 
     def as_dict(self) -> dict:
         return {"code": self.code, "message": self.message, "remedy": self.remedy,
@@ -40,7 +39,7 @@ def batch_size_problems(observed: dict, nproc: int, *, training_only: bool) -> l
     ]
 
 
-def find_causes(original: dict, comparison: Optional[Comparison], *, nproc: int,
+def find_causes(original: dict, comparison: Comparison | None, *, nproc: int,
                 no_dropout: bool, runtime: str) -> list[Cause]:
     """Every cause that applies, the one matching the divergence step first."""
     causes: list[Cause] = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
 
 from migrator.verify.records import Parameter, RunRecord
 
@@ -15,14 +14,14 @@ from migrator.verify.records import Parameter, RunRecord
 @dataclass
 class StepRow:
     step: int  # 1-based optimizer step
-    original: Optional[float]
-    migrated: Optional[float]
+    original: float | None
+    migrated: float | None
     per_rank: list[float]
-    lr_original: Optional[float]
-    lr_migrated: Optional[float]
+    lr_original: float | None
+    lr_migrated: float | None
 
     @property
-    def abs_diff(self) -> Optional[float]:
+    def abs_diff(self) -> float | None:
         if self.original is None or self.migrated is None:
             return None
         return abs(self.migrated - self.original)
@@ -33,17 +32,17 @@ class WeightsComparison:
     tensors: int = 0
     elements: int = 0
     max_abs_diff: float = 0.0
-    worst: Optional[str] = None  # the parameter holding the largest difference
+    worst: str | None = None  # the parameter holding the largest difference
     mismatched: list[str] = field(default_factory=list)  # names of tensors out of tolerance
-    layout_problem: Optional[str] = None
+    layout_problem: str | None = None
 
 
 @dataclass
 class Comparison:
     rows: list[StepRow]
-    first_loss_divergence: Optional[int]  # 1-based step, None when all steps are close
-    first_lr_divergence: Optional[int]
-    step_count_problem: Optional[str]
+    first_loss_divergence: int | None  # 1-based step, None when all steps are close
+    first_lr_divergence: int | None
+    step_count_problem: str | None
     weights: WeightsComparison
     max_loss_diff: float
 
@@ -53,7 +52,7 @@ class Comparison:
                 and self.weights.layout_problem is None and not self.weights.mismatched)
 
     @property
-    def divergence_step(self) -> Optional[int]:
+    def divergence_step(self) -> int | None:
         if self.first_loss_divergence is not None:
             return self.first_loss_divergence
         if self.step_count_problem is not None:
@@ -111,7 +110,7 @@ def _at(values: list, index: int):
     return values[index] if index < len(values) else None
 
 
-def compare_weights(original: Optional[list[Parameter]], migrated: Optional[list[Parameter]],
+def compare_weights(original: list[Parameter] | None, migrated: list[Parameter] | None,
                     *, rtol: float, atol: float) -> WeightsComparison:
     result = WeightsComparison()
     if original is None or migrated is None:

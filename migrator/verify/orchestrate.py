@@ -10,15 +10,19 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from migrator.verify import causes as causes_module
 from migrator.verify.compare import compare_runs
 from migrator.verify.records import RunRecord, read_run
-from migrator.verify.runs import (RunResult, RunSpec, StartedRun, finish, start,
-                                  stop_everything)
-from migrator.verify.verdict import (COULD_NOT_RUN, DIVERGED, EQUIVALENT, NOT_COMPARABLE,
-                                     Outcome, Settings)
+from migrator.verify.runs import RunResult, RunSpec, StartedRun, finish, start, stop_everything
+from migrator.verify.verdict import (
+    COULD_NOT_RUN,
+    DIVERGED,
+    EQUIVALENT,
+    NOT_COMPARABLE,
+    Outcome,
+    Settings,
+)
 
 CUDA_TOLERANCES = (1e-3, 1e-5)  # GPU vs CPU fp32: different kernels, different sums
 CPU_TOLERANCES = (1e-5, 1e-6)
@@ -31,9 +35,9 @@ class VerifyRequest:
     nproc: int = 2
     device: str = "cpu"
     runtime: str = "runtime"
-    max_steps: Optional[int] = None
-    rtol: Optional[float] = None
-    atol: Optional[float] = None
+    max_steps: int | None = None
+    rtol: float | None = None
+    atol: float | None = None
     timeout: float = 600.0
     output_format: str = "text"
     no_dropout: bool = False
@@ -91,7 +95,7 @@ def verify(request: VerifyRequest) -> Outcome:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _usage_problem(request: VerifyRequest) -> Optional[str]:
+def _usage_problem(request: VerifyRequest) -> str | None:
     if not Path(request.script).is_file():
         return f"{request.script}: no such file"
     if request.nproc < 1:
@@ -124,7 +128,7 @@ def _migrate(script: Path, target: str):
 
 
 def _spec(request: VerifyRequest, label: str, source: Path, script: Path,
-          nproc: Optional[int]) -> RunSpec:
+          nproc: int | None) -> RunSpec:
     return RunSpec(
         label=label, source_path=source, script_path=script, script_args=request.script_args,
         nproc=nproc, runtime=request.runtime, device=request.device,
@@ -138,7 +142,7 @@ def _say(request: VerifyRequest, message: str) -> None:
     print(f"migrate verify: {message}", file=sys.stderr, flush=True)
 
 
-def _record(result: RunResult, nproc: int) -> tuple[Optional[RunRecord], Optional[str]]:
+def _record(result: RunResult, nproc: int) -> tuple[RunRecord | None, str | None]:
     """The run's record, or why there is none usable."""
     if result.timed_out:
         return None, f"the {result.label} run did not finish within the time limit (--timeout)"
@@ -187,7 +191,7 @@ def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
     return _compare(request, settings, original, migrated, runs)
 
 
-def _not_comparable(original: RunRecord, nproc: int) -> Optional[str]:
+def _not_comparable(original: RunRecord, nproc: int) -> str | None:
     if original.steps == 0:
         return "the original made no optimizer step: there is no training to compare"
     problems = causes_module.batch_size_problems(original.observed, nproc, training_only=True)

@@ -162,13 +162,13 @@ def run_script(source_path: str, script_path: str, argv: list[str]) -> None:
     sys.modules["__main__"] = main
     sys.argv = [script_path, *argv]
     sys.path[0] = str(Path(script_path).resolve().parent)
-    exec(code, main.__dict__)
+    exec(code, main.__dict__)  # noqa: S102 -- running the user's script is the point
 
 
 def _finish(recorder: Recorder, status: str, code: int, error: str | None = None) -> None:
     try:
         recorder.save(status, error)
-    except BaseException:  # the parent reports the missing record with this traceback
+    except BaseException:  # noqa: BLE001 -- the parent reports the missing record
         traceback.print_exc()
         code = code or 1
     sys.stdout.flush()
@@ -196,7 +196,7 @@ def main() -> None:
             print(code, file=sys.stderr)
             code = 1
         _finish(recorder, "exited", code, f"exit code {code}")
-    except BaseException as error:
+    except BaseException as error:  # noqa: BLE001 -- any end of the script is recorded
         traceback.print_exc()
         _finish(recorder, "crashed", 1, f"{type(error).__name__}: {error}"[:300])
     _finish(recorder, "completed", 0)

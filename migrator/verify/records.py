@@ -11,7 +11,6 @@ import json
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 CONFIG_ENV = "MIGRATE_VERIFY_CONFIG"
 PARAMS_DATA = "params.bin"
@@ -34,17 +33,17 @@ class RankRecord:
     rank: int
     status: str  # completed | stopped (reached --max-steps) | crashed | exited
     step_losses: list[float]  # per optimizer step: sum of the values passed to backward
-    step_lrs: list[Optional[float]]
+    step_lrs: list[float | None]
     backward_calls: int
     trailing_losses: list[float]  # backward calls after the last optimizer step
     observed: dict  # dropout, batchnorm, loaders, ... (see hooks.Observations)
-    error: Optional[str] = None  # the exception that ended the script, if any
+    error: str | None = None  # the exception that ended the script, if any
 
 
 @dataclass
 class RunRecord:
     ranks: list[RankRecord] = field(default_factory=list)
-    parameters: Optional[list[Parameter]] = None
+    parameters: list[Parameter] | None = None
 
     @property
     def steps(self) -> int:
@@ -74,7 +73,7 @@ def read_rank(path: Path) -> RankRecord:
     )
 
 
-def read_parameters(run_dir: Path) -> Optional[list[Parameter]]:
+def read_parameters(run_dir: Path) -> list[Parameter] | None:
     layout_path = run_dir / PARAMS_LAYOUT
     if not layout_path.exists():
         return None

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Optional
 
 from migrator.verify.verdict import COULD_NOT_RUN, EQUIVALENT, NOT_COMPARABLE, Outcome
 
@@ -25,7 +24,7 @@ def print_outcome(outcome: Outcome, output_format: str) -> None:
     print_text(outcome)
 
 
-def _number(value: Optional[float]):
+def _number(value: float | None):
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return None if value is None else str(value)
     return value
@@ -67,7 +66,7 @@ def outcome_as_dict(outcome: Outcome) -> dict:
     return data
 
 
-def shown_rows(rows: list, step: Optional[int]) -> list:
+def shown_rows(rows: list, step: int | None) -> list:
     """Rows to print: the start, the neighbourhood of the divergence, the end; None marks a gap."""
     keep = set(range(min(HEAD_ROWS, len(rows))))
     keep |= set(range(max(0, len(rows) - TAIL_ROWS), len(rows)))
@@ -82,7 +81,7 @@ def shown_rows(rows: list, step: Optional[int]) -> list:
     return shown
 
 
-def _cell(value: Optional[float], digits: int = 8) -> str:
+def _cell(value: float | None, digits: int = 8) -> str:
     return "—" if value is None else f"{value:.{digits}g}"
 
 

@@ -16,7 +16,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from migrator.verify.records import CONFIG_ENV
 
@@ -31,10 +30,10 @@ class RunSpec:
     source_path: Path  # what is executed
     script_path: Path  # the user's file (__file__, argv[0], sys.path[0])
     script_args: list[str]
-    nproc: Optional[int]  # None: plain `python`, else the launcher with N processes
+    nproc: int | None  # None: plain `python`, else the launcher with N processes
     runtime: str  # runtime | accelerate
     device: str
-    max_steps: Optional[int]
+    max_steps: int | None
     no_dropout: bool
     seed_shuffle: bool
     seed: int = 1234
@@ -43,7 +42,7 @@ class RunSpec:
 @dataclass
 class RunResult:
     label: str
-    returncode: Optional[int]  # None: killed at the time limit
+    returncode: int | None  # None: killed at the time limit
     seconds: float
     run_dir: Path
     stderr_tail: str  # read before the temporary folder goes
@@ -137,7 +136,7 @@ def start(spec: RunSpec, work_dir: Path) -> StartedRun:
 def finish(run: StartedRun, deadline: float) -> RunResult:
     """Waits until the run ends or `deadline` (time.monotonic) passes; then nothing is left."""
     try:
-        returncode: Optional[int] = run.process.wait(
+        returncode: int | None = run.process.wait(
             timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         returncode = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from migrator.exit_codes import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
 from migrator.verify.causes import Cause
@@ -27,7 +26,7 @@ class Settings:
     runtime: str
     rtol: float
     atol: float
-    max_steps: Optional[int]
+    max_steps: int | None
     no_dropout: bool
 
 
@@ -36,7 +35,7 @@ class Outcome:
     verdict: str
     reason: str
     settings: Settings
-    comparison: Optional[Comparison] = None
+    comparison: Comparison | None = None
     causes: list[Cause] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     runs: list[RunResult] = field(default_factory=list)
@@ -47,7 +46,7 @@ class Outcome:
         return EXIT_CODES[self.verdict]
 
     @property
-    def step(self) -> Optional[int]:
+    def step(self) -> int | None:
         return self.comparison.divergence_step if self.verdict == DIVERGED else None
 
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from migrator.verify.compare import StepRow, WeightsComparison, Comparison
+from migrator.verify.compare import Comparison, StepRow, WeightsComparison
 from migrator.verify.report import outcome_as_dict, shown_rows
 from migrator.verify.verdict import DIVERGED, Outcome, Settings
 

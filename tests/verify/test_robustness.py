@@ -85,7 +85,7 @@ def test_script_with_nothing_to_migrate_is_not_comparable(tmp_path):
     script.write_text("print('hello')\n")
     result = subprocess.run(
         [sys.executable, "-m", "migrator", "verify", str(script)], capture_output=True,
-        text=True, cwd=ROOT, timeout=120)
+        text=True, cwd=ROOT, timeout=120, check=False)
     assert result.returncode == 2
     assert "NOT COMPARABLE" in result.stdout
 
@@ -93,7 +93,7 @@ def test_script_with_nothing_to_migrate_is_not_comparable(tmp_path):
 def test_missing_script_is_an_error(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "migrator", "verify", str(tmp_path / "absent.py")],
-        capture_output=True, text=True, cwd=ROOT, timeout=120)
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert result.returncode == 2
     assert "no such file" in result.stdout + result.stderr
 

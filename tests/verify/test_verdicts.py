@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.verify.conftest import CLEAN_SCRIPTS, needs_accelerate, needs_runtime, verify, verify_json
+from tests.verify.conftest import (
+    CLEAN_SCRIPTS,
+    needs_accelerate,
+    needs_runtime,
+    verify,
+    verify_json,
+)
 
 pytestmark = [needs_runtime, pytest.mark.slow]
 
