@@ -27,6 +27,7 @@ class Observations:
         self.batchnorm_training_calls = 0
         self.loaders: dict[int, dict] = {}
         self.current_loader: dict | None = None
+        self.seeded_loaders = 0  # unseeded shuffling loaders given a generator (seed_shuffle)
         self.autocast_dtypes: set[str] = set()  # autocast contexts entered with enabled=True
         self.retained_graphs = 0  # backward(retain_graph=True): another backward will follow
         self.random_steps = 0  # steps that drew from torch's global RNG after their batch came
@@ -199,7 +200,9 @@ def watch_loaders(observed: Observations, *, seed_shuffle: bool, seed: int) -> N
         shuffle = argument(args, kwargs, 2, "shuffle", None)
         if (shuffle and kwargs.get("generator") is None and kwargs.get("sampler") is None
                 and kwargs.get("batch_sampler") is None and len(args) < 4):
-            kwargs["generator"] = torch.Generator().manual_seed(seed + len(observed.loaders))
+            # the n-th such loader gets seed + n in both runs
+            kwargs["generator"] = torch.Generator().manual_seed(seed + observed.seeded_loaders)
+            observed.seeded_loaders += 1
         original_init(self, *args, **kwargs)
 
     @functools.wraps(original_iter)
