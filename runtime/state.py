@@ -9,9 +9,11 @@ nccl when this process uses CUDA, gloo otherwise. CPU multi-process needs no fla
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import sys
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -83,10 +85,46 @@ class ProcessState:
         """Barrier, then destroy the group: gloo aborts at exit when ranks tear down apart."""
         if not (dist.is_available() and dist.is_initialized()):
             return
+        # Free unreachable DDP models (reference cycles) now, while the group and the
+        # interpreter are alive: freed during finalisation, gloo aborts the process.
+        gc.collect()
         if not _exit_is_failure["failed"]:
             self.wait_for_everyone()
         dist.destroy_process_group()
         self.distributed = False
+        _let_gloo_workers_settle()
+
+
+def _gloo_worker_states() -> list[str]:
+    """Scheduler states (R, S, ...) of gloo's worker threads in this process (Linux only)."""
+    states = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as handle:
+                stat = handle.read()
+        except OSError:  # the thread just ended
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        if name.startswith(("pt_gloo", "gloo")):
+            states.append(stat[stat.rindex(")") + 2])
+    return states
+
+
+def _let_gloo_workers_settle(limit_s: float = 1.0) -> None:
+    """Waits (bounded) until gloo's worker threads are idle, with the GIL released.
+
+    DDP keeps a reference to the gloo group after `destroy_process_group`, so its worker
+    threads outlive it; one still releasing the tensors of a finished collective needs the
+    GIL, and if that happens during interpreter finalisation the process aborts
+    ("terminate called without an active exception"). Sleeping releases the GIL to them.
+    """
+    if not os.path.isdir("/proc/self/task"):
+        return
+    deadline = time.monotonic() + limit_s
+    quiet = 0
+    while quiet < 3 and time.monotonic() < deadline:
+        time.sleep(0.002)
+        quiet = quiet + 1 if all(state == "S" for state in _gloo_worker_states()) else 0
 
 
 _process_state: ProcessState | None = None

@@ -12,6 +12,12 @@ from runtime.launch import launch_script, launcher_arguments
 REPEATS = 20
 
 
+def seconds_since_the_raise(done) -> float:
+    """From the failing rank's raise (it prints the time) to the job's end."""
+    raised_at = float(done.stdout.split("raising at ")[1].split()[0])
+    return time.time() - raised_at
+
+
 def test_single_node_launch_uses_a_standalone_rendezvous():
     arguments = launcher_arguments(
         "train.py", ["--lr", "1"], nproc=2, nnodes="1", node_rank=0, rdzv_endpoint=None
@@ -93,11 +99,9 @@ def test_repeated_two_process_runs_all_exit_cleanly():
 
 @pytest.mark.slow
 def test_a_raising_rank_brings_the_job_down_with_its_traceback():
-    started = time.perf_counter()
-    done = run_migrate_launch("fail_on_rank1.py", timeout=60)
-    elapsed = time.perf_counter() - started
+    done = run_migrate_launch("fail_on_rank1.py", timeout=120)
     assert done.returncode != 0
-    assert elapsed < 30
+    assert seconds_since_the_raise(done) < 30
     output = done.stdout + done.stderr
     assert "ValueError: rank 1 failed on purpose" in output
     assert "Traceback" in output
@@ -107,9 +111,8 @@ def test_a_raising_rank_brings_the_job_down_with_its_traceback():
 
 @pytest.mark.slow
 def test_a_raising_rank_under_plain_torchrun_also_exits_non_zero():
-    started = time.perf_counter()
-    done = run_torchrun("fail_on_rank1.py", timeout=60)
-    assert done.returncode != 0 and time.perf_counter() - started < 30
+    done = run_torchrun("fail_on_rank1.py", timeout=120)
+    assert done.returncode != 0 and seconds_since_the_raise(done) < 30
     assert "ValueError: rank 1 failed on purpose" in done.stderr
 
 
@@ -121,8 +124,7 @@ def test_launch_runs_a_function_on_two_processes():
 
 @pytest.mark.slow
 def test_launch_reports_the_raising_function_rank():
-    started = time.perf_counter()
-    done = run_python("launch_function.py", "--fail", timeout=60)
-    assert done.returncode != 0 and time.perf_counter() - started < 30
+    done = run_python("launch_function.py", "--fail", timeout=120)
+    assert done.returncode != 0 and seconds_since_the_raise(done) < 30
     root_cause = done.stderr.split("Root Cause")[1]
     assert "rank      : 1" in root_cause and "function failed on rank 1" in root_cause

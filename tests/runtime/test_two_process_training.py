@@ -71,3 +71,11 @@ def test_save_state_then_load_state_continues_like_an_uninterrupted_run(tmp_path
     assert len(first["losses"]) == 6  # stopped in the middle of the second epoch
     assert first["losses"] + rest["losses"] == whole["losses"]
     assert rest["weights"] == whole["weights"]
+
+
+def test_seed_shaped_script_gives_the_same_output_on_one_and_two_processes():
+    single = check(run_python("seed_shaped.py"))
+    double = check(run_torchrun("seed_shaped.py", env={"MIGRATE_SPLIT_BATCHES": "1"}))
+    lines = single.stdout.splitlines()
+    assert len(lines) == 4 and all("seen 70 " in line for line in lines[:3])
+    assert double.stdout.splitlines() == lines
