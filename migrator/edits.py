@@ -19,6 +19,7 @@ import libcst as cst
 
 Rewriter = Callable[[cst.CSTNode], cst.CSTNode]
 EMPTY_LINE = cst.EmptyLine(indent=False)
+CODEGEN = cst.Module(body=[])  # renders a node's code on its own
 
 
 @dataclass
@@ -40,6 +41,10 @@ class EditSet:
         self.replacements.setdefault(id(node), []).append(rewriter)
         for dropped in drops:
             self._drop(dropped)
+
+    def replace_with(self, node: cst.CSTNode, new_node: cst.CSTNode) -> None:
+        """Swap `node` for `new_node`; nothing of the old subtree survives."""
+        self.replace(node, lambda _updated: new_node, drops=[node])
 
     def has_replacement(self, node: cst.CSTNode) -> bool:
         return id(node) in self.replacements
@@ -68,6 +73,9 @@ class _NameCollector(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.ids.add(id(node))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.ids.add(id(node))  # `self.device` uses are Attribute nodes
 
 
 def apply_edits(module: cst.Module, edits: EditSet) -> cst.Module:
@@ -187,12 +195,9 @@ def merge_leading(first: list, second: list) -> list:
     return [*first[: len(first) - tail], *([EMPTY_LINE] * blanks), *second[head:]]
 
 
-_CODEGEN = cst.Module(body=[])
-
-
 def _expression(node: cst.CSTNode) -> Optional[ast.expr]:
     try:
-        return ast.parse(_CODEGEN.code_for_node(node).strip(), mode="eval").body
+        return ast.parse(CODEGEN.code_for_node(node).strip(), mode="eval").body
     except SyntaxError:
         return None
 

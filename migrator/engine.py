@@ -121,6 +121,8 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str]
         migrated = _add_imports(migrated, [(context.import_source, "Accelerator")])
     if context.extra_imports:
         migrated = _add_imports(migrated, context.extra_imports)
+    if context.unused_imports:
+        migrated = _remove_imports(migrated, context.unused_imports)
     output = migrated.code
     try:
         ast.parse(output)
@@ -154,6 +156,16 @@ def _add_imports(module, imports):
     for source, name in imports:
         AddImportsVisitor.add_needed_import(context, source, name)
     return AddImportsVisitor(context).transform_module(module)
+
+
+def _remove_imports(module, imports):
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
+    context = CodemodContext()
+    for module_name, obj, asname in imports:
+        RemoveImportsVisitor.remove_unused_import(context, module_name, obj, asname)
+    return RemoveImportsVisitor(context).transform_module(module)
 
 
 def _positioned(module, findings: list[Finding]) -> list[Finding]:

@@ -13,6 +13,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from migrator.analysis.imports import ImportTable
+from migrator.analysis.patterns import SELF, name_of
 
 ScopeNode = Union[cst.Module, cst.FunctionDef, cst.ClassDef]
 LoopNode = Union[cst.For, cst.While]
@@ -95,7 +96,7 @@ class Binding:
 @dataclass(eq=False)
 class Use:
     name: str
-    node: cst.Name
+    node: cst.CSTNode  # a Name, or the `self.x` Attribute
     kind: str  # iter | call | arg | attr | subscript | other
     statement: Statement
     loop: Optional[Loop]
@@ -177,15 +178,16 @@ def _param_names(node: cst.FunctionDef) -> list[str]:
 
 
 def _target_names(node: cst.BaseExpression) -> list[tuple[str, Optional[int]]]:
-    """Names bound by an assignment target, with their position in a flat tuple target."""
-    if isinstance(node, cst.Name):
-        return [(node.value, None)]
+    """Names bound by an assignment target (`self.x` included), with their position in a flat
+    tuple target."""
+    if name_of(node) is not None:
+        return [(name_of(node), None)]
     if isinstance(node, (cst.Tuple, cst.List)):
         names = []
         for i, element in enumerate(node.elements):
             value = element.value
-            if isinstance(value, cst.Name):
-                names.append((value.value, i))
+            if name_of(value) is not None:
+                names.append((name_of(value), i))
             else:
                 names.extend((name, None) for name, _ in _target_names(value))
         return names
@@ -276,6 +278,9 @@ class _Indexer(cst.CSTVisitor):
             self._record_call(node)
         elif isinstance(node, cst.Name):
             self._record_name(node)
+        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            if node.value.value == SELF:
+                self._record_name(node, name_of(node))
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -328,7 +333,7 @@ class _Indexer(cst.CSTVisitor):
     def _bind_assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             names = _target_names(target.target)
-            unpacked = not isinstance(target.target, cst.Name)
+            unpacked = name_of(target.target) is None
             elements = None
             if unpacked and isinstance(node.value, (cst.Tuple, cst.List)):
                 elements = [e.value for e in node.value.elements]
@@ -359,13 +364,13 @@ class _Indexer(cst.CSTVisitor):
             loop.calls.append(site)
             loop = loop.parent
 
-    def _record_name(self, node: cst.Name) -> None:
+    def _record_name(self, node: cst.CSTNode, name: Optional[str] = None) -> None:
         kind, call, attr, callee = self._classify(node)
         if kind is None:
             return
         scope = self.scopes[-1]
         use = Use(
-            name=node.value,
+            name=name or node.value,
             node=node,
             kind=kind,
             statement=self.statements[-1],
@@ -374,9 +379,9 @@ class _Indexer(cst.CSTVisitor):
             attr=attr,
             callee=callee,
         )
-        scope.uses.setdefault(node.value, []).append(use)
+        scope.uses.setdefault(use.name, []).append(use)
 
-    def _classify(self, node: cst.Name):
+    def _classify(self, node: cst.CSTNode):
         """(kind, call, attr, callee) for a Name in load context; kind None for non-loads."""
         parents = self.parents
         child: cst.CSTNode = node

@@ -104,9 +104,37 @@ def parameter_roots(expr: cst.CSTNode) -> list[str]:
     return roots
 
 
+SELF = "self"
+
+
+def name_of(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The name an expression stands for: `model`, or `self.model` for an instance attribute
+    (a Trainer's objects are named that way across its methods)."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == SELF
+    ):
+        return f"{SELF}.{expr.attr.value}"
+    return None
+
+
+def expression_for(name: str) -> cst.BaseExpression:
+    """The expression for a name from `name_of` (`self.model` -> Attribute)."""
+    head, _, attribute = name.partition(".")
+    if attribute:
+        return cst.Attribute(value=cst.Name(head), attr=cst.Name(attribute))
+    return cst.Name(head)
+
+
 def root_name(expr: cst.BaseExpression) -> Optional[str]:
-    """`model` for `model`, `model.encoder`, `model.module.encoder`; None otherwise."""
+    """`model` for `model`, `model.encoder`, `model.module.encoder`; `self.model` for
+    `self.model.encoder`; None otherwise."""
     while isinstance(expr, cst.Attribute):
+        if name_of(expr) is not None and isinstance(expr.value, cst.Name):
+            return name_of(expr)
         expr = expr.value
     return expr.value if isinstance(expr, cst.Name) else None
 
@@ -121,8 +149,9 @@ def loader_base(expr: Optional[cst.BaseExpression], imports: ImportTable):
         if callee == "enumerate":
             through_enumerate = True
         expr = expr.args[0].value
-    if isinstance(expr, cst.Name):
-        return expr.value, through_enumerate
+    name = name_of(expr)
+    if name is not None:
+        return name, through_enumerate
     return None, False
 
 
@@ -145,6 +174,10 @@ def is_device_constructor(expr: cst.BaseExpression, imports: ImportTable) -> boo
     """A device value built from scratch: "cuda", torch.device(...), "cuda" if ... else "cpu"."""
     if is_device_literal(expr):
         return True
+    if isinstance(expr, cst.FormattedString) and len(expr.parts) == 2 and isinstance(
+        expr.parts[0], cst.FormattedStringText
+    ):  # f"cuda:{local_rank}" (MIG010)
+        return bool(DEVICE_STRING.match(expr.parts[0].value + "0"))
     if isinstance(expr, cst.IfExp):
         return is_device_constructor(expr.body, imports) or is_device_constructor(
             expr.orelse, imports
@@ -160,8 +193,7 @@ def is_accelerator_device(expr: cst.BaseExpression, accelerator_names: set[str])
     return (
         isinstance(expr, cst.Attribute)
         and expr.attr.value == "device"
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value in accelerator_names
+        and name_of(expr.value) in accelerator_names
     )
 
 
@@ -174,7 +206,7 @@ def is_devicey(expr: cst.BaseExpression, device_names: set[str], imports: Import
     if isinstance(expr, cst.Name):
         return expr.value in device_names or looks_like_device_name(expr.value)
     if isinstance(expr, cst.Attribute):
-        return expr.attr.value == "device" or (
+        return expr.attr.value in ("device", "local_rank") or (  # args.local_rank (MIG010)
             expr.attr.value.endswith("_device") and dotted_name(expr) is not None
         )
     return is_device_constructor(expr, imports)
@@ -191,7 +223,11 @@ def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable)
     method = call.func.attr.value
     positional = [a for a in call.args if a.keyword is None and not a.star]
     if method == "cuda":
-        if positional or any(_kw(a) == "device" for a in call.args):
+        given = [*positional, *(a for a in call.args if _kw(a) == "device")]
+        if given and not (  # `.cuda(local_rank)` names this process's device (MIG010)
+            len(given) == 1 and isinstance(given[0].value, (cst.Name, cst.Attribute))
+            and is_devicey(given[0].value, device_names, imports)
+        ):  # fmt: skip
             return None
         return "cuda"
     if method != "to":
@@ -206,6 +242,8 @@ def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable)
 
 def has_explicit_index(expr: cst.BaseExpression) -> bool:
     value = string_value(expr)
+    if isinstance(expr, cst.FormattedString):  # f"cuda:{i}"
+        value = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
     return value is not None and ":" in value
 
 

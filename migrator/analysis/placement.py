@@ -25,6 +25,7 @@ NEUTRAL_ATTRIBUTES = {
     "add_param_group", "config", "half", "float", "bfloat16", "modules", "named_modules",
     "children", "zero_grad", "register_forward_hook", "register_buffer", "resize_token_embeddings",
     "gradient_checkpointing_enable", "num_parameters", "print_trainable_parameters",
+    "module",  # `ddp_model.module`: the plain model MIG010 unwraps to
 }  # fmt: skip
 NEUTRAL_CALLEES = {"print", "isinstance", "type", "id", "repr", "str", "hasattr", "getattr"}
 
@@ -65,11 +66,13 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     defs: dict[str, list[Statement]] = {}
     hard: list[Statement] = []
     soft: list[Statement] = []  # len(loader)
-    for name in names:
-        defs[name] = [b.statement for b in owner.assigns(name)]
+    for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
+        defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
+                      for b in owner.assigns(n)]  # fmt: skip
     def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
     for name in names:
-        for use in owner.uses.get(name, []):
+        for use in (u for n in facts.distributed.names_for(owner, name)
+                    for u in owner.uses.get(n, [])):  # fmt: skip
             kind = _use_kind(use, name, def_nodes, facts)
             if kind == "hard":
                 hard.append(use.statement)

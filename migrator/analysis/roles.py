@@ -15,6 +15,9 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from migrator.analysis import patterns
+from migrator.analysis.distributed import (
+    RANK_KINDS, DistributedFacts, read_distributed,
+)  # fmt: skip
 from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope
 from migrator.findings import Finding
 
@@ -69,6 +72,7 @@ class TrainingFacts:
     findings: list[Finding] = field(default_factory=list)
     blocked: bool = False  # a finding says the file cannot be migrated safely
     origins: dict[tuple[int, str], Optional[Origin]] = field(default_factory=dict)
+    distributed: DistributedFacts = field(default_factory=DistributedFacts)  # MIG010
 
     @property
     def has_training(self) -> bool:
@@ -76,7 +80,10 @@ class TrainingFacts:
 
     @property
     def accelerator_name(self) -> str:
-        return next(iter(sorted(self.accelerator_names)), "accelerator")
+        existing = sorted(self.accelerator_names)
+        if existing:
+            return existing[0]
+        return "self.accelerator" if is_method(self.owner) else "accelerator"
 
     def origin(self, scope: Scope, name: str) -> Optional[Origin]:
         return _origin(self, scope, name, frozenset())
@@ -106,8 +113,43 @@ class TrainingFacts:
             for name in current.params:
                 if patterns.looks_like_device_name(name):
                     names.add(name)
+            names.update(n for n in current.bindings if self.rank_kind(current, n) in RANK_KINDS)
             current = current.parent
         return names
+
+    def rank_kind(self, scope: Scope, name: str) -> Optional[str]:
+        """process_index / local_process_index / num_processes for a name holding one (MIG010)."""
+        found = self.origin(scope, name)
+        return self.distributed.kind_of(found.scope, found.name) if found is not None else None
+
+
+def is_method(scope: Optional[Scope]) -> bool:
+    return (
+        scope is not None
+        and scope.kind == "function"
+        and scope.parent is not None
+        and scope.parent.kind == "class"
+    )
+
+
+def instance_origin(scope: Scope, name: str) -> Optional[Origin]:
+    """Where a Trainer's `self.x` is made: `__init__`, else the one method that binds it."""
+    while scope is not None and not is_method(scope):
+        scope = scope.parent
+    if scope is None:
+        return None
+    methods = [m for m in scope.parent.children if m.kind == "function" and m.assigns(name)]
+    methods.sort(key=lambda m: m.name != "__init__")
+    if len(methods) == 1 or (methods and methods[0].name == "__init__"):
+        return Origin(methods[0], name)
+    return None
+
+
+def class_methods(scope: Scope) -> list[Scope]:
+    """The methods of the class `scope` is a method of (itself included)."""
+    if not is_method(scope):
+        return [scope]
+    return [m for m in scope.parent.children if m.kind == "function"]
 
 
 def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> Optional[Origin]:
@@ -118,17 +160,22 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
         return None
     seen = seen | {key}
     result: Optional[Origin]
-    if scope.kind == "function" and name in scope.params:
+    if name.startswith(patterns.SELF + "."):
+        result = instance_origin(scope, name)
+    elif facts.distributed.launch_param(scope, name):  # the rank `mp.spawn` passes
+        result = Origin(scope, name)
+    elif scope.kind == "function" and name in scope.params:
         results = set()
         for site in _call_sites_of(facts.index, scope):
             argument = _argument_for(site.node, scope, name)
-            if isinstance(argument, cst.Name):
-                results.add(_origin(facts, site.scope, argument.value, seen))
+            if patterns.name_of(argument) is not None:
+                results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
             else:
                 results.add(None)
         result = results.pop() if len(results) == 1 else None
     elif scope.kind == "module" or scope.is_local(name):
-        result = Origin(scope, name)
+        wrapped = facts.distributed.unwrapped(scope, name)  # `ddp_model = DDP(model)` is `model`
+        result = _origin(facts, scope, wrapped, seen) if wrapped else Origin(scope, name)
     else:
         enclosing = scope.parent
         while enclosing is not None and enclosing.kind == "class":
@@ -141,6 +188,12 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
 
 
 def _call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
+    if is_method(function):  # `self.train_epoch(...)` from a sibling method
+        wanted = f"{patterns.SELF}.{function.name}"
+        return [
+            site for site in index.calls()
+            if patterns.name_of(site.node.func) == wanted and site.scope.parent is function.parent
+        ]  # fmt: skip
     return [
         site
         for site in index.calls()
@@ -150,6 +203,8 @@ def _call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
 
 def _argument_for(call: cst.Call, function: Scope, param: str) -> Optional[cst.BaseExpression]:
     positional = [p for p in function.params if not p.startswith("*")]
+    if is_method(function):
+        positional = positional[1:]  # `self` is not passed
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == param:
             return arg.value
@@ -180,7 +235,7 @@ def _value_call(binding: Binding) -> Optional[cst.Call]:
 class _Analyser:
     def __init__(self, module: cst.Module) -> None:
         self.index = ModuleIndex(module)
-        self.facts = TrainingFacts(index=self.index)
+        self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
         self.imports = self.index.imports
 
     # -- entry point -------------------------------------------------------------------------
@@ -192,6 +247,10 @@ class _Analyser:
         backward_functions = self._backward_functions(backward_sites)
         self._find_training_loops(backward_sites, backward_functions)
         if not self.facts.training_loops:
+            return self.facts
+        self.facts.findings += self.facts.distributed.findings
+        if self.facts.distributed.blocking:
+            self.facts.blocked = True
             return self.facts
         per_batch = self._per_batch_functions()
         self._find_owner_and_roles(per_batch)
@@ -219,13 +278,11 @@ class _Analyser:
         for site in self.index.calls():
             if site.method == "prepare" and self._is_accelerator_receiver(site):
                 for arg in site.node.args:
-                    if isinstance(arg.value, cst.Name):
-                        self.facts.prepared_already.add(arg.value.value)
+                    if patterns.name_of(arg.value) is not None:
+                        self.facts.prepared_already.add(patterns.name_of(arg.value))
 
     def _is_accelerator_receiver(self, site: CallSite) -> bool:
-        return isinstance(site.receiver, cst.Name) and (
-            site.receiver.value in self.facts.accelerator_names
-        )
+        return patterns.name_of(site.receiver) in self.facts.accelerator_names
 
     def _backward_sites(self) -> list[CallSite]:
         sites = []
@@ -255,8 +312,15 @@ class _Analyser:
         return found
 
     def _callee_scope(self, site: CallSite) -> Optional[Scope]:
-        if isinstance(site.node.func, cst.Name):
-            return self.index.functions.get(site.node.func.value)
+        func = site.node.func
+        if isinstance(func, cst.Name):
+            return self.index.functions.get(func.value)
+        name = patterns.name_of(func)
+        if name is not None and is_method(site.scope):  # `self.train_epoch()`
+            method = name.split(".", 1)[1]
+            for sibling in class_methods(site.scope):
+                if sibling.name == method:
+                    return sibling
         return None
 
     # -- training loops ----------------------------------------------------------------------
@@ -290,7 +354,8 @@ class _Analyser:
                 continue  # the helper trains over its own loop
             if site.scope.kind == "function" and _call_sites_of(self.index, site.scope):
                 continue  # a per-batch step helper: its caller's loop is the training loop
-            if site.method == "backward" and not self._is_accelerator_receiver(site):
+            steps_here = any(c.method == "step" for c in self._calls_reachable(site.scope.calls))
+            if site.method == "backward" and steps_here and not self._is_accelerator_receiver(site):
                 self._finding(
                     site.node,
                     "MIG905",
@@ -351,11 +416,11 @@ class _Analyser:
             if found not in loaders:
                 loaders.append(found)
             for call in self._calls_reachable(loop.calls):
-                receiver = call.receiver
-                if call.method in ("step", "zero_grad") and isinstance(receiver, cst.Name):
-                    origin = facts.origin(call.scope, receiver.value)
+                receiver = patterns.name_of(call.receiver)
+                if call.method in ("step", "zero_grad") and receiver is not None:
+                    origin = facts.origin(call.scope, receiver)
                     if origin is None:
-                        self._block(call.node, receiver.value)
+                        self._block(call.node, receiver)
                         return
                     if call.method == "step":
                         step_receivers.append((call, origin))
@@ -364,8 +429,9 @@ class _Analyser:
                             step_receivers.append((call, scaled))
                     else:
                         zero_grad.append(origin)
-                if isinstance(call.node.func, cst.Name) and self._callee_scope(call) is None:
-                    origin = facts.origin(call.scope, call.node.func.value)
+                called = patterns.name_of(call.node.func)
+                if called is not None and self._callee_scope(call) is None:
+                    origin = facts.origin(call.scope, called)
                     if origin is not None:
                         forwards.append(origin)
         owners = {id(o.scope): o.scope for o in loaders}
@@ -423,14 +489,14 @@ class _Analyser:
 
     def _scaler_step_target(self, call: CallSite) -> Optional[Origin]:
         """`scaler.step(optimizer)`: the optimizer is the argument."""
-        if not call.node.args or not isinstance(call.node.args[0].value, cst.Name):
+        argument = patterns.name_of(call.node.args[0].value) if call.node.args else None
+        receiver_name = patterns.name_of(call.receiver)
+        if argument is None or receiver_name is None:
             return None
-        if not isinstance(call.receiver, cst.Name):
-            return None
-        receiver = self.facts.origin(call.scope, call.receiver.value)
+        receiver = self.facts.origin(call.scope, receiver_name)
         if not self._is_scaler(receiver):
             return None
-        return self.facts.origin(call.scope, call.node.args[0].value.value)
+        return self.facts.origin(call.scope, argument)
 
     def _is_scaler(self, origin: Optional[Origin]) -> bool:
         if origin is None:
@@ -485,8 +551,8 @@ class _Analyser:
                         if found is None or found.scope is not owner:
                             self._block(call, root)
                             return []
-                        if root not in models:
-                            models.append(root)
+                        if found.name not in models:
+                            models.append(found.name)
         if saw_constructor:
             return models
         # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
@@ -508,9 +574,10 @@ class _Analyser:
         for name in stepped:
             per_step = False
             for site in self.index.calls():
-                if site.method != "step" or not isinstance(site.receiver, cst.Name):
+                receiver = patterns.name_of(site.receiver)
+                if site.method != "step" or receiver is None:
                     continue
-                if self.facts.origin(site.scope, site.receiver.value) != Origin(owner, name):
+                if self.facts.origin(site.scope, receiver) != Origin(owner, name):
                     continue
                 if self._in_training(site, per_batch):
                     per_step = True
@@ -590,6 +657,13 @@ class _Analyser:
         for scope in self.index.scopes:
             if id(scope) in per_batch and scope not in facts.training_scopes:
                 facts.training_scopes.append(scope)
+        looping = {id(loop.scope) for loop in [*facts.training_loops, *facts.eval_loops]}
+        for scope in self.index.scopes:  # a Trainer's fit(): it drives the loops
+            if scope not in facts.training_scopes and any(
+                id(self._callee_scope(c)) in looping for c in scope.calls
+                if self._callee_scope(c) is not None
+            ):
+                facts.training_scopes.append(scope)
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:
@@ -606,7 +680,10 @@ class _Analyser:
                     value = binding.element if binding.unpacked else binding.value
                     if value is None:
                         continue
-                    if patterns.is_device_constructor(value, self.imports) or (
+                    trainer_device = name.startswith(patterns.SELF + ".") and (
+                        patterns.looks_like_device_name(name.split(".", 1)[1])
+                    )
+                    if trainer_device or patterns.is_device_constructor(value, self.imports) or (
                         patterns.is_accelerator_device(value, facts.accelerator_names)
                     ):
                         if scope is module and scope is not facts.owner and not (

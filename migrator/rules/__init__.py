@@ -1,7 +1,8 @@
 """The rule registry: every rule class, in code order, and the order they are applied in.
 
-Rules that remove or rewrite expressions run first; MIG002 then sees which device uses are
-left; MIG001 runs last, once it knows every scope that needs `accelerator`.
+Rules that remove or rewrite expressions run first (MIG010 after MIG003/MIG004, which strip the
+`.to(rank)` it would otherwise rewrite); MIG002 then sees which device uses are left; MIG001
+runs last, once it knows every scope that needs `accelerator`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from migrator.rules.mig004_batch_placement import BatchPlacement
 from migrator.rules.mig005_backward import Backward
 from migrator.rules.mig006_prepare import Prepare
 from migrator.rules.mig007_model_attributes import ModelAttributes
+from migrator.rules.mig010_native_ddp import NativeDDP
 from migrator.rules.mig020_mixed_precision import MixedPrecision
 from migrator.rules.mig021_clipping import Clipping
 from migrator.rules.mig022_accumulation import Accumulation
@@ -30,6 +32,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     Backward,
     Prepare,
     ModelAttributes,
+    NativeDDP,
     MixedPrecision,
     Clipping,
     Accumulation,
@@ -43,6 +46,7 @@ APPLY_ORDER: tuple[type[Rule], ...] = (
     DeviceIndex,
     ModelPlacement,
     BatchPlacement,
+    NativeDDP,
     MixedPrecision,
     Accumulation,
     Backward,

@@ -12,14 +12,13 @@ from typing import ClassVar, Optional
 import libcst as cst
 
 from migrator.analysis.index import Block, Scope, Statement
-from migrator.analysis.patterns import root_name
+from migrator.analysis.patterns import expression_for, root_name
 from migrator.analysis.placement import PreparePlan
 from migrator.analysis.roles import TrainingFacts
-from migrator.edits import EMPTY_LINE, EditSet
+from migrator.edits import CODEGEN, EMPTY_LINE, EditSet
 from migrator.findings import Finding
 
 IMPORT_SOURCES = {"runtime": "runtime", "accelerate": "accelerate"}
-_CODE = cst.Module([])
 
 
 @dataclass(eq=False)
@@ -56,6 +55,8 @@ class RuleContext:
     findings: list[Finding] = field(default_factory=list)
     needs: list[AcceleratorNeed] = field(default_factory=list)
     kwargs: list[AcceleratorKwarg] = field(default_factory=list)
+    # (module, name, asname) imports to drop once nothing uses them (RemoveImportsVisitor)
+    unused_imports: list[tuple[str, Optional[str], Optional[str]]] = field(default_factory=list)
     accelerator_created: bool = False
     extra_imports: list[tuple[str, Optional[str]]] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all
@@ -69,8 +70,17 @@ class RuleContext:
         return IMPORT_SOURCES[self.target]
 
     def accelerator_expr(self, attribute: Optional[str] = None) -> cst.BaseExpression:
-        name = cst.Name(self.accelerator)
+        name = expression_for(self.accelerator)
         return cst.Attribute(value=name, attr=cst.Name(attribute)) if attribute else name
+
+    def unwrapped(self):
+        """A rewriter: `expr` -> `accelerator.unwrap_model(expr)`."""
+        unwrap = self.accelerator_expr("unwrap_model")
+
+        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+            return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
+
+        return rewrite
 
     def statement(self, code: str, blank_line_before: bool = False) -> cst.BaseStatement:
         node = cst.parse_statement(code, config=self.module.config_for_parsing)
@@ -89,7 +99,7 @@ class RuleContext:
         """(code, depends_on) for `expr` (a literal, a name or `name.attr`) as the owner of
         training would write it, following helper parameters to their arguments; None if the
         value only exists inside the helper."""
-        code = _CODE.code_for_node(expr).strip()
+        code = CODEGEN.code_for_node(expr).strip()
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
             return code, ()
         root = root_name(expr)

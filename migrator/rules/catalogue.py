@@ -5,6 +5,11 @@ from migrator.rules import ALL_RULES
 RULE_CODES: tuple[str, ...] = tuple(rule.code for rule in ALL_RULES)
 FINDING_CODES: dict[str, str] = {
     "MIG900": "a training pattern was recognised but cannot be migrated safely",
+    "MIG903": "torch.distributed.rpc: not data parallel training",
+    "MIG904": "FSDP / tensor parallel: the model is sharded",
     "MIG905": "backward() outside a loop over a DataLoader",
     "MIG906": "several optimizers train in one loop",
+    "MIG907": "native DDP code that cannot be rewritten safely",
+    "MIG908": "processes started by hand without a process group (Hogwild)",
+    "MIG909": "a collective or DDP option MIG010 left for a human",
 }

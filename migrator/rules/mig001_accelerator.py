@@ -16,6 +16,7 @@ from typing import Optional
 
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.placement import after_imports, is_docstring
+from migrator.analysis.roles import class_methods, is_method
 from migrator.findings import Finding
 from migrator.rules.base import AcceleratorNeed, Rule, RuleContext
 from migrator.rules.mig006_prepare import LINE_LENGTH
@@ -42,7 +43,16 @@ class CreateAccelerator(Rule):
             owner.is_local(name) or name in owner.params for name in dependencies
         )
         declare_global = False
-        if in_owner or (owner_defines and not at_module):
+        if is_method(owner):
+            # `self.accelerator`: made in __init__, seen by every method of the class.
+            if not all(any(_within(need.scope, m) for m in class_methods(owner))
+                       for need in context.needs):  # fmt: skip
+                context.block_file(Finding(code="MIG900", node=owner.node, message=(
+                    "the Trainer's objects are used by functions outside the class; "
+                    "migrate by hand")))
+                return
+            scope = owner
+        elif in_owner or (owner_defines and not at_module):
             scope, declare_global = owner, not in_owner
         else:
             scope = module

@@ -8,6 +8,7 @@ import libcst as cst
 
 from migrator.analysis import patterns
 from migrator.analysis.index import Binding, Scope
+from migrator.analysis.roles import class_methods
 from migrator.rules.base import Rule, RuleContext
 
 
@@ -34,7 +35,7 @@ class Device(Rule):
                    for b in bindings):  # fmt: skip
                 continue  # already migrated: never ours to remove
             used = self._still_used(context, scope, bindings[0].name)
-            branches = _device_only_if(bindings)
+            branches = _device_only_if(bindings, context.edits.removals)
             if branches is not None:
                 # `if accel: device = ... else: device = ...` collapses to one line, or goes.
                 self._collapse(context, branches, bindings[0].name, used)
@@ -49,7 +50,7 @@ class Device(Rule):
                 if node is None or patterns.is_accelerator_device(node, facts.accelerator_names):
                     continue
                 replacement = context.accelerator_expr("device")
-                context.edits.replace(node, lambda _updated, r=replacement: r, drops=[node])
+                context.edits.replace_with(node, replacement)
                 context.need_accelerator_at(binding.statement)
 
     def _collapse(self, context: RuleContext, statement, name: str, used: bool) -> None:
@@ -70,7 +71,8 @@ class Device(Rule):
 
     def _still_used(self, context: RuleContext, scope: Scope, name: str) -> bool:
         dropped = context.edits.dropped_names
-        for current in _visible_scopes(scope, name):
+        scopes = [s for m in class_methods(scope) for s in _visible_scopes(m, name)]
+        for current in scopes if name.startswith("self.") else _visible_scopes(scope, name):
             for use in current.uses.get(name, []):
                 if id(use.node) not in dropped:
                     return True
@@ -119,8 +121,9 @@ class Device(Rule):
         context.need_accelerator_at(site.statement)
 
 
-def _device_only_if(bindings: list[Binding]):
-    """The `if` statement whose every branch is just one of these device assignments, or None."""
+def _device_only_if(bindings: list[Binding], removed: frozenset = frozenset()):
+    """The `if` statement whose every branch is just one of these device assignments (once the
+    statements other rules remove, such as MIG010's `torch.cuda.set_device`, are gone), or None."""
     parents = {id(b.statement.block.parent) for b in bindings}
     parent = bindings[0].statement.block.parent
     if len(parents) != 1 or parent is None or not isinstance(parent.node, cst.If):
@@ -129,6 +132,7 @@ def _device_only_if(bindings: list[Binding]):
     node = parent.node
     while node is not None:
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+        body = _live(body, removed)
         if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
             return None
         if len(body[0].body) != 1 or id(body[0].body[0]) not in smalls:
@@ -139,11 +143,17 @@ def _device_only_if(bindings: list[Binding]):
         node = orelse if isinstance(orelse, cst.If) else None
         if isinstance(orelse, cst.Else):
             tail = orelse.body.body if isinstance(orelse.body, cst.IndentedBlock) else []
+            tail = _live(tail, removed)
             if len(tail) != 1 or not isinstance(tail[0], cst.SimpleStatementLine):
                 return None
             if len(tail[0].body) != 1 or id(tail[0].body[0]) not in smalls:
                 return None
     return parent
+
+
+def _live(statements, removed) -> list:
+    return [s for s in statements if id(s) not in removed and not (
+        isinstance(s, cst.SimpleStatementLine) and all(id(small) in removed for small in s.body))]
 
 
 def _visible_scopes(scope: Scope, name: str) -> list[Scope]:

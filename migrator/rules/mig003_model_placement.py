@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.patterns import name_of
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement
 
@@ -30,14 +31,16 @@ class ModelPlacement(Rule):
     def _places_prepared_model(self, context: RuleContext, site) -> bool:
         scope = site.scope
         receiver = site.receiver
-        if isinstance(receiver, cst.Name):
-            return context.prepared_role(scope, receiver.value) == "model"
+        if name_of(receiver) is not None and (
+            context.prepared_role(scope, name_of(receiver)) == "model"
+        ):
+            return True
         # `model = Net(...).to(device)`: the placement is the whole right-hand side.
         small = site.small
         if not isinstance(small, cst.Assign) or len(small.targets) != 1:
             return False
-        target = small.targets[0].target
-        if not isinstance(target, cst.Name):
+        target = name_of(small.targets[0].target)
+        if target is None:
             return False
         value = small.value
         while isinstance(value, cst.Call) and value is not site.node and isinstance(
@@ -46,4 +49,4 @@ class ModelPlacement(Rule):
             value = value.func.value
         if value is not site.node:
             return False
-        return context.prepared_role(scope, target.value) == "model"
+        return context.prepared_role(scope, target) == "model"

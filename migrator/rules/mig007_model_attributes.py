@@ -2,6 +2,7 @@
 the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but not the model's
 own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`). Those go
 through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
+`model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ MODULE_API = {
     "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
     "register_full_backward_hook", "register_buffer", "register_parameter", "add_module",
     "forward", "type", "share_memory", "get_submodule", "get_parameter", "get_buffer",
-    "no_sync", "module", "compile", "__class__",
+    "module", "compile", "__class__",
 }  # fmt: skip
 
 
@@ -30,7 +31,6 @@ class ModelAttributes(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
-        unwrap = context.accelerator_expr("unwrap_model")
         for scope in context.facts.training_scopes:
             for name, uses in scope.uses.items():
                 if context.prepared_role(scope, name) != "model":
@@ -38,12 +38,13 @@ class ModelAttributes(Rule):
                 for use in uses:
                     if use.kind != "attr" or use.attr in MODULE_API:
                         continue
-                    context.edits.replace(use.node, _unwrapped(unwrap))
+                    if use.attr == "no_sync" and use.call is not None and not use.call.args:
+                        # Only DDP has no_sync(); accelerator.no_sync works on 1 process too.
+                        no_sync = cst.Call(func=context.accelerator_expr("no_sync"),
+                                           args=[cst.Arg(value=use.node)])  # fmt: skip
+                        context.edits.replace(use.call, lambda _u, n=no_sync: n)
+                        context.need_accelerator_at(use.statement)
+                        continue
+                    context.edits.replace(use.node, context.unwrapped())
                     context.need_accelerator_at(use.statement, soft=use.node)
 
-
-def _unwrapped(unwrap: cst.BaseExpression):
-    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-        return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
-
-    return rewrite

@@ -48,7 +48,7 @@ class MixedPrecision(Rule):
                 precisions.add(precision)
                 cuda_only = cuda_only or on_cuda
                 replacement = cst.Call(func=context.accelerator_expr("autocast"))
-                context.edits.replace(site.node, lambda _u, r=replacement: r, drops=[site.node])
+                context.edits.replace_with(site.node, replacement)
                 context.need_accelerator_at(site.statement)
         scaled = self._scalers(context, scopes, conditions, depends)
         if scaled is None:

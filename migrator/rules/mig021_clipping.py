@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-
-
 from migrator.analysis import patterns
 from migrator.rules.base import Rule, RuleContext
 
@@ -23,9 +21,7 @@ class Clipping(Rule):
                 if method is None:
                     continue
                 replacement = context.accelerator_expr(method)
-                context.edits.replace(
-                    site.node.func, lambda _updated, r=replacement: r, drops=[site.node.func]
-                )
+                context.edits.replace_with(site.node.func, replacement)
                 context.need_accelerator_at(site.statement)
 
 

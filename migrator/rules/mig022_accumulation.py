@@ -18,14 +18,13 @@ from typing import Optional
 import libcst as cst
 
 from migrator.analysis.index import Loop
+from migrator.edits import CODEGEN
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
-_CODE = cst.Module([])
-
 
 def _code(node: cst.CSTNode) -> str:
-    return "".join(_CODE.code_for_node(node).split())
+    return "".join(CODEGEN.code_for_node(node).split())
 
 
 class Accumulation(Rule):
@@ -65,7 +64,7 @@ class Accumulation(Rule):
             else:
                 context.edits.replace(node, _left_operand)
         sync = context.accelerator_expr("sync_gradients")
-        context.edits.replace(if_node.test, lambda _u, s=sync: s, drops=[if_node.test])
+        context.edits.replace_with(if_node.test, sync)
         accumulate = context.accelerator_expr("accumulate")
         context.edits.replace(loop.node, lambda updated: _wrap_body(updated, accumulate, model))
         context.need_accelerator_at(loop.statement)

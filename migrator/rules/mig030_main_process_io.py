@@ -44,7 +44,7 @@ class MainProcessIO(Rule):
 
     def _print(self, context: RuleContext, site: CallSite) -> None:
         replacement = context.accelerator_expr("print")
-        context.edits.replace(site.node.func, lambda _u, r=replacement: r, drops=[site.node.func])
+        context.edits.replace_with(site.node.func, replacement)
         context.need_accelerator_at(site.statement, soft=site.node.func)
 
     def _save(self, context: RuleContext, scope: Scope, site: CallSite) -> None:
@@ -62,13 +62,12 @@ class MainProcessIO(Rule):
         )
         if not state_calls and not whole_model:
             return
-        unwrap = context.accelerator_expr("unwrap_model")
         for call in state_calls:
-            context.edits.replace(call.func.value, _unwrapped(unwrap))
+            context.edits.replace(call.func.value, context.unwrapped())
         if whole_model:
-            context.edits.replace(saved, _unwrapped(unwrap))
+            context.edits.replace(saved, context.unwrapped())
         save = context.accelerator_expr("save")
-        context.edits.replace(site.node.func, lambda _u, r=save: r, drops=[site.node.func])
+        context.edits.replace_with(site.node.func, save)
         context.need_accelerator_at(site.statement)
         for call in state_calls:
             statement = context.facts.index.statement_of.get(id(_statement_of(context, call)))
@@ -100,13 +99,6 @@ class MainProcessIO(Rule):
 
         context.edits.replace(site.node, rewrite)
         context.need_accelerator_at(site.statement)
-
-
-def _unwrapped(unwrap: cst.BaseExpression):
-    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-        return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
-
-    return rewrite
 
 
 def _model_states(context: RuleContext, scope: Scope, expr: cst.CSTNode) -> list[cst.Call]:

@@ -20,6 +20,7 @@ from typing import Optional
 import libcst as cst
 
 from migrator.analysis.index import Block, Loop
+from migrator.analysis.patterns import name_of
 from migrator.analysis.roles import DataRegion
 from migrator.rules.base import Rule, RuleContext
 
@@ -51,7 +52,7 @@ class _Walker:
         self.context = context
         self.region = region
         self.models = {
-            name for name in [*region.scope.params, *region.scope.bindings]
+            name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
             if context.prepared_role(region.scope, name.lstrip("*")) == "model"
         }  # fmt: skip
 
@@ -90,6 +91,17 @@ class _Walker:
         self.context.edits.insert(block.holder, index, self.context.statement(code), priority=20)
         self.context.need_accelerator_before(block, index)
         local.difference_update(names)
+        self._drop_hand_reduction(small)
+
+    def _drop_hand_reduction(self, small: cst.CSTNode) -> None:
+        """A metric now gathered whole must not also be summed across processes by hand:
+        `dist.all_reduce(correct)` (MIG010 would make it `accelerator.reduce`) goes."""
+        if not isinstance(small, cst.AugAssign) or not isinstance(small.target, cst.Name):
+            return
+        for reduction in self.context.facts.distributed.reductions:
+            if reduction.tensor == small.target.value and reduction.site.scope is self.region.scope:
+                if reduction.site.small is not None:
+                    self.context.edits.remove(reduction.site.small)
 
     def _accumulation(self, small: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The expression a metric accumulates, if `small` accumulates one."""
@@ -106,8 +118,7 @@ class _Walker:
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
             and value.func.attr.value in COLLECTIVES
-            and isinstance(value.func.value, cst.Name)
-            and value.func.value.value in self.context.facts.accelerator_names
+            and name_of(value.func.value) in self.context.facts.accelerator_names
         )
 
     def _reads(self, expr: cst.CSTNode, local: set[str]) -> bool:
@@ -120,7 +131,7 @@ class _Walker:
             found = False
 
             def visit_Call(self, node: cst.Call) -> None:
-                if isinstance(node.func, cst.Name) and node.func.value in models:
+                if name_of(node.func) in models:
                     _Finder.found = True
 
         expr.visit(_Finder())

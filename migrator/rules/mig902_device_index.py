@@ -12,12 +12,12 @@ from typing import Optional
 import libcst as cst
 
 from migrator.analysis import patterns
+from migrator.edits import CODEGEN
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.mig901_data_parallel import data_parallel_calls
 
 RANK_LIKE = {"rank", "gpu", "local_rank", "device_id", "gpu_id", "local_process_index"}
-_CODE = cst.Module([])
 
 
 class DeviceIndex(Rule):
@@ -68,10 +68,10 @@ def _indexed_string(expr: cst.BaseExpression) -> Optional[str]:
         return None
     text = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
     names = {
-        _CODE.code_for_node(p.expression).split(".")[-1]
+        CODEGEN.code_for_node(p.expression).split(".")[-1]
         for p in expr.parts
         if isinstance(p, cst.FormattedStringExpression)
     }
     if text.startswith("cuda:") and not names & RANK_LIKE:
-        return _CODE.code_for_node(expr)
+        return CODEGEN.code_for_node(expr)
     return None

@@ -1,0 +1,194 @@
+"""What MIG010 needs to know about a script's native torch.distributed code: the vocabulary
+(qualified names of DDP, samplers, spawn, process-group calls) and the facts distributed.py reads
+from the index, and the two syntax helpers both readers share. Kept apart from the reader so
+rules and roles import the facts alone."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from migrator.analysis.index import Binding, CallSite, Scope, Statement, Use
+from migrator.findings import Finding
+
+PROCESS_INDEX, LOCAL_PROCESS_INDEX, NUM_PROCESSES = (
+    "process_index", "local_process_index", "num_processes",
+)  # fmt: skip
+RANK_KINDS = (PROCESS_INDEX, LOCAL_PROCESS_INDEX)  # kinds that also name a device index
+MAIN_PROCESS = {PROCESS_INDEX: "is_main_process", LOCAL_PROCESS_INDEX: "is_local_main_process"}
+
+DDP_CLASSES = {
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+}
+SAMPLER_CLASSES = {
+    "torch.utils.data.distributed.DistributedSampler", "torch.utils.data.DistributedSampler",
+}  # fmt: skip
+SPAWN_CALLS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
+PROCESS_CLASSES = {"torch.multiprocessing.Process", "multiprocessing.Process"}
+INIT, DESTROY = "torch.distributed.init_process_group", "torch.distributed.destroy_process_group"
+GROUP_CALLS = {INIT, DESTROY, "torch.cuda.set_device"}
+BARRIER, ALL_REDUCE = "torch.distributed.barrier", "torch.distributed.all_reduce"
+RANK_CALLS = {
+    "torch.distributed.get_rank": PROCESS_INDEX,
+    "torch.distributed.get_world_size": NUM_PROCESSES,
+    "torch.distributed.get_node_local_rank": LOCAL_PROCESS_INDEX,
+}
+ENV_KINDS = {"RANK": PROCESS_INDEX, "LOCAL_RANK": LOCAL_PROCESS_INDEX, "WORLD_SIZE": NUM_PROCESSES}
+LAUNCH_ENV = {"MASTER_ADDR", "MASTER_PORT"}
+REDUCE_OPS = {"SUM": "sum", "AVG": "mean"}
+COLLECTIVES = {
+    "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "broadcast",
+    "broadcast_object_list", "reduce", "reduce_scatter", "gather", "scatter", "all_to_all",
+    "send", "recv", "isend", "irecv",
+}  # fmt: skip
+# DDP options `prepare` reproduces or that only tune speed; any other is reported.
+DDP_OPTIONS_KEPT = {"module", "device_ids", "output_device", "bucket_cap_mb",
+                    "gradient_as_bucket_view"}  # fmt: skip
+RPC_PREFIXES = ("torch.distributed.rpc", "torch.distributed.autograd")
+SHARDING_PREFIXES = (
+    "torch.distributed.fsdp", "torch.distributed._composable", "torch.distributed.tensor",
+    "torch.distributed._tensor", "torch.distributed.device_mesh", "torch.distributed.pipelining",
+)  # fmt: skip
+LAUNCH_ARGUMENTS = {"--local_rank", "--local-rank"}
+LOCAL_NAME = re.compile(r"local|gpu|device_id")
+PURE_CALLS = {"int", "str", "torch.cuda.is_available", "torch.cuda.device_count",
+              "os.environ.get", "os.getenv", "max", "min", "torch.distributed.is_initialized",
+              "torch.distributed.is_available"}  # fmt: skip
+
+
+@dataclass(eq=False)
+class RankName:
+    """A name holding this process's rank or the world size."""
+
+    scope: Scope
+    name: str
+    kind: str  # process_index | local_process_index | num_processes
+    binding: Optional[Binding] = None  # None: a parameter of the spawned function
+
+
+@dataclass(eq=False)
+class Wrap:
+    """`target = DistributedDataParallel(inner, ...)`."""
+
+    site: CallSite
+    target: str
+    inner: cst.BaseExpression
+    inner_name: Optional[str]  # the wrapped model's name, seen through `.to(...)`/`.cuda(...)`
+    dropped_options: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Sampler:
+    site: CallSite  # the DistributedSampler(...) call
+    binding: Optional[Binding]  # None when built inline in `DataLoader(sampler=...)`
+    shuffle: Optional[cst.BaseExpression]  # None: DistributedSampler's default, True
+    loader_args: list[tuple[cst.Call, cst.Arg]] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Spawn:
+    site: CallSite
+    target: Scope
+    removed_params: list[str]
+    arguments: list[cst.BaseExpression]  # what the direct call passes on
+    nprocs: Optional[cst.BaseExpression]
+
+
+@dataclass(eq=False)
+class Worker:
+    """A function every process runs: its rank / world-size parameters go, the Accelerator
+    answers instead (the mp.spawn target, or a function handing them to init_process_group)."""
+
+    scope: Scope
+    removed_params: list[str]
+
+
+@dataclass(eq=False)
+class Reduction:
+    """`dist.all_reduce(t, op=SUM|AVG)` as a statement: becomes `t = accelerator.reduce(...)`."""
+
+    site: CallSite
+    tensor: str
+    reduction: str
+
+
+@dataclass(eq=False)
+class DistributedFacts:
+    removed_calls: list[CallSite] = field(default_factory=list)  # whole statements that go
+    removed_smalls: list[tuple[cst.CSTNode, Statement]] = field(default_factory=list)  # environ
+    helpers: list[Scope] = field(default_factory=list)  # setup()/cleanup(): removed whole
+    wraps: list[Wrap] = field(default_factory=list)
+    samplers: list[Sampler] = field(default_factory=list)
+    spawns: list[Spawn] = field(default_factory=list)
+    workers: list[Worker] = field(default_factory=list)
+    rank_names: list[RankName] = field(default_factory=list)
+    rank_calls: list[tuple[CallSite, str]] = field(default_factory=list)
+    # `args.local_rank` where the script declares `--local_rank` (torch.distributed.launch)
+    rank_attributes: list[Use] = field(default_factory=list)
+    barriers: list[CallSite] = field(default_factory=list)
+    reductions: list[Reduction] = field(default_factory=list)
+    collectives: list[CallSite] = field(default_factory=list)  # left as they are, reported
+    findings: list[Finding] = field(default_factory=list)
+    blocking: bool = False  # a finding says this file's distributed code is not ours to rewrite
+
+    @property
+    def present(self) -> bool:
+        return any((self.removed_calls, self.removed_smalls, self.helpers, self.wraps,
+                    self.samplers, self.spawns, self.rank_names, self.rank_calls,
+                    self.rank_attributes, self.barriers, self.reductions,
+                    self.collectives))  # fmt: skip
+
+    def unwrapped(self, scope: Scope, name: str) -> Optional[str]:
+        """`model` for `ddp_model` when `ddp_model = DDP(model, ...)` in `scope`."""
+        for wrap in self.wraps:
+            if wrap.site.scope is scope and wrap.target == name and wrap.inner_name not in (
+                None, name,
+            ):  # fmt: skip
+                return wrap.inner_name
+        return None
+
+    def names_for(self, scope: Scope, name: str) -> list[str]:
+        """`name` and the DDP wrappers that stand for it in `scope`."""
+        aliases = [w.target for w in self.wraps if w.site.scope is scope and w.inner_name == name]
+        return [name, *(a for a in aliases if a != name)]
+
+    def launch_param(self, scope: Scope, name: str) -> bool:
+        return any(r.binding is None and r.scope is scope and r.name == name
+                   for r in self.rank_names)  # fmt: skip
+
+    def kind_of(self, scope: Scope, name: str) -> Optional[str]:
+        for rank_name in self.rank_names:
+            if rank_name.scope is scope and rank_name.name == name:
+                return rank_name.kind
+        return None
+
+
+def whole_statement(site: CallSite) -> bool:
+    return isinstance(site.small, cst.Expr) and site.small.value is site.node
+
+
+def keyword_value(call: cst.Call, name: str, position: Optional[int] = None):
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if position is not None and position < len(positional):
+        return positional[position].value
+    return None
+
+
+def contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, current: cst.CSTNode) -> bool:
+            if current is node:
+                found.append(current)
+            return not found
+
+    tree.visit(_Find())
+    return bool(found)

@@ -1,0 +1,164 @@
+"""Reading the objects native DDP builds around the model and the data: DistributedDataParallel
+wrappers, DistributedSampler (named or inline, and every place it is used), and all-reduces of
+metrics. A part of distributed.py's reader, kept in its own module for size."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import patterns
+from migrator.analysis.distributed_facts import (
+    DDP_OPTIONS_KEPT, REDUCE_OPS, DistributedFacts, Reduction, Sampler, Wrap, contains,
+    keyword_value, whole_statement,
+)
+from migrator.analysis.imports import dotted_name
+from migrator.analysis.index import CallSite, ModuleIndex, Scope
+
+
+class ObjectReader:
+    index: ModuleIndex
+    imports: object
+    facts: DistributedFacts
+    sites: list
+
+    def _block(self, node, code: str, message: str, level: str = "warning") -> None:
+        raise NotImplementedError
+
+    def _wrap(self, site: CallSite) -> None:
+        small = site.small
+        inner = keyword_value(site.node, "module", 0)
+        if inner is None or not isinstance(small, cst.Assign) or small.value is not site.node or (
+            len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name)
+        ):
+            self._block(site.node, "MIG907", "DistributedDataParallel(...) is not assigned to a "
+                        "name; migrate by hand")  # fmt: skip
+            return
+        target = small.targets[0].target.value
+        root = inner
+        while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute) and (
+            root.func.attr.value in ("to", "cuda")
+        ):
+            root = root.func.value
+        inner_name = root.value if isinstance(root, cst.Name) else None
+        if inner_name != target and len(site.scope.assigns(target)) != 1:
+            self._block(site.node, "MIG907", f"`{target}` is rebound after wrapping the model "
+                        "in DistributedDataParallel; migrate by hand")  # fmt: skip
+            return
+        options = [a.keyword.value for a in site.node.args
+                   if a.keyword is not None and a.keyword.value not in DDP_OPTIONS_KEPT]
+        self.facts.wraps.append(Wrap(site, target, inner, inner_name, options))
+
+    def _sampler(self, site: CallSite) -> None:
+        shuffle = keyword_value(site.node, "shuffle", 3)
+        sampler = Sampler(site=site, binding=None, shuffle=shuffle)
+        loader = self._inline_loader_arg(site)
+        if loader is not None:
+            sampler.loader_args.append(loader)
+            self.facts.samplers.append(sampler)
+            return
+        small = site.small
+        scope = site.scope
+        if isinstance(small, cst.Assign) and _sampler_or_none(small.value, site.node) and len(
+            small.targets
+        ) == 1 and isinstance(small.targets[0].target, cst.Name):
+            name = small.targets[0].target.value
+            bindings = scope.assigns(name)
+            if len(bindings) == 1 and self._sampler_uses(sampler, scope, name):
+                sampler.binding = bindings[0]
+                self.facts.samplers.append(sampler)
+                return
+        self._block(site.node, "MIG907", "DistributedSampler is used beyond a DataLoader's "
+                    "`sampler=` and `set_epoch`; migrate by hand")  # fmt: skip
+
+    def _inline_loader_arg(self, site: CallSite):
+        for other, _ in self.sites:
+            if other.scope is site.scope and patterns.is_loader_call(other.node, self.imports):
+                for arg in other.node.args:
+                    if arg.value is site.node and arg.keyword is not None and (
+                        arg.keyword.value == "sampler"
+                    ):
+                        return other.node, arg
+        return None
+
+    def _sampler_uses(self, sampler: Sampler, scope: Scope, name: str) -> bool:
+        for use in scope.uses.get(name, []):
+            call = use.call
+            if use.kind == "arg" and call is not None and patterns.is_loader_call(
+                call, self.imports
+            ):
+                arg = next((a for a in call.args if a.value is use.node), None)
+                if arg is not None and arg.keyword is not None and arg.keyword.value == "sampler":
+                    sampler.loader_args.append((call, arg))
+                    continue
+            if use.kind == "attr" and use.attr == "set_epoch" and call is not None:
+                site = next((s for s, _ in self.sites if s.node is call), None)
+                if site is not None and whole_statement(site):
+                    self.facts.removed_calls.append(site)
+                    continue
+            if self._in_loader_shuffle(use, name) or _guards_set_epoch(use, name):
+                continue
+            return False
+        return all(child.is_local(name) or not child.uses.get(name) for child in scope.children)
+
+    def _in_loader_shuffle(self, use, name: str) -> bool:
+        """`shuffle=(sampler is None)` in the loader the sampler feeds (rewritten with it)."""
+        for site, _ in self.sites:
+            if site.statement is not use.statement or not patterns.is_loader_call(
+                site.node, self.imports
+            ):
+                continue
+            shuffle = next((a for a in site.node.args
+                            if a.keyword is not None and a.keyword.value == "shuffle"), None)
+            feeds = keyword_value(site.node, "sampler")
+            if shuffle is not None and isinstance(feeds, cst.Name) and feeds.value == name:
+                return contains(shuffle.value, use.node)
+        return False
+
+    def _reduction(self, site: CallSite) -> bool:
+        tensor = keyword_value(site.node, "tensor", 0)
+        op = keyword_value(site.node, "op", 1)
+        extra = [a for a in site.node.args if a.keyword is not None and a.keyword.value not in (
+            "tensor", "op")]  # fmt: skip
+        reduction = "sum" if op is None else REDUCE_OPS.get(
+            (dotted_name(op) or "").rsplit("ReduceOp.", 1)[-1] if "ReduceOp." in (
+                dotted_name(op) or "") else "")  # fmt: skip
+        if not isinstance(tensor, cst.Name) or reduction is None or extra or not (
+            whole_statement(site)
+        ):
+            self.facts.collectives.append(site)
+            return True
+        self.facts.reductions.append(Reduction(site, tensor.value, reduction))
+        return True
+
+
+def _sampler_or_none(value: cst.BaseExpression, sampler: cst.Call) -> bool:
+    """`DistributedSampler(...)`, or `DistributedSampler(...) if distributed else None`: without
+    the sampler the loader's own `shuffle=` decides, which is what the rewrite restores."""
+    if value is sampler:
+        return True
+    if not isinstance(value, cst.IfExp):
+        return False
+    branches = (value.body, value.orelse)
+    return sampler in branches and any(
+        isinstance(b, cst.Name) and b.value == "None" for b in branches
+    )
+
+
+def _guards_set_epoch(use, name: str) -> bool:
+    """`if sampler is not None: sampler.set_epoch(epoch)`: the test goes with its only body."""
+    node = use.statement.node
+    if not isinstance(node, cst.If) or node.orelse is not None or not contains(node.test, use.node):
+        return False
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    for line in body:
+        smalls = getattr(line, "body", [])
+        if not isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) or not all(
+            isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+            and isinstance(small.value.func, cst.Attribute)
+            and small.value.func.attr.value == "set_epoch"
+            and isinstance(small.value.func.value, cst.Name)
+            and small.value.func.value.value == name
+            for small in smalls
+        ):  # fmt: skip
+            return False
+    return True
