@@ -193,7 +193,8 @@ def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
 
 def _not_comparable(original: RunRecord, nproc: int) -> str | None:
     if original.steps == 0:
-        return "the original made no optimizer step: there is no training to compare"
+        return ("the original made no optimizer step in its own process: there is no training "
+                "to compare (training in processes it spawns, e.g. mp.spawn, is not recorded)")
     problems = causes_module.batch_size_problems(original.observed, nproc, training_only=True)
     return "; ".join(problems) if problems else None
 
