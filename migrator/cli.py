@@ -18,6 +18,8 @@ from typer.core import TyperGroup
 from migrator import __version__
 from migrator.exit_codes import EXIT_ERROR
 
+EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
+
 DEFAULT_COMMAND = "fix"
 
 
@@ -84,14 +86,26 @@ def fix_command(
     diff: bool = typer.Option(False, "--diff", help="Print a unified diff (the default)."),
     check: bool = typer.Option(False, "--check", help="Write nothing; list files that would change."),
     write: bool = typer.Option(False, "--write", help="Rewrite files in place, atomically."),
-    target: Target = typer.Option(
-        Target.runtime, "--target", help="Which Accelerator import the output uses."
+    target: Optional[Target] = typer.Option(
+        None, "--target", help="Which Accelerator import the output uses (default runtime)."
     ),
     select: Optional[str] = typer.Option(
         None, "--select", help="Comma-separated rule codes or prefixes to apply (default ALL)."
     ),
     ignore: Optional[str] = typer.Option(
         None, "--ignore", help="Comma-separated rule codes or prefixes to skip."
+    ),
+    exclude: Optional[List[str]] = typer.Option(
+        None, "--exclude", help="Glob to skip (gitignore style); replaces the default excludes."
+    ),
+    extend_exclude: Optional[List[str]] = typer.Option(
+        None, "--extend-exclude", help="Glob to skip, in addition to the default excludes."
+    ),
+    force_exclude: bool = typer.Option(
+        False, "--force-exclude", help="Apply excludes and .gitignore to files named explicitly."
+    ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", min=1, help="Worker processes (default: the CPU count)."
     ),
     stdin_filename: Optional[str] = typer.Option(
         None, "--stdin-filename", help="The name of the file read from stdin, for messages."
@@ -102,25 +116,35 @@ def fix_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and findings on stderr."),
 ) -> None:
     from migrator.command import FixRequest, run_fix
-    from migrator.selection import SelectionError, parse_selection
 
     chosen = [name for name, flag in (("diff", diff), ("check", check), ("write", write)) if flag]
     if len(chosen) > 1:
         _usage_error("--diff, --check and --write are mutually exclusive")
-    try:
-        rules = parse_selection(select, ignore)
-    except SelectionError as error:
-        _usage_error(str(error))
     request = FixRequest(
         paths=list(paths or []),
         mode=Mode(chosen[0]).value if chosen else None,
-        target=target.value,
-        rules=rules,
+        target=target.value if target is not None else None,
+        select=select,
+        ignore=ignore,
         stdin_filename=stdin_filename,
         output_format=output_format.value,
         quiet=quiet,
+        exclude=_globs(exclude) if exclude else None,
+        extend_exclude=_globs(extend_exclude or []),
+        force_exclude=force_exclude,
+        jobs=jobs,
     )
-    raise typer.Exit(run_fix(request))
+    try:
+        code = run_fix(request)
+    except KeyboardInterrupt:
+        typer.echo("migrate: interrupted; files not yet written were left as they were", err=True)
+        code = EXIT_INTERRUPTED
+    raise typer.Exit(code)
+
+
+def _globs(values: List[str]) -> List[str]:
+    """`--exclude a,b --exclude c` -> [a, b, c]."""
+    return [glob.strip() for value in values for glob in value.split(",") if glob.strip()]
 
 
 @app.command("rules", help="List the rule codes, names and one-line descriptions.")

@@ -1,60 +1,106 @@
-"""The default command's work: files in, results out, one exit code. The CLI only parses."""
+"""The default command's work: files in, results out, one exit code. The CLI only parses.
+
+configuration -> discovery -> runner (prefilter here, LibCST in a pool) -> results sorted by
+path -> diffs / messages / writes -> JSON and summary -> exit code (exit_codes.py decides).
+"""
 
 from __future__ import annotations
 
-import json
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from migrator import report
-from migrator.engine import FileResult, Options, migrate_bytes
 from migrator.exit_codes import EXIT_ERROR, exit_code
-from migrator.writer import WriteError, write_atomically
 
 STDIN = "-"
+PROGRESS_MIN_FILES = 200  # a progress bar only for runs long enough to want one
 
 
 @dataclass
 class FixRequest:
     paths: list[str]
     mode: Optional[str]  # diff | check | write; None: the default (diff; source for stdin)
-    target: str
-    rules: frozenset
+    target: Optional[str] = None  # None: from the configuration, else runtime
+    select: Optional[str] = None
+    ignore: Optional[str] = None
     stdin_filename: Optional[str] = None
     output_format: str = "text"
     quiet: bool = False
+    exclude: Optional[list[str]] = None
+    extend_exclude: list[str] = field(default_factory=list)
+    force_exclude: bool = False
+    jobs: Optional[int] = None
 
 
 def run_fix(request: FixRequest) -> int:
-    options = Options(target=request.target, rules=request.rules)
+    started = time.perf_counter()
+    from migrator.config import ConfigError, load_config
+    from migrator.selection import SelectionError, parse_selection
+
+    try:
+        config = load_config(request.paths or ["."])
+        rules = parse_selection(
+            request.select if request.select is not None else config.select,
+            request.ignore if request.ignore is not None else config.ignore,
+        )
+    except ConfigError as error:
+        report.print_message(str(error))
+        return EXIT_ERROR
+    except SelectionError as error:
+        report.print_message(f"migrate: error: {error}")
+        return EXIT_ERROR
+    from migrator.engine import Options
+
+    options = Options(target=request.target or config.target or "runtime", rules=rules)
     if STDIN in request.paths:
         if len(request.paths) != 1:
             report.print_message("migrate: error: `-` (stdin) cannot be mixed with paths")
             return EXIT_ERROR
         return _run_stdin(request, options)
-    from migrator.discovery import DiscoveryError, discover
+    from migrator.discovery import DiscoverySettings, discover
 
-    try:
-        files, problems = discover(request.paths)
-    except DiscoveryError as error:
-        report.print_message(f"migrate: error: {error}")
-        return EXIT_ERROR
+    settings = DiscoverySettings(
+        exclude=request.exclude if request.exclude is not None else config.exclude,
+        extend_exclude=[*config.extend_exclude, *request.extend_exclude],
+        force_exclude=request.force_exclude or config.force_exclude,
+        root=config.root,
+    )
+    found = discover(request.paths, settings)
+    if not request.quiet:
+        for path, note in found.notes:
+            report.print_message(f"{path}: {note}")
+    from migrator.runner import default_jobs, run_files
+
+    jobs = request.jobs or config.jobs or default_jobs()
+    with report.progress(len(found.files), enabled=_wants_progress(request, found.files)) as tick:
+        outcome = run_files(found.files, options, jobs, on_progress=tick)
+    results = sorted(outcome.results, key=lambda r: r.path)
+    return _report(request, results, found.problems, started)
+
+
+def _wants_progress(request: FixRequest, files: list[Path]) -> bool:
+    return not request.quiet and len(files) >= PROGRESS_MIN_FILES and sys.stderr.isatty()
+
+
+def _report(request: FixRequest, results, problems, started: float) -> int:
+    from migrator.writer import WriteError, write_atomically
+
+    mode = request.mode or "diff"
+    summary = report.Summary(mode=mode, scanned=len(results))
     for path, message in problems:
         report.print_error(path, message)
-    mode = request.mode or "diff"
-    results = [_migrate_path(path, options) for path in files]
-    errors = len(problems)
+        summary.errors += 1
     pending = 0
-    findings = 0
     for result in results:
         if result.error is not None:
-            errors += 1
+            summary.errors += 1
             report.print_error(result.path, result.error)
             continue
+        summary.count(result)
         report.print_findings(result)
-        findings += sum(1 for f in result.findings if f.level == "warning")
         if not result.changed:
             continue
         if mode == "diff":
@@ -67,31 +113,27 @@ def run_fix(request: FixRequest) -> int:
             pending += 1
         else:
             try:
-                write_atomically(Path(result.path), result.migrated)
+                write_atomically(Path(result.path), result.migrated, expected=result.source)
             except WriteError as error:
-                errors += 1
+                summary.errors += 1
+                summary.changed -= 1
+                result.error = str(error)
                 report.print_error(result.path, str(error))
                 continue
             if not request.quiet:
                 report.print_message(f"migrated {result.path}")
+    summary.seconds = time.perf_counter() - started
     if request.output_format == "json":
-        _print_json(results, mode)
+        report.print_json(results, summary)
     if not request.quiet:
-        _summary(results, mode, errors)
-    return exit_code(errors=errors, findings=findings, pending_changes=pending)
+        report.print_summary(summary)
+    findings = sum(1 for r in results for f in r.findings if f.level == "warning")
+    return exit_code(errors=summary.errors, findings=findings, pending_changes=pending)
 
 
-def _migrate_path(path: Path, options: Options) -> FileResult:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        result = FileResult(path=str(path), source=b"")
-        result.error = f"cannot read: {error.strerror or error}"
-        return result
-    return migrate_bytes(data, str(path), options)
+def _run_stdin(request: FixRequest, options) -> int:
+    from migrator.engine import migrate_bytes
 
-
-def _run_stdin(request: FixRequest, options: Options) -> int:
     name = request.stdin_filename or "<stdin>"
     data = sys.stdin.buffer.read()
     result = migrate_bytes(data, name, options)
@@ -100,6 +142,11 @@ def _run_stdin(request: FixRequest, options: Options) -> int:
         return EXIT_ERROR
     report.print_findings(result)
     findings = sum(1 for f in result.findings if f.level == "warning")
+    if request.output_format == "json":
+        summary = report.Summary(mode=request.mode or "source", scanned=1)
+        summary.count(result)
+        report.print_json([result], summary)
+        return exit_code(errors=0, findings=findings, pending_changes=int(result.changed))
     if request.mode == "diff":
         report.print_diff(result)
         return exit_code(errors=0, findings=findings, pending_changes=int(result.changed))
@@ -108,35 +155,3 @@ def _run_stdin(request: FixRequest, options: Options) -> int:
     sys.stdout.buffer.write(result.migrated if result.changed else data)
     sys.stdout.flush()
     return exit_code(errors=0, findings=findings, pending_changes=0)
-
-
-def _print_json(results: list[FileResult], mode: str) -> None:
-    payload = {
-        "mode": mode,
-        "files": [
-            {
-                "path": r.path,
-                "changed": r.changed,
-                "skipped": r.skipped,
-                "error": r.error,
-                "findings": [f.to_json() for f in r.findings],
-                **({"diff": report.unified_diff(r)} if r.changed and mode == "diff" else {}),
-            }
-            for r in results
-        ],
-    }
-    json.dump(payload, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-
-
-def _summary(results: list[FileResult], mode: str, errors: int) -> None:
-    changed = sum(1 for r in results if r.changed)
-    if not results and not errors:
-        report.print_message("no Python files found; nothing to do")
-        return
-    verb = {"diff": "would migrate", "check": "would migrate", "write": "migrated"}[mode]
-    noun = "file" if changed == 1 else "files"
-    parts = [f"{verb} {changed} {noun}", f"{len(results) - changed} unchanged"]
-    if errors:
-        parts.append(f"{errors} error{'s' if errors != 1 else ''}")
-    report.print_message(", ".join(parts))

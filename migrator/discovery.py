@@ -1,45 +1,196 @@
-"""Which files a run looks at: explicit files as given, directories walked for `*.py`, sorted.
+"""Which files a run looks at (SPEC §2), in sorted order.
 
-Default excludes as black's; `.gitignore` and the exclude options come with the bulk issue.
+- Directories are walked recursively for `*.py`; symlinks (to files or directories) are never
+  followed, so a walk cannot leave the tree or loop.
+- `.gitignore` files are honoured as git does: each applies below its own directory, nested
+  ones included, up from the walk root to the repository root (the directory holding `.git`).
+  A directory named on the command line is walked even if an ignore file above it ignores it.
+- Default excludes (`.git`, `.venv`, `build`, ...) are replaced by `exclude` and extended by
+  `extend-exclude`: gitignore-style globs, relative to the project root (where the
+  pyproject.toml with `[tool.migrate]` is, else the current directory).
+- Files named on the command line are processed as given, unless `force_exclude` is set: then
+  excludes and ignore files apply to them too (what pre-commit hooks want).
 """
 
 from __future__ import annotations
 
+import errno
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Optional
 
-DEFAULT_EXCLUDES = {
+from pathspec import GitIgnoreSpec
+
+DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "node_modules", "__pycache__",
     "site-packages", ".tox", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-}  # fmt: skip
+)  # fmt: skip
+SOURCE_SUFFIXES = (".py",)
+NOTEBOOK_SUFFIX = ".ipynb"
 
 
 class DiscoveryError(Exception):
     pass
 
 
-def discover(paths: list[str]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """(files in sorted order, [(path, problem)]) for the given command-line paths."""
-    files: set[Path] = set()
+@dataclass
+class DiscoverySettings:
+    exclude: Optional[list[str]] = None  # None: the default excludes
+    extend_exclude: list[str] = field(default_factory=list)
+    force_exclude: bool = False
+    root: Optional[Path] = None  # what exclude globs are relative to (default: cwd)
+
+    def exclude_spec(self) -> GitIgnoreSpec:
+        names = [f"{name}/" for name in DEFAULT_EXCLUDES] if self.exclude is None else self.exclude
+        return GitIgnoreSpec.from_lines([*names, *self.extend_exclude])
+
+
+@dataclass
+class Discovery:
+    files: list[Path]
+    problems: list[tuple[str, str]]  # (path, cause): errors
+    notes: list[tuple[str, str]]  # (path, why it was skipped): not errors
+
+
+def discover(paths: Iterable[str], settings: Optional[DiscoverySettings] = None) -> Discovery:
+    settings = settings or DiscoverySettings()
+    walker = _Walker(settings)
+    found: dict[str, Path] = {}
     problems: list[tuple[str, str]] = []
+    notes: list[tuple[str, str]] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            files.update(_walk(path))
-        elif path.is_file():
-            files.add(path)
-        elif path.exists():
-            problems.append((raw, "not a regular file"))
-        else:
-            problems.append((raw, "no such file or directory"))
-    return sorted(files), problems
-
-
-def _walk(root: Path) -> list[Path]:
-    found = []
-    for path in root.rglob("*.py"):
-        relative = path.relative_to(root).parts
-        if any(part in DEFAULT_EXCLUDES for part in relative[:-1]):
+        try:
+            path.stat()
+        except OSError as error:
+            cause = "symlink loop" if error.errno == errno.ELOOP else (
+                "no such file or directory" if not path.is_symlink() else "broken symlink"
+            )
+            if error.errno not in (errno.ENOENT, errno.ELOOP):
+                cause = error.strerror or str(error)
+            problems.append((raw, cause))
             continue
-        if path.is_file() and not path.is_symlink():
-            found.append(path)
-    return found
+        if path.is_dir():
+            for file in walker.walk(path):
+                found.setdefault(os.path.normpath(file), file)
+            continue
+        if not path.is_file():
+            problems.append((raw, "not a regular file"))
+            continue
+        if settings.force_exclude and walker.excluded_explicit(path):
+            continue
+        if path.suffix == NOTEBOOK_SUFFIX:
+            notes.append((raw, "notebooks are not migrated yet; skipped"))
+            continue
+        found.setdefault(os.path.normpath(path), path)
+    return Discovery(sorted(found.values()), problems, notes)
+
+
+class _Walker:
+    def __init__(self, settings: DiscoverySettings) -> None:
+        self.settings = settings
+        self.root = (settings.root or Path.cwd()).absolute()
+        self.excludes = settings.exclude_spec()
+        self._ignore_files: dict[Path, Optional[GitIgnoreSpec]] = {}
+
+    # -- command-line files ------------------------------------------------------------------
+    def excluded_explicit(self, path: Path) -> bool:
+        absolute = Path(os.path.abspath(path))
+        parts = self._relative_parts(absolute, self.root) or absolute.parts[1:]
+        for depth in range(1, len(parts) + 1):
+            rel = "/".join(parts[:depth]) + ("/" if depth < len(parts) else "")
+            if self.excludes.match_file(rel):
+                return True
+        ignores = []
+        for directory in absolute.parents:
+            spec = self._ignore_spec(directory)
+            if spec is not None:
+                ignores.insert(0, (directory, spec))
+            if (directory / ".git").exists():
+                break
+        return _ignored(absolute, False, ignores)
+
+    # -- directories -------------------------------------------------------------------------
+    def walk(self, top: Path) -> list[Path]:
+        absolute_top = Path(os.path.abspath(top))
+        inherited = self._ancestor_ignores(absolute_top)
+        # Excludes apply below a directory named on the command line, never to it or its
+        # ancestors: `migrate .venv/lib/.../torch` walks torch.
+        base = self.root
+        rel_top = self._relative_parts(absolute_top, self.root)
+        if rel_top is None or (rel_top and self.excludes.match_file("/".join(rel_top) + "/")):
+            base = absolute_top
+        found: list[Path] = []
+        self._walk(top, absolute_top, base, inherited, found)
+        return found
+
+    def _ancestor_ignores(self, top: Path) -> list[tuple[Path, GitIgnoreSpec]]:
+        """Ignore files above `top` up to the repository root, shallowest first."""
+        if (top / ".git").exists():
+            return []
+        ignores = []
+        for directory in top.parents:
+            spec = self._ignore_spec(directory)
+            if spec is not None:
+                ignores.insert(0, (directory, spec))
+            if (directory / ".git").exists():
+                break
+        # A directory named on the command line is walked even if an ignore file ignores it.
+        if _ignored(top, True, ignores):
+            return []
+        return ignores
+
+    def _walk(self, path: Path, absolute: Path, base: Path, ignores, found: list[Path]) -> None:
+        own = self._ignore_spec(absolute)
+        if own is not None:
+            ignores = [*ignores, (absolute, own)]
+        try:
+            entries = sorted(os.scandir(path), key=lambda entry: entry.name)
+        except OSError:
+            return  # unreadable directory: nothing to migrate in it
+        for entry in entries:
+            if entry.is_symlink():
+                continue  # never followed: a walk stays inside its tree and cannot loop
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if not is_dir and not entry.name.endswith(SOURCE_SUFFIXES):
+                continue
+            child_absolute = absolute / entry.name
+            rel = "/".join(self._relative_parts(child_absolute, base) or ())
+            if self.excludes.match_file(rel + "/" if is_dir else rel):
+                continue
+            if _ignored(child_absolute, is_dir, ignores):
+                continue
+            if is_dir:
+                self._walk(path / entry.name, child_absolute, base, ignores, found)
+            elif entry.is_file(follow_symlinks=False):
+                found.append(path / entry.name)
+
+    @staticmethod
+    def _relative_parts(absolute: Path, base: Path) -> Optional[tuple[str, ...]]:
+        try:
+            return absolute.relative_to(base).parts
+        except ValueError:
+            return None
+
+    def _ignore_spec(self, directory: Path) -> Optional[GitIgnoreSpec]:
+        if directory not in self._ignore_files:
+            spec = None
+            try:
+                lines = (directory / ".gitignore").read_text(errors="replace").splitlines()
+            except OSError:
+                lines = None
+            if lines:
+                spec = GitIgnoreSpec.from_lines(lines)
+            self._ignore_files[directory] = spec
+        return self._ignore_files[directory]
+
+
+def _ignored(absolute: Path, is_dir: bool, ignores) -> bool:
+    """As git: the deepest ignore file with a matching pattern decides (`!` re-includes)."""
+    for directory, spec in reversed(ignores):
+        rel = os.path.relpath(absolute, directory)
+        verdict = spec.check_file(rel + "/" if is_dir else rel).include
+        if verdict is not None:
+            return verdict
+    return False

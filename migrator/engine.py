@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from migrator.findings import Finding
-from migrator.rules.catalogue import RULE_CODES
+from migrator.prefilter import could_need_migration, triggers  # noqa: F401 - re-exported
+from migrator.rule_table import rule_codes  # not rules.catalogue: that imports LibCST
 
 
 @dataclass(frozen=True)
 class Options:
     target: str = "runtime"
-    rules: frozenset = frozenset(RULE_CODES)
+    rules: frozenset = frozenset(rule_codes())
 
 
 @dataclass
@@ -44,21 +45,6 @@ class FileResult:
 
 class MigrationError(Exception):
     """Input we cannot migrate: undecodable, unparsable. The message is the cause."""
-
-
-def triggers(rules: frozenset) -> tuple[bytes, ...]:
-    from migrator.rules import ALL_RULES
-
-    found: list[bytes] = []
-    for rule in ALL_RULES:
-        if rule.code in rules:
-            found.extend(t.encode() for t in rule.triggers if t.encode() not in found)
-    return tuple(found)
-
-
-def could_need_migration(data: bytes, rules: frozenset) -> bool:
-    """From the bytes alone: could any selected rule apply? (Never parses.)"""
-    return any(trigger in data for trigger in triggers(rules))
 
 
 def decode(data: bytes) -> tuple[str, str]:
@@ -132,12 +118,27 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str]
 
 
 def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileResult:
+    """One file's bytes through the prefilter stages and, if they let it through, LibCST."""
+    from migrator import prefilter
+
     result = FileResult(path=path, source=data)
-    if not could_need_migration(data, options.rules):
-        result.skipped = True
+    if b"\0" in data:
+        result.error = "cannot decode: binary file (contains NUL bytes)"
         return result
     try:
-        text, encoding = decode(data)
+        text, encoding = decode(data)  # cheap, so undecodable files are reported everywhere
+        present = prefilter.matched_triggers(data, options.rules)
+        if present is None:
+            result.skipped = True
+            return result
+        if prefilter.needs_syntax_gate(present):
+            screening = prefilter.screen(text)
+            if screening.verdict == prefilter.SKIP:
+                result.skipped = True
+                return result
+            if screening.verdict == prefilter.NOTES:  # LibCST would only report these
+                result.findings = screening.notes
+                return result
         output, result.findings = migrate_text(text, options)
         if output is not None:
             result.migrated = encode(output, encoding)
@@ -171,13 +172,13 @@ def _remove_imports(module, imports):
 def _positioned(module, findings: list[Finding]) -> list[Finding]:
     pending = [f for f in findings if f.node is not None]
     if pending:
-        from libcst.metadata import MetadataWrapper, PositionProvider
+        from migrator.positions import start_positions  # 15x cheaper than PositionProvider
 
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions = start_positions(module, [f.node for f in pending])
         for finding in pending:
-            position = positions.get(finding.node)
+            position = positions.get(id(finding.node))
             if position is not None:
-                finding.line, finding.col = position.start.line, position.start.column + 1
+                finding.line, finding.col = position[0], position[1] + 1
     for finding in findings:
         finding.node = None  # results cross process boundaries; nodes do not pickle cheaply
     return sorted(findings, key=lambda f: (f.line, f.col, f.code))

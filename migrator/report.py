@@ -6,8 +6,12 @@ rich colours only when the stream is a terminal; plain text when piped.
 from __future__ import annotations
 
 import difflib
+import json
 import sys
-from typing import Optional, TextIO
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Optional, TextIO
 
 from migrator.engine import FileResult
 
@@ -93,3 +97,105 @@ def print_rules_table(stream: Optional[TextIO] = None) -> None:
     for row in rows:
         table.add_row(*row)
     _console(stream).print(table)
+
+
+# -- bulk runs: summary, JSON, progress ------------------------------------------------------
+@dataclass
+class Summary:
+    mode: str
+    scanned: int = 0
+    skipped: int = 0  # rejected by the prefilter: never parsed
+    changed: int = 0
+    errors: int = 0
+    findings: Counter = field(default_factory=Counter)  # code -> count
+    seconds: float = 0.0
+
+    def count(self, result: FileResult) -> None:
+        self.skipped += int(result.skipped)
+        self.changed += int(result.changed)
+        self.findings.update(f.code for f in result.findings)
+
+    def to_json(self) -> dict:
+        return {
+            "mode": self.mode,
+            "scanned": self.scanned,
+            "skipped_by_prefilter": self.skipped,
+            "changed": self.changed,
+            "errors": self.errors,
+            "findings": dict(sorted(self.findings.items())),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def print_summary(summary: Summary, stream: Optional[TextIO] = None) -> None:
+    verb = "migrated" if summary.mode == "write" else "would migrate"
+    noun = "file" if summary.scanned == 1 else "files"
+    parts = [
+        f"{summary.scanned} {noun} scanned",
+        f"{summary.skipped} skipped by prefilter",
+        f"{verb} {summary.changed}",
+    ]
+    if summary.findings:
+        by_code = ", ".join(f"{code} x{n}" for code, n in sorted(summary.findings.items()))
+        parts.append(f"findings: {by_code}")
+    else:
+        parts.append("no findings")
+    parts.append(f"{summary.errors} error{'' if summary.errors == 1 else 's'}")
+    print_message(", ".join(parts) + f" in {summary.seconds:.2f}s", stream)
+
+
+def print_json(results: list[FileResult], summary: Summary, stream: Optional[TextIO] = None) -> None:
+    """Per-file results and findings, and the summary, as one JSON document on stdout."""
+    stream = stream or sys.stdout
+    files = []
+    for result in results:
+        entry = {
+            "path": result.path,
+            "status": _status(result, summary.mode),
+            "changed": result.changed,
+            "skipped": result.skipped,
+            "error": result.error,
+            "findings": [f.to_json() for f in result.findings],
+        }
+        if result.changed and summary.mode == "diff":
+            entry["diff"] = unified_diff(result)
+        files.append(entry)
+    json.dump({"mode": summary.mode, "files": files, "summary": summary.to_json()}, stream, indent=2)
+    stream.write("\n")
+    stream.flush()
+
+
+def _status(result: FileResult, mode: str) -> str:
+    if result.error is not None:
+        return "error"
+    if result.skipped:
+        return "skipped"
+    if result.changed:
+        return "migrated" if mode == "write" else "would-migrate"
+    return "unchanged"
+
+
+@contextmanager
+def progress(total: int, enabled: bool) -> Iterator[Optional[Callable[[int, int], None]]]:
+    """A rich progress bar on stderr (transient) when enabled; yields the update callback."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_console(sys.stderr),
+        transient=True,
+        auto_refresh=False,  # no refresh thread: the process pool forks after this starts
+    )
+    with bar:
+        task = bar.add_task("migrate", total=total)
+
+        def update(done: int, _total: int) -> None:
+            bar.update(task, completed=done, refresh=True)
+
+        yield update

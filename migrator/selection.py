@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migrator.rules.catalogue import RULE_CODES
+from migrator.rule_table import rule_codes  # not rules.catalogue: that imports LibCST
 
 
 class SelectionError(ValueError):
@@ -10,6 +10,7 @@ class SelectionError(ValueError):
 
 
 def _expand(spec: str) -> set[str]:
+    RULE_CODES = rule_codes()
     codes: set[str] = set()
     for raw in spec.split(","):
         token = raw.strip().upper()
@@ -26,7 +27,7 @@ def _expand(spec: str) -> set[str]:
 
 
 def parse_selection(select: str | None, ignore: str | None) -> frozenset[str]:
-    chosen = _expand(select) if select else set(RULE_CODES)
+    chosen = _expand(select) if select else set(rule_codes())
     if ignore:
         chosen -= _expand(ignore)
     return frozenset(chosen)

@@ -1,33 +1,67 @@
-"""Atomic writes: a temp file in the same directory, then os.replace; mode bits kept."""
+"""Atomic writes: a temp file in the same directory, then os.replace; mode bits kept.
+
+The bytes written are the engine's, which keep the file's encoding, BOM and newline style.
+Signals that end the process (Ctrl-C, SIGTERM, SIGHUP) are held back while one file is being
+written, so an interrupted run leaves every file old or new and never a temp file behind.
+A file whose mode bits (or directory's) forbid writing is refused even when running as root.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Optional
+
+TEMP_SUFFIX = ".migrate-tmp"
+_DEFERRED_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 class WriteError(Exception):
     pass
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes, expected: Optional[bytes] = None) -> None:
+    """Replace `path`'s content with `data`. With `expected`, refuse if the file changed since
+    it was read (another tool or an editor wrote it meanwhile)."""
+    target = Path(os.path.realpath(path))  # a symlink named on the command line stays a link
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        info = os.stat(target)
+        if expected is not None and target.read_bytes() != expected:
+            raise WriteError("cannot write: the file changed while it was being migrated")
     except OSError as error:
         raise WriteError(f"cannot write: {error.strerror or error}") from None
+    mode = stat.S_IMODE(info.st_mode)
+    _check_writable(target, mode)
+    with _signals_deferred():
+        _replace(target, data, mode)
+
+
+def _check_writable(target: Path, mode: int) -> None:
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise WriteError("cannot write: the file is read-only")
+    directory = target.parent
+    directory_mode = stat.S_IMODE(os.stat(directory).st_mode)
+    if not directory_mode & 0o222 or not os.access(directory, os.W_OK | os.X_OK):
+        raise WriteError(f"cannot write: directory {directory} is read-only")
+
+
+def _replace(target: Path, data: bytes, mode: int) -> None:
     temp_name = None
     try:
         fd, temp_name = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".migrate-tmp", dir=path.parent
+            prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent
         )
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp_name, mode)
-        os.replace(temp_name, path)
+        os.replace(temp_name, target)
         temp_name = None
     except OSError as error:
         raise WriteError(f"cannot write: {error.strerror or error}") from None
@@ -37,3 +71,18 @@ def write_atomically(path: Path, data: bytes) -> None:
                 os.unlink(temp_name)
             except OSError:
                 pass
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Block the terminating signals for the duration; they are delivered on exit."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "pthread_sigmask"
+    ):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -34,3 +34,10 @@ def test_readme_rule_table_lists_every_rule():
 
     for rule in ALL_RULES:
         assert f"| {rule.code} | {rule.name} |" in README
+
+
+def test_readme_rule_table_lists_every_finding_code():
+    from migrator.rules.catalogue import FINDING_CODES
+
+    for code in FINDING_CODES:
+        assert f"| {code} | finding" in README

@@ -8,8 +8,15 @@ import libcst as cst
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
-    DDP_OPTIONS_KEPT, REDUCE_OPS, DistributedFacts, Reduction, Sampler, Wrap, contains,
-    keyword_value, whole_statement,
+    DDP_OPTIONS_KEPT,
+    REDUCE_OPS,
+    DistributedFacts,
+    Reduction,
+    Sampler,
+    Wrap,
+    contains,
+    keyword_value,
+    whole_statement,
 )
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, ModuleIndex, Scope

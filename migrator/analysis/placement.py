@@ -14,8 +14,8 @@ from typing import Optional
 
 import libcst as cst
 
+from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Statement
-from migrator.analysis.roles import TrainingFacts
 from migrator.findings import Finding
 
 # Attribute uses that are fine on the unprepared object (prepare moves parameters in place).

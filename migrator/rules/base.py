@@ -11,10 +11,10 @@ from typing import ClassVar, Optional
 
 import libcst as cst
 
+from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Scope, Statement
 from migrator.analysis.patterns import expression_for, root_name
 from migrator.analysis.placement import PreparePlan
-from migrator.analysis.roles import TrainingFacts
 from migrator.edits import CODEGEN, EMPTY_LINE, EditSet
 from migrator.findings import Finding
 

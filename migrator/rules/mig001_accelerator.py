@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from migrator.analysis.facts import class_methods, is_method
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.placement import after_imports, is_docstring
-from migrator.analysis.roles import class_methods, is_method
 from migrator.findings import Finding
 from migrator.rules.base import AcceleratorNeed, Rule, RuleContext
 from migrator.rules.mig006_prepare import LINE_LENGTH

@@ -7,8 +7,8 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import patterns
+from migrator.analysis.facts import class_methods
 from migrator.analysis.index import Binding, Scope
-from migrator.analysis.roles import class_methods
 from migrator.rules.base import Rule, RuleContext
 
 

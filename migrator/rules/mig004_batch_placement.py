@@ -8,7 +8,8 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import patterns
-from migrator.analysis.roles import DataRegion, data_root
+from migrator.analysis.dataflow import data_root
+from migrator.analysis.facts import DataRegion
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement
 

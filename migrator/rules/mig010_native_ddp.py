@@ -20,15 +20,26 @@ import libcst as cst
 
 from migrator.analysis.distributed import is_pure
 from migrator.analysis.distributed_facts import (
-    LOCAL_PROCESS_INDEX, MAIN_PROCESS, RANK_KINDS, DistributedFacts, Sampler, Spawn,
+    LOCAL_PROCESS_INDEX,
+    MAIN_PROCESS,
+    RANK_KINDS,
+    DistributedFacts,
+    Sampler,
+    Spawn,
 )  # fmt: skip
 from migrator.analysis.index import Scope, Statement
 from migrator.analysis.patterns import is_device_constructor
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.ddp_syntax import (
-    NoImports, import_entries, main_process_check, name_ids, parents_of, visible_scopes,
-    without_args, without_params,
+    NoImports,
+    import_entries,
+    main_process_check,
+    name_ids,
+    parents_of,
+    visible_scopes,
+    without_args,
+    without_params,
 )
 from migrator.rules.placement_calls import strip_placement
 

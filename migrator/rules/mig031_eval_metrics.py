@@ -19,9 +19,9 @@ from typing import Optional
 
 import libcst as cst
 
+from migrator.analysis.facts import DataRegion
 from migrator.analysis.index import Block, Loop
 from migrator.analysis.patterns import name_of
-from migrator.analysis.roles import DataRegion
 from migrator.rules.base import Rule, RuleContext
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}

@@ -1,0 +1,103 @@
+"""Where loader data flows inside a loop (or a helper handed a batch): the names that hold it
+by pure access — unpacking, subscripts, attributes, device-keeping tensor methods, identity
+comprehensions. Only those lose their `.to(device)` (MIG004)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from migrator.analysis import patterns
+from migrator.analysis.facts import DataRegion
+from migrator.analysis.index import Binding
+
+
+def derive(region: DataRegion) -> set[str]:
+    """Seeds plus names bound (only) by pure access to loader data inside the region."""
+    names = set(region.seeds)
+    scope = region.scope
+    candidates: dict[str, list[Binding]] = {}
+    for name, bindings in scope.bindings.items():
+        inside = [b for b in bindings if b.kind in ("assign", "for") and _binding_in(b, region)]
+        if inside:
+            candidates[name] = inside
+    changed = True
+    while changed:
+        changed = False
+        for name, bindings in candidates.items():
+            if name in names:
+                continue
+            # `x = x.to(device)` keeps x as data only if x was data already: a seed, or bound
+            # from data by some other statement.
+            grounded = name in region.seeds or any(_derived_value(b, names) for b in bindings)
+            if grounded and all(_derived_value(b, names | {name}) for b in bindings):
+                names.add(name)
+                changed = True
+    # A seed rebound from non-data (`x = model(x)`) stops being data for this analysis.
+    for name in list(names):
+        for binding in candidates.get(name, []):
+            if binding.kind == "assign" and not _derived_value(binding, names | {name}):
+                names.discard(name)
+    return names
+
+
+def _binding_in(binding: Binding, region: DataRegion) -> bool:
+    if binding.statement.block.scope is not region.scope:
+        return False
+    if region.loop is None:
+        return True
+    return region.loop.contains(binding.loop) and binding.loop is not None
+
+
+def _derived_value(binding: Binding, names: set[str]) -> bool:
+    if binding.kind == "for":
+        name, _ = patterns.loader_base(binding.value, _NO_IMPORTS)
+        return data_root(binding.value, names) is not None or name in names
+    value = binding.element if binding.element is not None else binding.value
+    return value is not None and data_root(value, names) is not None
+
+
+def data_root(expr: cst.BaseExpression, names: set[str]) -> Optional[str]:
+    """The loader-data name `expr` reaches by pure access (subscript, attribute, device-keeping
+    tensor methods, identity comprehensions), or None."""
+    while True:
+        if isinstance(expr, cst.Name):
+            return expr.value if expr.value in names else None
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Attribute):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            method = expr.func.attr.value
+            if method in ("items", "values", "keys") or (
+                method in patterns.DEVICE_PRESERVING_METHODS
+            ):
+                expr = expr.func.value
+            else:
+                return None
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in (
+            "tuple",
+            "list",
+            "dict",
+        ):
+            if len(expr.args) != 1:
+                return None
+            expr = expr.args[0].value
+        elif isinstance(expr, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            expr = expr.for_in.iter
+        elif isinstance(expr, (cst.Tuple, cst.List)):
+            roots = [data_root(e.value, names) for e in expr.elements]
+            return roots[0] if roots and all(roots) else None
+        else:
+            return None
+
+
+class _NoImports:
+    def qualify(self, node):
+        from migrator.analysis.imports import dotted_name
+
+        return dotted_name(node)
+
+
+_NO_IMPORTS = _NoImports()

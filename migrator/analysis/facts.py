@@ -1,0 +1,228 @@
+"""The facts analysis hands to the rules, and how a name is traced to where it is made.
+
+`TrainingFacts` holds the roles; `origin(scope, name)` follows a helper's parameter back through
+the call sites that pass it (`train_epoch(model, loader, ...)` from `main()`), a Trainer's
+`self.x` to the method that binds it (`__init__`), and a free name to its enclosing scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from migrator.analysis import patterns
+from migrator.analysis.distributed import RANK_KINDS, DistributedFacts
+from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope
+from migrator.findings import Finding
+
+
+@dataclass(frozen=True)
+class Origin:
+    scope: Scope
+    name: str
+
+
+@dataclass(eq=False)
+class DataRegion:
+    """Code that holds loader batches: a loop over a prepared loader, or a helper receiving one."""
+
+    scope: Scope
+    loop: Optional[Loop]  # None: the whole body of `scope` (a helper called with batch data)
+    loader: Origin
+    seeds: set[str]
+    names: set[str] = field(default_factory=set)  # seeds plus names derived by pure access
+
+    def contains(self, call: CallSite) -> bool:
+        if call.scope is not self.scope:
+            return False
+        return self.loop is None or self.loop.contains(call.loop)
+
+
+@dataclass(eq=False)
+class SchedulerRole:
+    name: str
+    per_step: bool
+    binding: Optional[Binding]
+
+
+@dataclass(eq=False)
+class TrainingFacts:
+    index: ModuleIndex
+    accelerator_names: set[str] = field(default_factory=set)
+    accelerator_bindings: list[Binding] = field(default_factory=list)
+    prepared_already: set[str] = field(default_factory=set)
+    owner: Optional[Scope] = None
+    training_loops: list[Loop] = field(default_factory=list)
+    eval_loops: list[Loop] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    optimizers: list[str] = field(default_factory=list)
+    train_loaders: list[str] = field(default_factory=list)
+    eval_loaders: list[str] = field(default_factory=list)
+    schedulers: list[SchedulerRole] = field(default_factory=list)
+    regions: list[DataRegion] = field(default_factory=list)
+    device_bindings: list[Binding] = field(default_factory=list)
+    backward_calls: list[CallSite] = field(default_factory=list)
+    training_scopes: list[Scope] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    blocked: bool = False  # a finding says the file cannot be migrated safely
+    origins: dict[tuple[int, str], Optional[Origin]] = field(default_factory=dict)
+    distributed: DistributedFacts = field(default_factory=DistributedFacts)  # MIG010
+
+    @property
+    def has_training(self) -> bool:
+        return bool(self.training_loops) and self.owner is not None and not self.blocked
+
+    @property
+    def accelerator_name(self) -> str:
+        existing = sorted(self.accelerator_names)
+        if existing:
+            return existing[0]
+        return "self.accelerator" if is_method(self.owner) else "accelerator"
+
+    def origin(self, scope: Scope, name: str) -> Optional[Origin]:
+        return _origin(self, scope, name, frozenset())
+
+    def role(self, scope: Scope, name: str) -> Optional[str]:
+        """model / optimizer / loader / scheduler for a name as seen from `scope`."""
+        found = self.origin(scope, name)
+        if found is None or found.scope is not self.owner:
+            return None
+        if found.name in self.models:
+            return "model"
+        if found.name in self.optimizers:
+            return "optimizer"
+        if found.name in self.train_loaders or found.name in self.eval_loaders:
+            return "loader"
+        if any(s.name == found.name for s in self.schedulers):
+            return "scheduler"
+        return None
+
+    def device_names(self, scope: Scope) -> set[str]:
+        names: set[str] = set()
+        current: Optional[Scope] = scope
+        while current is not None:
+            for binding in self.device_bindings:
+                if binding.statement.block.scope is current:
+                    names.add(binding.name)
+            for name in current.params:
+                if patterns.looks_like_device_name(name):
+                    names.add(name)
+            names.update(n for n in current.bindings if self.rank_kind(current, n) in RANK_KINDS)
+            current = current.parent
+        return names
+
+    def rank_kind(self, scope: Scope, name: str) -> Optional[str]:
+        """process_index / local_process_index / num_processes for a name holding one (MIG010)."""
+        found = self.origin(scope, name)
+        return self.distributed.kind_of(found.scope, found.name) if found is not None else None
+
+
+def is_method(scope: Optional[Scope]) -> bool:
+    return (
+        scope is not None
+        and scope.kind == "function"
+        and scope.parent is not None
+        and scope.parent.kind == "class"
+    )
+
+
+def instance_origin(scope: Scope, name: str) -> Optional[Origin]:
+    """Where a Trainer's `self.x` is made: `__init__`, else the one method that binds it."""
+    while scope is not None and not is_method(scope):
+        scope = scope.parent
+    if scope is None:
+        return None
+    methods = [m for m in scope.parent.children if m.kind == "function" and m.assigns(name)]
+    methods.sort(key=lambda m: m.name != "__init__")
+    if len(methods) == 1 or (methods and methods[0].name == "__init__"):
+        return Origin(methods[0], name)
+    return None
+
+
+def class_methods(scope: Scope) -> list[Scope]:
+    """The methods of the class `scope` is a method of (itself included)."""
+    if not is_method(scope):
+        return [scope]
+    return [m for m in scope.parent.children if m.kind == "function"]
+
+
+def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> Optional[Origin]:
+    key = (id(scope), name)
+    if key in facts.origins:
+        return facts.origins[key]
+    if key in seen:
+        return None
+    seen = seen | {key}
+    result: Optional[Origin]
+    if name.startswith(patterns.SELF + "."):
+        result = instance_origin(scope, name)
+    elif facts.distributed.launch_param(scope, name):  # the rank `mp.spawn` passes
+        result = Origin(scope, name)
+    elif scope.kind == "function" and name in scope.params:
+        results = set()
+        for site in call_sites_of(facts.index, scope):
+            argument = argument_for(site.node, scope, name)
+            if patterns.name_of(argument) is not None:
+                results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
+            else:
+                results.add(None)
+        result = results.pop() if len(results) == 1 else None
+    elif scope.kind == "module" or scope.is_local(name):
+        wrapped = facts.distributed.unwrapped(scope, name)  # `ddp_model = DDP(model)` is `model`
+        result = _origin(facts, scope, wrapped, seen) if wrapped else Origin(scope, name)
+    else:
+        enclosing = scope.parent
+        while enclosing is not None and enclosing.kind == "class":
+            enclosing = enclosing.parent
+        result = (
+            _origin(facts, enclosing, name, seen) if enclosing is not None else Origin(scope, name)
+        )
+    facts.origins[key] = result
+    return result
+
+
+def call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
+    if is_method(function):  # `self.train_epoch(...)` from a sibling method
+        wanted = f"{patterns.SELF}.{function.name}"
+        return [
+            site for site in index.calls()
+            if patterns.name_of(site.node.func) == wanted and site.scope.parent is function.parent
+        ]  # fmt: skip
+    return [
+        site
+        for site in index.calls()
+        if isinstance(site.node.func, cst.Name) and site.node.func.value == function.name
+    ]
+
+
+def argument_for(call: cst.Call, function: Scope, param: str) -> Optional[cst.BaseExpression]:
+    positional = [p for p in function.params if not p.startswith("*")]
+    if is_method(function):
+        positional = positional[1:]  # `self` is not passed
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return arg.value
+    position = positional.index(param) if param in positional else -1
+    plain = [a for a in call.args if a.keyword is None and not a.star]
+    if 0 <= position < len(plain):
+        return plain[position].value
+    return None
+
+
+def bindings_of(origin: Optional[Origin]) -> list[Binding]:
+    if origin is None:
+        return []
+    return origin.scope.assigns(origin.name)
+
+
+def value_call(binding: Binding) -> Optional[cst.Call]:
+    value = binding.element if binding.element is not None else binding.value
+    if binding.unpacked and binding.element is None:
+        return None
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and (
+        value.func.attr.value in ("to", "cuda")
+    ):
+        value = value.func.value  # `Net().to(device)` is built by `Net()`
+    return value if isinstance(value, cst.Call) else None

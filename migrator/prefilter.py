@@ -1,0 +1,290 @@
+"""Which files could need migration, decided as cheaply as possible, before LibCST sees them.
+
+Two stages, each a superset of what the LibCST pipeline changes or reports:
+
+1. bytes: a file must contain one of the selected rules' declared `triggers` (derived from the
+   rule classes, so a new rule cannot forget its own). A trigger that the analysis only ever
+   meets as a method call (`x.backward(...)`) is refined by a linear-time regex: `.backward`
+   then `(` (or `)` or a comment), with only whitespace or line continuations between, or
+   `backward` first on a line (after a comment line, say); a dot on a line that starts with
+   `#` or `>>>` (a comment, a doctest) does not count.
+2. ast (`ast.parse` is ~10x cheaper than LibCST): when the only triggers present are method
+   triggers, the file must have a call `<expr>.backward(...)` that could give a finding or a
+   training loop, mirroring the early exits of `migrator.analysis.roles` conservatively:
+   - a backward call is reported (MIG905) unless its function is called by name somewhere,
+     so any backward at module/class level, or in a function never called by name, passes;
+   - a training loop needs an optimizer `.step(...)` call and a loop that contains a backward
+     call or a call (by name) of a function that reaches one.
+   Anything the gate cannot parse goes on to LibCST, which reports the error.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Optional
+
+# Triggers the analysis only matches as a method name: `<expr>.NAME(...)`.
+METHOD_TRIGGERS = frozenset({"backward"})
+
+
+@lru_cache(maxsize=None)
+def triggers(rules: frozenset) -> tuple[bytes, ...]:
+    from migrator.rule_table import rule_triggers  # the rules' own triggers, without LibCST
+
+    found: list[bytes] = []
+    for code, declared in rule_triggers().items():
+        if code in rules:
+            found.extend(t.encode() for t in declared if t.encode() not in found)
+    return tuple(found)
+
+
+@lru_cache(maxsize=None)
+def _method_pattern(name: str) -> "re.Pattern[bytes]":
+    word = re.escape(name.encode())
+    space = rb"[ \t\f\r\n\\]*"  # whitespace, newlines (inside brackets), continuations
+    # `.NAME` then `(` (a call), `)` (`(x.NAME)(...)`) or `#` (a comment before the `(`); or
+    # NAME first on a line, whatever precedes it (a comment line after the dot, say).
+    # No nested quantifiers: linear in the input, whatever the input.
+    return re.compile(rb"(?:\.|[\r\n])" + space + word + space + rb"[()#]")
+
+
+def matched_triggers(data: bytes, rules: frozenset) -> Optional[set[str]]:
+    """The triggers present in `data` (None when none is: no rule can apply)."""
+    present = set()
+    for trigger in triggers(rules):
+        if trigger not in data:
+            continue
+        name = trigger.decode()
+        if name in METHOD_TRIGGERS and not _method_call_in_code(data, name):
+            continue
+        present.add(name)
+    return present or None
+
+
+def _method_call_in_code(data: bytes, name: str) -> bool:
+    """A `.NAME(` that could be code: a dot on a line that starts with `#` is in a comment (or
+    a string), one on a line that starts with `>>>` is in a doctest (no code line can start
+    with `>>>`); either way it is no attribute access. Anything else counts."""
+    pattern = _method_pattern(name)
+    match = pattern.search(data)
+    while match is not None:
+        start = match.start()
+        if data[start : start + 1] != b".":
+            return True  # NAME first on its line
+        line_start = max(data.rfind(b"\n", 0, start), data.rfind(b"\r", 0, start)) + 1
+        before = data[line_start:start].lstrip(b" \t\f")
+        if not before.startswith((b"#", b">>>")):
+            return True
+        # Search again from the next byte, not the match's end: a skipped match may cover the
+        # newline that starts a real `NAME` line.
+        match = pattern.search(data, start + 1)
+    return False
+
+
+def could_need_migration(data: bytes, rules: frozenset) -> bool:
+    """From the bytes alone: could any selected rule apply? (Never parses.)"""
+    return matched_triggers(data, rules) is not None
+
+
+def needs_syntax_gate(present: set[str]) -> bool:
+    """The ast stage knows only the method triggers' conditions; any other trigger skips it."""
+    return present <= METHOD_TRIGGERS
+
+
+SKIP, LIBCST, NOTES = "skip", "libcst", "notes"
+# The analysis's only finding for a backward call that no loop can train (roles.py).
+MIG905 = ("MIG905", "backward() outside a loop over a DataLoader; migrate this step by hand")
+
+
+@dataclass
+class Screening:
+    verdict: str  # SKIP: nothing to change or report; LIBCST: run it; NOTES: exactly `notes`
+    notes: list = field(default_factory=list)
+
+
+def could_train_or_report(text: str) -> bool:
+    """From `ast`: could the LibCST analysis find a training loop or report a backward call?"""
+    return screen(text).verdict != SKIP
+
+
+def screen(text: str) -> Screening:
+    """The ast stage. Besides SKIP and LIBCST it answers NOTES when LibCST could only report
+    MIG905 notes and every note's conditions are decided here: no training loop possible and
+    no `Accelerator` in the file; then, as in the analysis, a backward call gives a note unless
+    its function is called by name, its receiver resolves to torch.autograd through the
+    imports, or a loop of its scope iterates a (wrapped) name. tests/bulk checks these notes
+    equal LibCST's on every fixture and on every torch source."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return Screening(LIBCST)  # LibCST decides (and reports the error if it cannot parse)
+    facts = _CallFacts()
+    facts.visit(tree)
+    if not facts.backward_sites:
+        return Screening(SKIP)
+    noted = [
+        site for site in facts.backward_sites
+        if site.kind != "function" or site.name not in facts.called_names
+    ]  # fmt: skip
+    training = _training_possible(facts)
+    if not noted and not training:
+        return Screening(SKIP)
+    if training or "Accelerator" in text:  # a receiver could be an accelerator: no note
+        return Screening(LIBCST)
+    noted = [
+        site for site in noted
+        if not _resolves_to_autograd(site.node, facts.aliases)
+        and not any(_is_batch_loop(loop, facts.aliases) for loop in site.loops)
+    ]  # fmt: skip
+    return Screening(NOTES, _notes(text, noted)) if noted else Screening(SKIP)
+
+
+def _training_possible(facts: "_CallFacts") -> bool:
+    """A loop could train only if something steps an optimizer and a loop reaches a backward."""
+    if not facts.has_step:
+        return False
+    if any(site.in_loop for site in facts.backward_sites):
+        return True
+    reaching = {site.name for site in facts.backward_sites if site.kind == "function"}
+    grew = True
+    while grew:
+        grew = False
+        for callee, kind, name, _ in facts.name_calls:
+            if callee in reaching and kind == "function" and name not in reaching:
+                reaching.add(name)
+                grew = True
+    return any(in_loop and callee in reaching for callee, _, _, in_loop in facts.name_calls)
+
+
+def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
+    """As ImportTable.qualify: a dotted name with its head resolved through the imports."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+
+
+def _is_batch_loop(loop: ast.stmt, aliases: dict[str, str]) -> bool:
+    """As patterns.loader_base: a `for` over a name, maybe wrapped in enumerate/tqdm/iter."""
+    from migrator.analysis.patterns import LOADER_WRAPPERS  # the analysis's own list
+
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False  # while loops iterate nothing
+    expr = loop.iter
+    while isinstance(expr, ast.Call):
+        if _qualify(expr.func, aliases) not in LOADER_WRAPPERS:
+            return False
+        arguments = sorted([*expr.args, *expr.keywords], key=lambda a: (a.lineno, a.col_offset))
+        if not arguments:
+            return False
+        first = arguments[0]
+        if isinstance(first, ast.keyword):
+            if first.arg is not None:
+                return False  # the first argument is a keyword: not a wrapped loader
+            first = first.value  # `**kw`: LibCST's Arg value, star aside
+        elif isinstance(first, ast.Starred):
+            first = first.value
+        expr = first
+    return isinstance(expr, ast.Name)
+
+
+def _resolves_to_autograd(call: ast.Call, aliases: dict[str, str]) -> bool:
+    """Does the receiver resolve to torch.autograd, as the analysis resolves it? (Such calls
+    are no backward sites.)"""
+    return _qualify(call.func.value, aliases) in ("torch.autograd", "autograd")  # type: ignore[attr-defined]
+
+
+def _notes(text: str, sites: list["_BackwardSite"]) -> list:
+    from migrator.findings import Finding
+
+    lines = re.split(r"\r\n|\r|\n", text)
+    notes = []
+    for site in sites:
+        line = lines[site.node.lineno - 1].encode("utf-8")
+        column = len(line[: site.node.col_offset].decode("utf-8", errors="replace"))
+        code, message = MIG905
+        notes.append(Finding(code=code, message=message, level="note",
+                             line=site.node.lineno, col=column + 1))  # fmt: skip
+    return sorted(notes, key=lambda f: (f.line, f.col, f.code))
+
+
+@dataclass
+class _BackwardSite:
+    node: ast.Call
+    kind: str  # module | function | class: the innermost def scope, as LibCST's index has it
+    name: str
+    in_loop: bool  # inside some loop, in any scope (an over-approximation)
+    loops: tuple = ()  # the enclosing for/while statements of its own scope, as LibCST's index
+
+
+class _CallFacts(ast.NodeVisitor):
+    """Backward calls, calls by name and `.step(...)` calls, each with its innermost def scope
+    (as LibCST's index sees scopes: module, function, class) and whether a loop encloses it."""
+
+    def __init__(self) -> None:
+        self.scope: tuple[str, str] = ("module", "<module>")
+        self.loops = 0  # enclosing for/while statements, across scopes (an over-approximation)
+        self.scope_loops: list[ast.stmt] = []  # the enclosing loops of the current scope
+        self.backward_sites: list[_BackwardSite] = []
+        self.aliases: dict[str, str] = {}  # local name -> qualified name, as ImportTable has it
+        self.name_calls: list[tuple[str, str, str, bool]] = []
+        self.called_names: set[str] = set()
+        self.has_step = False
+
+    def _scoped(self, node: ast.AST, kind: str) -> None:
+        outer, outer_loops = self.scope, self.scope_loops
+        self.scope, self.scope_loops = (kind, node.name), []  # type: ignore[attr-defined]
+        self.generic_visit(node)
+        self.scope, self.scope_loops = outer, outer_loops
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._scoped(node, "function")
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._scoped(node, "class")
+
+    def _loop(self, node: ast.AST) -> None:
+        self.loops += 1
+        self.scope_loops.append(node)  # type: ignore[arg-type]
+        self.generic_visit(node)
+        self.scope_loops.pop()
+        self.loops -= 1
+
+    visit_For = visit_AsyncFor = visit_While = _loop  # type: ignore[assignment]
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.aliases[alias.asname] = alias.name
+            else:  # `import torch.nn` binds `torch`
+                head = alias.name.split(".")[0]
+                self.aliases[head] = head
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level or any(alias.name == "*" for alias in node.names):
+            return  # as ImportTable: relative and star imports are not resolved
+        for alias in node.names:
+            local = alias.asname or alias.name
+            self.aliases[local] = f"{node.module}.{alias.name}" if node.module else alias.name
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        in_loop = self.loops > 0
+        if isinstance(func, ast.Attribute):
+            if func.attr == "backward":
+                site = _BackwardSite(node, *self.scope, in_loop, tuple(self.scope_loops))
+                self.backward_sites.append(site)
+            elif func.attr == "step":
+                self.has_step = True
+        elif isinstance(func, ast.Name):
+            self.called_names.add(func.id)
+            self.name_calls.append((func.id, *self.scope, in_loop))
+        self.generic_visit(node)

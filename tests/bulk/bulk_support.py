@@ -1,0 +1,25 @@
+"""Helpers shared by the bulk tests (imported by name: pytest puts this folder on sys.path)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+REPO = HERE.parent.parent
+TRAIN_SCRIPT = (HERE / "data" / "train_mnist_like.py").read_text()
+
+
+def run_migrate(*args: str, cwd: Path | None = None, stdin: bytes | None = None):
+    """`python -m migrator ARGS` in a subprocess; returns CompletedProcess with text streams."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "migrator", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )

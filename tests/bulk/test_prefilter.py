@@ -1,0 +1,251 @@
+"""The prefilter stages are supersets of what the LibCST pipeline changes or reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bulk_support import HERE, REPO, TRAIN_SCRIPT
+
+from migrator import prefilter
+from migrator.engine import Options, migrate_bytes, migrate_text
+from migrator.rules import ALL_RULES
+from migrator.rules.catalogue import RULE_CODES
+
+ALL = frozenset(RULE_CODES)
+
+# Shapes around the gate's conditions: each is run through the gate and through LibCST.
+GATE_CASES = {
+    "no_backward": "import torch\nx = torch.ones(2)\n",
+    "def_backward_only": (
+        "import torch\n\nclass Square(torch.autograd.Function):\n"
+        "    @staticmethod\n    def backward(ctx, grad):\n        return 2 * grad\n"
+    ),
+    "backward_in_string": 's = "call loss.backward() in a loop"\n',
+    "backward_module_level": "loss = model(x).sum()\nloss.backward()\n",
+    "backward_in_called_helper": (
+        "def step(loss, opt):\n    loss.backward()\n    opt.step()\n\n"
+        "for batch in loader:\n    step(model(batch), opt)\n"
+    ),
+    "backward_in_uncalled_method": (
+        "class Trainer:\n    def fit(self, loss):\n        loss.backward()\n"
+    ),
+    "backward_in_called_function_no_loop": (
+        "def helper(loss):\n    loss.backward()\n\nhelper(l)\n"
+    ),
+    "loop_without_step": (
+        "def helper(loss):\n    loss.backward()\n\nfor x in data:\n    helper(x)\n"
+    ),
+    "loop_with_step_via_helper": (
+        "def helper(loss):\n    loss.backward()\n\n"
+        "def train(loader, opt):\n    for x in loader:\n        helper(x)\n        opt.step()\n\n"
+        "train(loader, opt)\n"
+    ),
+    "autograd_backward": "import torch\ntorch.autograd.backward([t])\n",
+    "py312_syntax": "def f[T](x: T) -> T:\n    x.backward()\n    return x\n",
+    "training_script": TRAIN_SCRIPT,
+}
+
+
+def _python_sources() -> list[Path]:
+    roots = [REPO / "fixtures", HERE / "data"]
+    return sorted(p for root in roots if root.is_dir() for p in root.rglob("*.py"))
+
+
+def _gate_rejects(text: str) -> bool:
+    data = text.encode()
+    present = prefilter.matched_triggers(data, ALL)
+    if present is None:
+        return True
+    return prefilter.needs_syntax_gate(present) and not prefilter.could_train_or_report(text)
+
+
+def _assert_superset(text: str) -> None:
+    if not _gate_rejects(text):
+        return
+    try:
+        output, findings = migrate_text(text, Options())
+    except Exception:
+        return
+    assert output is None and findings == [], "the gate rejected a file LibCST would act on"
+
+
+@pytest.mark.parametrize("name", sorted(GATE_CASES))
+def test_gate_rejection_implies_no_change_and_no_findings(name):
+    _assert_superset(GATE_CASES[name])
+
+
+@pytest.mark.parametrize("path", _python_sources(), ids=lambda p: str(p.relative_to(REPO)))
+def test_gate_is_a_superset_on_every_fixture(path):
+    _assert_superset(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def test_gate_lets_a_training_script_through():
+    assert not _gate_rejects(TRAIN_SCRIPT)
+
+
+def test_gate_rejects_files_that_only_define_backward():
+    assert _gate_rejects(GATE_CASES["def_backward_only"])
+    assert _gate_rejects(GATE_CASES["loop_without_step"])
+
+
+def test_gate_keeps_files_whose_backward_would_be_reported():
+    for name in ("backward_module_level", "backward_in_uncalled_method", "py312_syntax"):
+        assert not _gate_rejects(GATE_CASES[name]), name
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"loss.backward()",
+        b"loss . backward()",
+        b"(loss.\n    backward)()",
+        b"loss.\\\nbackward()",
+        b"(loss.  # why\n   backward)()",
+        b"x = (loss.\r\n  backward())",
+        b"(loss.backward)()",
+        b"loss.backward  # a comment inside brackets\n(retain_graph=True)",
+        b"@opt.backward\\\n(1)\ndef f(): pass",
+        b"x = 1  # a comment after code does not hide the call\nloss.backward()",
+        b"x = (loss.\n     # a comment line that ends with a dot.\n     backward)()",
+    ],
+)
+def test_byte_stage_finds_every_spelling_of_a_backward_attribute(source):
+    assert prefilter.could_need_migration(source, ALL)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"def backward(ctx, g):\n    return g",
+        b"register_backward_hook(h)",
+        b"see :meth:`torch.Tensor.backward` for details",
+        b"x = 1\n    # then call loss.backward() once per batch\n",
+        b'def f():\n    """Example:\n\n    >>> out.sum().backward()\n    """\n',
+        b"step = loss.backward\n",  # a reference, not a call
+        b"x = 1",
+        b"",
+    ],
+)
+def test_byte_stage_rejects_backward_that_is_not_a_method_call(source):
+    assert not prefilter.could_need_migration(source, ALL)
+
+
+def test_byte_stage_is_linear_on_hostile_input():
+    # Many dots followed by long comment-like runs: a backtracking pattern would take minutes.
+    hostile = (b".#" + b"#" * 200 + b"\n") * 20000
+    assert not prefilter.could_need_migration(hostile, ALL)
+
+
+def test_every_rule_trigger_reaches_the_prefilter():
+    declared = {t.encode() for rule in ALL_RULES for t in rule.triggers}
+    assert declared == set(prefilter.triggers(ALL))
+
+
+def test_unselected_rules_do_not_contribute_triggers():
+    assert prefilter.triggers(frozenset()) == ()
+    assert not prefilter.could_need_migration(TRAIN_SCRIPT.encode(), frozenset())
+
+
+def test_a_trigger_other_than_backward_bypasses_the_ast_stage():
+    assert prefilter.needs_syntax_gate({"backward"})
+    assert not prefilter.needs_syntax_gate({"backward", "DistributedDataParallel"})
+
+
+def test_migrate_bytes_marks_gated_files_skipped():
+    result = migrate_bytes(GATE_CASES["def_backward_only"].encode(), "f.py")
+    assert result.skipped and result.migrated is None and result.error is None
+    result = migrate_bytes(TRAIN_SCRIPT.encode(), "train.py")
+    assert not result.skipped and result.changed
+
+
+def _torch_files_the_gate_rejects(limit: int = 20) -> list[Path]:
+    torch = pytest.importorskip("torch")  # only its sources are read, nothing is run
+    root = Path(torch.__file__).parent
+    chosen = []
+    for path in sorted(root.rglob("*.py")):
+        data = path.read_bytes()
+        if b"backward" not in data or len(data) > 60_000:
+            continue
+        text = data.decode("utf-8", errors="replace")
+        if _gate_rejects(text) and prefilter.matched_triggers(data, ALL) is not None:
+            chosen.append(path)  # passed the byte stage, rejected by the ast stage
+        if len(chosen) >= limit:
+            break
+    return chosen
+
+
+def test_gate_is_a_superset_on_real_code_that_mentions_backward():
+    files = _torch_files_the_gate_rejects()
+    assert files, "expected torch sources that the ast stage rejects"
+    for path in files:
+        _assert_superset(path.read_text(encoding="utf-8", errors="replace"))
+
+
+NOTES_CASES = {
+    "module_level": "loss = model(x).sum()\nloss.backward()\n",
+    "uncalled_method": "class T:\n    def fit(self, loss):\n        self.loss(loss).backward()\n",
+    "unicode_before": "s = 'é∂'; (loss * 2).backward(retain_graph=True)\n",
+    "tabs_and_crlf": "def f(loss):\r\n\tif loss:\r\n\t\tloss.backward()\r\n",
+    "parenthesised": "x = (\n    (a + b).backward()\n)\n",
+    "autograd_receivers": (
+        "import torch\nimport torch.autograd as ag\nfrom torch.distributed import autograd as da\n"
+        "torch.autograd.backward(t)\nag.backward(t)\nda.backward(c, [t])\nx.backward()\n"
+    ),
+    "relative_and_star_imports": "from . import autograd\nfrom torch import *\nautograd.backward(t)\n",
+    "loops_that_are_no_batch_loops": (
+        "import tqdm as tq\nfor i in range(3):\n    a.backward()\nwhile go:\n    b.backward()\n"
+        "for x in tq.tqdm(enumerate(loader), total=3):\n    c.backward()\n"  # a batch loop
+        "for x in enumerate(start=1, iterable=d):\n    d.backward()\n"
+        "for x in iter(*parts):\n    e.backward()\n"
+        "def f():\n    for b in loader:\n        def g():\n            h.backward()\n"
+    ),
+    "several": "a.backward()\ndef g():\n    b.backward()\ng()\nclass C:\n    c.backward()\n",
+}
+
+
+def _assert_notes_equal_libcst(text: str) -> bool:
+    """True if the ast stage decided without LibCST (SKIP or NOTES); then LibCST changes
+    nothing and its findings equal the notes."""
+    screening = prefilter.screen(text)
+    if screening.verdict == prefilter.LIBCST:
+        return False
+    output, findings = migrate_text(text, Options())
+    rendered = lambda fs: [(f.code, f.message, f.level, f.line, f.col) for f in fs]
+    assert output is None
+    assert rendered(screening.notes) == rendered(findings)
+    return True
+
+
+@pytest.mark.parametrize("name", sorted(NOTES_CASES))
+def test_notes_from_the_ast_stage_equal_libcst_findings(name):
+    assert _assert_notes_equal_libcst(NOTES_CASES[name])
+
+
+@pytest.mark.parametrize("name", sorted(GATE_CASES))
+def test_notes_verdict_on_gate_cases_equals_libcst(name):
+    _assert_notes_equal_libcst(GATE_CASES[name])
+
+
+@pytest.mark.parametrize("path", _python_sources(), ids=lambda p: str(p.relative_to(REPO)))
+def test_notes_verdict_on_every_fixture_equals_libcst(path):
+    _assert_notes_equal_libcst(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def test_notes_verdict_on_real_code_equals_libcst():
+    torch = pytest.importorskip("torch")
+    checked = 0
+    for path in sorted(Path(torch.__file__).parent.rglob("*.py")):
+        data = path.read_bytes()
+        if b".backward(" not in data or len(data) > 80_000:
+            continue
+        checked += _assert_notes_equal_libcst(data.decode("utf-8", errors="replace"))
+    assert checked >= 3  # several real files take the NOTES path
+
+
+def test_files_the_notes_path_must_leave_to_libcst():
+    for text in (
+        "for b in loader:\n    loss.backward()\n    opt.step()\n",  # could train
+        "from accelerate import Accelerator\naccelerator.backward(loss)\n",
+    ):
+        assert prefilter.screen(text).verdict == prefilter.LIBCST, text
