@@ -4,7 +4,8 @@
    written three ways: plain PyTorch, on `runtime`, on HF Accelerate (when installed). All
    variants live in one fresh interpreter and their epochs are interleaved, so drift in
    machine speed hits them alike; each reports the median per-step time over its epochs.
-2. Import cost of `runtime` (and `accelerate`) beyond `import torch`: median of fresh runs.
+2. Import cost beyond `import torch` of `import runtime` / `from runtime import Accelerator`
+   (and the same for `accelerate`): median of fresh interpreters.
 
 Usage: python benchmarks/runtime_overhead.py [--steps 400] [--rounds 7] [--imports 10]
 Prints ratios to the plain loop; no thresholds are asserted here.
@@ -61,8 +62,9 @@ def epoch(objects, backward):
 for variant in variants:  # warm-up
     epoch(*loops[variant])
 times = {variant: [] for variant in variants}
-for _ in range(rounds):
-    for variant in variants:
+for round_index in range(rounds):
+    shift = round_index % len(variants)  # rotate who goes first: no position bias
+    for variant in variants[shift:] + variants[:shift]:
         times[variant].append(epoch(*loops[variant]))
 print(json.dumps({variant: statistics.median(t) for variant, t in times.items()}))
 """
@@ -71,7 +73,7 @@ IMPORT = r"""
 import sys, time
 import torch
 start = time.perf_counter()
-__import__(sys.argv[1])
+exec(sys.argv[1])
 print(time.perf_counter() - start)
 """
 
@@ -100,16 +102,21 @@ def main() -> None:
     if have_accelerate:
         print(f"  runtime / accelerate: x{step['runtime'] / step['accelerate']:.3f}")
 
-    modules = ["runtime"] + (["accelerate"] if have_accelerate else [])
+    statements = ["import runtime", "from runtime import Accelerator"]
+    if have_accelerate:
+        statements += ["import accelerate", "from accelerate import Accelerator"]
     print(f"import cost beyond `import torch`, median of {args.imports} fresh interpreters:")
     cost = {
-        module: statistics.median(float(run(IMPORT, module)) for _ in range(args.imports))
-        for module in modules
+        statement: statistics.median(float(run(IMPORT, statement)) for _ in range(args.imports))
+        for statement in statements
     }
-    for module in modules:
-        print(f"  import {module:<11} {cost[module] * 1e3:6.1f} ms")
+    for statement in statements:
+        print(f"  {statement:<34} {cost[statement] * 1e3:6.1f} ms")
     if have_accelerate:
-        print(f"  runtime / accelerate: x{cost['runtime'] / cost['accelerate']:.3f}")
+        ratio = cost["from runtime import Accelerator"] / cost["from accelerate import Accelerator"]
+        print(f"  Accelerator, runtime / accelerate: x{ratio:.3f}")
+    if sys.flags.dont_write_bytecode:
+        print("  (PYTHONDONTWRITEBYTECODE is set: every import above compiles from source)")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ from typing import Any
 
 import torch
 
-from runtime import state
-
 
 def launcher_arguments(
     script: str,
@@ -85,6 +83,8 @@ def launch_script(
 
 
 def _run_in_worker(function: Callable, args: tuple) -> Any:
+    from runtime import state
+
     state.forget_inherited_state()
     try:
         return function(*args)
