@@ -41,7 +41,7 @@ def test_default_mode_prints_diff_on_stdout_and_exits_one(script):
     assert done.stdout.startswith(f"--- {script}\n+++ {script}\n")
     assert "+    accelerator.backward(loss)" in done.stdout
     assert "-    loss.backward()" in done.stdout
-    assert "would migrate 1 file" in done.stderr
+    assert "would migrate 1" in done.stderr
     assert script.read_text() == TRAINING
 
 

@@ -66,7 +66,9 @@ def test_quiet_prints_only_errors_and_findings(tree):
 def test_json_has_per_file_results_findings_and_summary(tree):
     root = _repo(tree, count=2)
     (root / "broken.py").write_text(TRAIN_SCRIPT.replace("def main():", "def main(:"))
-    (root / "fragment.py").write_text("loss = model(x).sum()\nloss.backward()\n")
+    (root / "fragment.py").write_text(
+        "loss = model(x).sum()\nloss.backward()\noptimizer.step()\n"
+    )
     done = run_migrate("--check", "--format", "json", ".", cwd=root)
     payload = json.loads(done.stdout)  # stdout is exactly one JSON document
     by_path = {entry["path"]: entry for entry in payload["files"]}
