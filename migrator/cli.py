@@ -194,6 +194,71 @@ def launch_command(
     )
 
 
+class VerifyRuntime(str, Enum):
+    runtime = "runtime"
+    accelerate = "accelerate"
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+@app.command(
+    "verify",
+    help="Run SCRIPT and its migration under a recorder and compare the training they do.\n\n"
+    "Exit 0 EQUIVALENT, 1 DIVERGED, 2 NOT COMPARABLE or could not run. "
+    "Script arguments go after `--`.",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def verify_command(
+    ctx: typer.Context,
+    script: Path = typer.Argument(..., help="The original (un-migrated) training script."),
+    nproc: int = typer.Option(2, "--nproc", help="Processes for the migrated run."),
+    device: Device = typer.Option(
+        Device.cpu, "--device", help="Where the migrated run trains (the original: CPU)."
+    ),
+    max_steps: Optional[int] = typer.Option(
+        None, "--max-steps", help="Stop both runs after N optimizer steps."
+    ),
+    rtol: Optional[float] = typer.Option(
+        None, "--rtol", help="Relative tolerance (default 1e-5 on CPU, 1e-3 on CUDA)."
+    ),
+    atol: Optional[float] = typer.Option(
+        None, "--atol", help="Absolute tolerance (default 1e-6 on CPU, 1e-5 on CUDA)."
+    ),
+    runtime: VerifyRuntime = typer.Option(
+        VerifyRuntime.runtime, "--runtime", help="Run the migration on our runtime or HF Accelerate."
+    ),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds for everything."),
+    output_format: OutputFormat = typer.Option(
+        OutputFormat.text, "--format", help="text (table), or json on stdout."
+    ),
+    no_dropout: bool = typer.Option(
+        False, "--no-dropout", help="Turn dropout off in both runs (compare anyway)."
+    ),
+) -> None:
+    from migrator.verify.orchestrate import VerifyRequest, run_verify
+
+    raise typer.Exit(
+        run_verify(
+            VerifyRequest(
+                script=str(script),
+                script_args=list(ctx.args),
+                nproc=nproc,
+                device=device.value,
+                runtime=runtime.value,
+                max_steps=max_steps,
+                rtol=rtol,
+                atol=atol,
+                timeout=timeout,
+                output_format=output_format.value,
+                no_dropout=no_dropout,
+            )
+        )
+    )
+
+
 def _usage_error(message: str) -> None:
     typer.echo(f"migrate: error: {message}", err=True)
     raise typer.Exit(EXIT_ERROR)
