@@ -226,3 +226,13 @@ def value_call(binding: Binding) -> Optional[cst.Call]:
     ):
         value = value.func.value  # `Net().to(device)` is built by `Net()`
     return value if isinstance(value, cst.Call) else None
+
+
+def visible_scopes(scope: Scope, name: str) -> list[Scope]:
+    """`scope` and the nested scopes where `name` still means `scope`'s variable."""
+    found = [scope]
+    for child in scope.children:
+        if name in child.params or child.is_local(name):
+            continue
+        found.extend(visible_scopes(child, name))
+    return found

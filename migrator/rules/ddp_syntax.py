@@ -7,7 +7,6 @@ from typing import Optional
 
 import libcst as cst
 
-from migrator.analysis.index import Scope
 
 _CODE = cst.Module(body=[])
 
@@ -75,16 +74,6 @@ def without_params(params: cst.CSTNode, positions: set[int]) -> cst.CSTNode:
     if kept and params.params and kept[-1] is not params.params[-1] and nothing_after:
         kept[-1] = kept[-1].with_changes(comma=params.params[-1].comma)
     return params.with_changes(params=kept, posonly_params=posonly)
-
-
-def visible_scopes(scope: Scope, name: str) -> list[Scope]:
-    """`scope` and the nested scopes where `name` still means `scope`'s variable."""
-    found = [scope]
-    for child in scope.children:
-        if name in child.params or child.is_local(name):
-            continue
-        found.extend(visible_scopes(child, name))
-    return found
 
 
 def name_ids(node: cst.CSTNode) -> set[int]:

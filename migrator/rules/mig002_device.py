@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import class_methods
+from migrator.analysis.facts import class_methods, visible_scopes
 from migrator.analysis.index import Binding, Scope
 from migrator.rules.base import Rule, RuleContext
 
@@ -71,8 +71,8 @@ class Device(Rule):
 
     def _still_used(self, context: RuleContext, scope: Scope, name: str) -> bool:
         dropped = context.edits.dropped_names
-        scopes = [s for m in class_methods(scope) for s in _visible_scopes(m, name)]
-        for current in scopes if name.startswith("self.") else _visible_scopes(scope, name):
+        scopes = [s for m in class_methods(scope) for s in visible_scopes(m, name)]
+        for current in scopes if name.startswith("self.") else visible_scopes(scope, name):
             for use in current.uses.get(name, []):
                 if id(use.node) not in dropped:
                     return True
@@ -154,13 +154,3 @@ def _device_only_if(bindings: list[Binding], removed: frozenset = frozenset()):
 def _live(statements, removed) -> list:
     return [s for s in statements if id(s) not in removed and not (
         isinstance(s, cst.SimpleStatementLine) and all(id(small) in removed for small in s.body))]
-
-
-def _visible_scopes(scope: Scope, name: str) -> list[Scope]:
-    """`scope` and the nested scopes where `name` still means `scope`'s variable."""
-    found = [scope]
-    for child in scope.children:
-        if name in child.params or child.is_local(name):
-            continue
-        found.extend(_visible_scopes(child, name))
-    return found

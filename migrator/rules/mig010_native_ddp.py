@@ -27,6 +27,7 @@ from migrator.analysis.distributed_facts import (
     Sampler,
     Spawn,
 )  # fmt: skip
+from migrator.analysis.facts import visible_scopes
 from migrator.analysis.index import Scope, Statement
 from migrator.analysis.patterns import is_device_constructor
 from migrator.findings import Finding
@@ -37,7 +38,6 @@ from migrator.rules.ddp_syntax import (
     main_process_check,
     name_ids,
     parents_of,
-    visible_scopes,
     without_args,
     without_params,
 )
