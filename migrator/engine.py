@@ -134,6 +134,9 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
             if screening.verdict == prefilter.SKIP:
                 result.skipped = True
                 return result
+            if screening.verdict == prefilter.NOTES:  # LibCST would only report these
+                result.findings = screening.notes
+                return result
         output, result.findings = migrate_text(text, options)
         if output is not None:
             result.migrated = encode(output, encoding)

@@ -24,7 +24,9 @@ class DataParallel(Rule):
     code = "MIG901"
     name = "data-parallel"
     summary = "report nn.DataParallel (finding: use one process per device instead)"
-    triggers = ("DataParallel",)
+    # `DataParallel` as named or imported, never inside `DistributedDataParallel` (MIG010's).
+    triggers = (".DataParallel", " DataParallel", "(DataParallel", "=DataParallel",
+                ",DataParallel", "\nDataParallel")  # fmt: skip
     detector = True
 
     def apply(self, context: RuleContext) -> None:

@@ -24,7 +24,8 @@ class DeviceIndex(Rule):
     code = "MIG902"
     name = "device-index"
     summary = "report .cuda(i) / 'cuda:i' device pinning (finding: use accelerator.device)"
-    triggers = ("DataParallel", "backward")
+    triggers = (".DataParallel", " DataParallel", "(DataParallel", "=DataParallel",
+                ",DataParallel", "\nDataParallel", "backward")  # fmt: skip
     detector = True
 
     def apply(self, context: RuleContext) -> None:

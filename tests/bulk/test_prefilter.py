@@ -197,16 +197,43 @@ SKIP_CASES = {
 
 
 def _assert_skip_means_nothing(text: str) -> bool:
-    """True if the ast stage skipped the file; then LibCST changes and reports nothing."""
+    """True if the ast stage decided without LibCST (SKIP or NOTES); then LibCST changes
+    nothing and its findings equal the notes (none for SKIP)."""
     present = prefilter.matched_triggers(text.encode("utf-8"), Options().rules)
     if present is None or not prefilter.needs_syntax_gate(present):
         return False  # the byte stage decided, or the ast stage does not apply
-    if prefilter.screen(text).verdict == prefilter.LIBCST:
+    screening = prefilter.screen(text)
+    if screening.verdict == prefilter.LIBCST:
         return False
     output, findings = migrate_text(text, Options())
+    rendered = lambda fs: [(f.code, f.message, f.level, f.line, f.col) for f in fs]
     assert output is None
-    assert findings == []
+    assert rendered(screening.notes) == rendered(findings)
     return True
+
+
+NOTES_CASES = {
+    "module_level": "loss = model(x).sum()\nloss.backward()\noptimizer.step()\n",
+    "step_through_a_helper": (
+        "def apply(opt):\n    opt.step()\n\ndef train(loss, opt):\n    loss.backward()\n"
+        "    apply(opt)\n"
+    ),
+    "called_function_gets_no_note": (
+        "def train(loss, opt):\n    loss.backward()\n    opt.step()\n\ntrain(l, o)\n"
+    ),
+    "tabs_and_crlf": "def f(loss, o):\r\n\tif loss:\r\n\t\tloss.backward()\r\n\t\to.step()\r\n",
+    "autograd_receiver": "import torch.autograd as ag\nag.backward(t)\nopt.step()\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOTES_CASES))
+def test_notes_from_the_ast_stage_equal_libcst_findings(name):
+    assert _assert_skip_means_nothing(NOTES_CASES[name])
+
+
+def test_a_backward_in_a_method_goes_to_libcst():
+    text = "class T:\n    def fit(self, loss):\n        loss.backward()\n        self.opt.step()\n"
+    assert prefilter.screen(text).verdict == prefilter.LIBCST
 
 
 @pytest.mark.parametrize("name", sorted(SKIP_CASES))
@@ -238,6 +265,6 @@ def test_skip_verdict_on_real_code_equals_libcst():
 def test_files_that_could_train_or_note_go_to_libcst():
     for text in (
         "for b in loader:\n    loss.backward()\n    opt.step()\n",  # could train
-        "def f():\n    loss.backward()\n    optimizer.step()\n",  # a MIG905 note is possible
+        "class T:\n    def f(self):\n        loss.backward()\n        opt.step()\n",  # a method
     ):
         assert prefilter.screen(text).verdict == prefilter.LIBCST, text
