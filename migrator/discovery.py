@@ -30,10 +30,6 @@ SOURCE_SUFFIXES = (".py",)
 NOTEBOOK_SUFFIX = ".ipynb"
 
 
-class DiscoveryError(Exception):
-    pass
-
-
 @dataclass
 class DiscoverySettings:
     exclude: Optional[list[str]] = None  # None: the default excludes

@@ -38,10 +38,6 @@ class FileResult:
     def changed(self) -> bool:
         return self.migrated is not None and self.migrated != self.source
 
-    @property
-    def needs_human(self) -> bool:
-        return any(f.level == "warning" for f in self.findings)
-
 
 class MigrationError(Exception):
     """Input we cannot migrate: undecodable, unparsable. The message is the cause."""
