@@ -27,6 +27,31 @@ def _module_name(node: cst.BaseExpression | None) -> str:
     return dotted_name(node) or ""
 
 
+ImportEntry = tuple[str, "str | None", "str | None"]  # (module, name or None, asname or None)
+
+
+def import_entries(small: cst.CSTNode) -> list[ImportEntry]:
+    """The (module, name, asname) entries of one import statement, as RemoveImportsVisitor
+    takes them: `import a.b as c` -> ("a.b", None, "c"); `from a import b` -> ("a", "b", None).
+    Relative and star imports give none."""
+    entries: list[ImportEntry] = []
+    if isinstance(small, cst.Import):
+        for alias in small.names:
+            entries.append((dotted_name(alias.name) or "", None, _asname(alias)))
+    elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None \
+            and not isinstance(small.names, cst.ImportStar):  # fmt: skip
+        module = _module_name(small.module)
+        for alias in small.names:
+            entries.append((module, dotted_name(alias.name) or "", _asname(alias)))
+    return entries
+
+
+def _asname(alias: cst.ImportAlias) -> "str | None":
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return None
+
+
 class ImportTable:
     """Local name -> fully qualified name, from every import statement in the module."""
 

@@ -12,6 +12,7 @@ from typing import ClassVar, Optional
 import libcst as cst
 
 from migrator.analysis.facts import TrainingFacts
+from migrator.analysis.imports import ImportEntry, import_entries
 from migrator.analysis.index import Block, Scope, Statement
 from migrator.analysis.patterns import expression_for, root_name
 from migrator.analysis.placement import PreparePlan
@@ -56,7 +57,7 @@ class RuleContext:
     needs: list[AcceleratorNeed] = field(default_factory=list)
     kwargs: list[AcceleratorKwarg] = field(default_factory=list)
     # (module, name, asname) imports to drop once nothing uses them (RemoveImportsVisitor)
-    unused_imports: list[tuple[str, Optional[str], Optional[str]]] = field(default_factory=list)
+    unused_imports: list[ImportEntry] = field(default_factory=list)
     accelerator_created: bool = False
     extra_imports: list[tuple[str, Optional[str]]] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all
@@ -120,6 +121,26 @@ class RuleContext:
             if found is not None and found.scope is owner and found.name == origin_name:
                 return name
         return None
+
+    def retire_imports(self, retired) -> None:
+        """Ask for the module-level imports `retired(qualified)` accepts to be dropped once the
+        edits leave nothing using them (`qualified` is `module` or `module.name`)."""
+        for statement in self.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                for entry in import_entries(small):
+                    module, name, _ = entry
+                    if retired(f"{module}.{name}" if name else module):
+                        self.unused_imports.append(entry)
+
+    def retire_imports_of(self, rewritten: set[str]) -> None:
+        """The imports that spelled the qualified names of calls a rule rewrote away
+        (`from torch.nn.utils import clip_grad_norm_`, `from torch.cuda import amp`) go when
+        unused; imports unused before the rewrite were not ours and are left."""
+        self.retire_imports(lambda full: any(
+            name == full or name.startswith(full + ".") for name in rewritten
+        ))
 
     def block_file(self, finding: Finding) -> None:
         self.findings.append(finding)

@@ -1,31 +1,9 @@
 """Syntax helpers for MIG010: parent links, comparisons with rank 0, dropping arguments and
-parameters, names a scope still sees, import entries. No facts, no edits."""
+parameters, names a scope still sees. No facts, no edits."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
-
-
-_CODE = cst.Module(body=[])
-
-
-def import_entries(small: cst.CSTNode) -> list[tuple[str, Optional[str], Optional[str]]]:
-    entries = []
-    if isinstance(small, cst.Import):
-        for alias in small.names:
-            asname = alias.asname.name.value if alias.asname is not None and isinstance(
-                alias.asname.name, cst.Name) else None  # fmt: skip
-            entries.append((_CODE.code_for_node(alias.name), None, asname))
-    elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None \
-            and not isinstance(small.names, cst.ImportStar):  # fmt: skip
-        module = _CODE.code_for_node(small.module)
-        for alias in small.names:
-            asname = alias.asname.name.value if alias.asname is not None and isinstance(
-                alias.asname.name, cst.Name) else None  # fmt: skip
-            entries.append((module, _CODE.code_for_node(alias.name), asname))
-    return entries
 
 
 def main_process_check(node: cst.CSTNode, parents: dict):

@@ -34,7 +34,6 @@ from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.ddp_syntax import (
     NoImports,
-    import_entries,
     main_process_check,
     name_ids,
     parents_of,
@@ -377,17 +376,11 @@ class _Migration:
         """Imports of the distributed vocabulary go when nothing uses them any more."""
         dropped_os = any(id(u.node) in self.edits.dropped_names
                          for scope in self.index.scopes for u in scope.uses.get("os", []))
-        for statement in self.index.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                for entry in import_entries(small):
-                    module, obj, _ = entry
-                    full = f"{module}.{obj}" if obj else module
-                    if obj in DISTRIBUTED_NAMES or full.startswith(DISTRIBUTED_MODULES) or (
-                        full == "os" and dropped_os
-                    ):
-                        self.context.unused_imports.append(entry)
+        self.context.retire_imports(
+            lambda full: full.rsplit(".", 1)[-1] in DISTRIBUTED_NAMES
+            or full.startswith(DISTRIBUTED_MODULES)
+            or (full == "os" and dropped_os)
+        )
 
     def _finding(self, node: cst.CSTNode, message: str) -> None:
         self.context.findings.append(Finding(code="MIG909", message=message, node=node))

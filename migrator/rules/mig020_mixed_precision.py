@@ -30,6 +30,11 @@ class MixedPrecision(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
+        self.rewritten: set[str] = set()  # qualified names of the calls rewritten away
+        self._migrate(context)
+        context.retire_imports_of(self.rewritten)
+
+    def _migrate(self, context: RuleContext) -> None:
         facts = context.facts
         imports = facts.index.imports
         precisions: set[str] = set()
@@ -47,6 +52,7 @@ class MixedPrecision(Rule):
                     continue
                 precisions.add(precision)
                 cuda_only = cuda_only or on_cuda
+                self.rewritten.add(imports.qualify(site.node.func) or "")
                 replacement = cst.Call(func=context.accelerator_expr("autocast"))
                 context.edits.replace_with(site.node, replacement)
                 context.need_accelerator_at(site.statement)
@@ -112,6 +118,7 @@ class MixedPrecision(Rule):
                     if not self._enabled(context, scope, binding.value, conditions, depends):
                         continue
                     context.edits.remove(binding.small)
+                    self.rewritten.add(imports.qualify(binding.value.func) or "")
                 found = True
         return found
 

@@ -15,14 +15,15 @@ class Clipping(Rule):
 
     def apply(self, context: RuleContext) -> None:
         imports = context.facts.index.imports
+        rewritten: set[str] = set()
         for scope in context.facts.training_scopes:
             for site in scope.calls:
-                method = patterns.CLIP_FUNCTIONS.get(imports.qualify(site.node.func) or "")
+                qualified = imports.qualify(site.node.func) or ""
+                method = patterns.CLIP_FUNCTIONS.get(qualified)
                 if method is None:
                     continue
+                rewritten.add(qualified)
                 replacement = context.accelerator_expr(method)
                 context.edits.replace_with(site.node.func, replacement)
                 context.need_accelerator_at(site.statement)
-
-
-
+        context.retire_imports_of(rewritten)
