@@ -8,6 +8,9 @@
 becomes `Accelerator(gradient_accumulation_steps=k)`, the loop body inside
 `with accelerator.accumulate(model):`, the division removed (accelerator.backward divides:
 keeping both would halve the gradient) and the condition `accelerator.sync_gradients`.
+DDP's `no_sync()` variants (accumulation_patterns.py) become the same block: the
+conditional `with model.no_sync() if ... else nullcontext():` is the accumulate block; the
+`if`/`else` that writes the backward twice becomes one copy followed by the guarded step.
 A conditional step without the division is not the same recipe: a finding, never a guess.
 """
 
@@ -17,14 +20,17 @@ from typing import Optional
 
 import libcst as cst
 
-from migrator.analysis.index import Loop
-from migrator.edits import CODEGEN
+from migrator.analysis.index import Loop, Statement
 from migrator.findings import Finding
+from migrator.rules.accumulation_patterns import (
+    NoSyncBranches,
+    code_of,
+    conditional_no_sync,
+    modulo_test,
+    no_sync_branches,
+    split_branches,
+)
 from migrator.rules.base import Rule, RuleContext
-
-
-def _code(node: cst.CSTNode) -> str:
-    return "".join(CODEGEN.code_for_node(node).split())
 
 
 class Accumulation(Rule):
@@ -35,40 +41,81 @@ class Accumulation(Rule):
 
     def apply(self, context: RuleContext) -> None:
         for loop in context.facts.training_loops:
-            condition = _conditional_step(loop)
-            if condition is None:
-                continue
-            if_node, k = condition
-            if not self._rewrite(context, loop, if_node, k):
+            branches = _no_sync_branches(loop)
+            if branches is not None:
+                done = self._rewrite_branches(context, loop, branches)
+            else:
+                condition = _conditional_step(loop)
+                if condition is None:
+                    continue
+                done = self._rewrite_condition(context, loop, *condition)
+            if not done:
                 return
 
-    def _rewrite(self, context: RuleContext, loop: Loop, if_node: cst.If, k) -> bool:
-        facts = context.facts
+    def _rewrite_condition(self, context: RuleContext, loop: Loop, if_node: cst.If, k) -> bool:
+        """`if (i + 1) % k == 0:` holds the step; a `with model.no_sync() if ... else
+        nullcontext():` around the backward, if any, becomes the accumulate block."""
+        context_form = _no_sync_context(context, loop, k)
+        model = context_form[1] if context_form is not None else self._model(context, loop)
+        if not self._common(context, loop, if_node, k, model):
+            return False
+        context.edits.replace_with(if_node.test, context.accelerator_expr("sync_gradients"))
+        accumulate = _accumulate_call(context, model)
+        if context_form is not None:
+            item, _, assignment = context_form
+            context.edits.replace_with(item, accumulate)
+            if assignment is not None:
+                context.edits.remove(assignment)
+            context.retire_imports_of({"contextlib.nullcontext"})
+        else:
+            context.edits.replace(loop.node, lambda updated: _wrap_body(updated, accumulate))
+        return True
+
+    def _rewrite_branches(self, context: RuleContext, loop: Loop, branches: NoSyncBranches):
+        """`if accumulating: with model.no_sync(): A  else: A; step` ->
+        `with accelerator.accumulate(model): A; if accelerator.sync_gradients: step`."""
+        if not self._common(context, loop, branches.node, branches.k, branches.model):
+            return False
+        accumulate = _accumulate_call(context, branches.model)
+        sync = context.accelerator_expr("sync_gradients")
+        context.edits.replace(
+            branches.node, lambda updated: _merge_branches(updated, branches, accumulate, sync)
+        )
+        return True
+
+    def _common(self, context: RuleContext, loop: Loop, node: cst.If, k, model) -> bool:
+        """Division removed and `gradient_accumulation_steps=k`, or a finding."""
         divisions = _divisions(context, loop, k)
         if not divisions:
-            context.block_file(Finding(code="MIG900", node=if_node, message=(
+            context.block_file(Finding(code="MIG900", node=node, message=(
                 "the optimizer steps every k batches but the loss is not divided by k; "
                 "accelerator.backward would divide it: migrate accumulation by hand")))
             return False
         portable = context.owner_expression(loop.scope, k)
-        model = context.local_name(loop.scope, facts.models[0]) if facts.models else None
         if portable is None or model is None:
-            context.block_file(Finding(code="MIG900", node=if_node, message=(
+            context.block_file(Finding(code="MIG900", node=node, message=(
                 "gradient accumulation over values this function cannot see; migrate by hand")))
             return False
         code, depends = portable
         context.add_kwarg("gradient_accumulation_steps", code, depends)
-        for node, kind in divisions:
+        for division, kind in divisions:
             if kind == "statement":
-                context.edits.remove(node)
+                context.edits.remove(division)
             else:
-                context.edits.replace(node, _left_operand)
-        sync = context.accelerator_expr("sync_gradients")
-        context.edits.replace_with(if_node.test, sync)
-        accumulate = context.accelerator_expr("accumulate")
-        context.edits.replace(loop.node, lambda updated: _wrap_body(updated, accumulate, model))
+                context.edits.replace(division, _left_operand)
         context.need_accelerator_at(loop.statement)
         return True
+
+    @staticmethod
+    def _model(context: RuleContext, loop: Loop) -> Optional[cst.BaseExpression]:
+        facts = context.facts
+        name = context.local_name(loop.scope, facts.models[0]) if facts.models else None
+        return cst.parse_expression(name) if name is not None else None
+
+
+def _accumulate_call(context: RuleContext, model: cst.BaseExpression) -> cst.Call:
+    model = model.deep_clone()
+    return cst.Call(func=context.accelerator_expr("accumulate"), args=[cst.Arg(value=model)])
 
 
 def _left_operand(updated: cst.CSTNode) -> cst.CSTNode:
@@ -79,45 +126,97 @@ def _left_operand(updated: cst.CSTNode) -> cst.CSTNode:
     return updated
 
 
-def _wrap_body(updated: cst.CSTNode, accumulate: cst.BaseExpression, model: str) -> cst.CSTNode:
+def _wrap_body(updated: cst.CSTNode, accumulate: cst.Call) -> cst.CSTNode:
     if not isinstance(updated, cst.For) or not isinstance(updated.body, cst.IndentedBlock):
         return updated
-    item = cst.WithItem(item=cst.Call(func=accumulate, args=[cst.Arg(value=cst.Name(model))]))
     inner = updated.body.with_changes(header=cst.TrailingWhitespace())
-    wrapped = cst.With(items=[item], body=inner)
+    wrapped = cst.With(items=[cst.WithItem(item=accumulate)], body=inner)
     return updated.with_changes(body=cst.IndentedBlock(body=[wrapped], header=updated.body.header))
+
+
+def _merge_branches(updated: cst.CSTNode, branches: NoSyncBranches, accumulate, sync):
+    """The rewritten `if`: both branches were edited alike, so the no_sync body's length is
+    where the syncing branch's step begins."""
+    split = split_branches(updated, branches.steps_when_true) if isinstance(
+        updated, cst.If) else None  # fmt: skip
+    if split is None:
+        return updated
+    repeated, syncing = len(split[0]), split[1]
+    step = cst.If(test=sync, body=cst.IndentedBlock(body=syncing[repeated:]))
+    body = cst.IndentedBlock(body=[*syncing[:repeated], step])
+    return cst.With(items=[cst.WithItem(item=accumulate)], body=body,
+                    leading_lines=updated.leading_lines)  # fmt: skip
+
+
+def _inside(loop: Loop, statement: Statement) -> list[Statement]:
+    """The statements enclosing `statement` within `loop`'s body, outermost first."""
+    chain = statement.chain()
+    return chain[chain.index(loop.statement) + 1:] if loop.statement in chain else []
+
+
+def _steps(loop: Loop) -> list[Statement]:
+    return [call.statement for call in loop.calls if call.method == "step" and call.loop is loop]
 
 
 def _conditional_step(loop: Loop) -> Optional[tuple[cst.If, cst.BaseExpression]]:
     """The `if (i + 1) % k == 0:` that holds the optimizer step, and k."""
-    for call in loop.calls:
-        if call.method != "step" or call.loop is not loop:
-            continue
-        chain = call.statement.chain()
-        inside = chain[chain.index(loop.statement) + 1:] if loop.statement in chain else []
-        for statement in inside:
+    for step in _steps(loop):
+        for statement in _inside(loop, step):
             if isinstance(statement.node, cst.If):
-                k = _modulo_divisor(statement.node.test)
-                if k is not None:
-                    return statement.node, k
+                found = modulo_test(statement.node.test)
+                if found is not None and found[1]:
+                    return statement.node, found[0]
     return None
 
 
-def _modulo_divisor(test: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
-        return _modulo_divisor(test.left) or _modulo_divisor(test.right)
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return None
-    target = test.comparisons[0]
-    if not isinstance(target.operator, cst.Equal) or _code(target.comparator) != "0":
-        return None
-    left = test.left
-    if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
-        counter = left.left
-        if isinstance(counter, cst.BinaryOperation) and isinstance(counter.operator, cst.Add):
-            if _code(counter.right) == "1":
-                return left.right
+def _no_sync_branches(loop: Loop) -> Optional[NoSyncBranches]:
+    for step in _steps(loop):
+        for statement in _inside(loop, step):
+            if isinstance(statement.node, cst.If):
+                found = no_sync_branches(statement.node)
+                if found is not None:
+                    return found
     return None
+
+
+def _no_sync_context(context: RuleContext, loop: Loop, k):
+    """(with item, model, assignment to drop or None) for the backward's enclosing
+    `with model.no_sync() if ... else nullcontext():` (or `with ctx():` / `with ctx:` over
+    `ctx = ...` bound in the loop) whose k is the step condition's k."""
+    imports = context.facts.index.imports
+    for site in context.facts.backward_calls:
+        if not loop.contains(site.loop):
+            continue
+        for statement in _inside(loop, site.statement):
+            node = statement.node
+            if not isinstance(node, cst.With) or len(node.items) != 1:
+                continue
+            item = node.items[0].item
+            found = conditional_no_sync(item, imports)
+            assignment = None
+            if found is None:
+                found, assignment = _bound_no_sync(context, loop, item)
+            if found is not None and code_of(found[1]) == code_of(k):
+                return item, found[0], assignment
+    return None
+
+
+def _bound_no_sync(context: RuleContext, loop: Loop, item: cst.BaseExpression):
+    """`with ctx():` over `ctx = model.no_sync if ... else nullcontext` (or `with ctx:` over
+    the called forms), `ctx` bound once, in this loop, and used nowhere else."""
+    called = not (isinstance(item, cst.Call) and not item.args)
+    name = item if called else item.func
+    if not isinstance(name, cst.Name):
+        return None, None
+    bindings = loop.scope.bindings.get(name.value, [])
+    uses = loop.scope.uses.get(name.value, [])
+    if len(bindings) != 1 or len(uses) != 1 or bindings[0].kind != "assign":
+        return None, None
+    binding = bindings[0]
+    if binding.loop is not loop or binding.unpacked or not isinstance(binding.small, cst.Assign):
+        return None, None
+    found = conditional_no_sync(binding.value, context.facts.index.imports, called)
+    return (found, binding.small) if found is not None else (None, None)
 
 
 def _unscaled(receiver: cst.BaseExpression) -> cst.BaseExpression:
@@ -134,16 +233,16 @@ def _unscaled(receiver: cst.BaseExpression) -> cst.BaseExpression:
 
 def _divisions(context: RuleContext, loop: Loop, k: cst.BaseExpression):
     """[(node, "statement" | "expression")] dividing the backward's loss by k."""
-    wanted = _code(k)
+    wanted = code_of(k)
     receivers = {}
     for site in context.facts.backward_calls:
         if loop.contains(site.loop) and site.receiver is not None:
             receiver = _unscaled(site.receiver)
-            receivers[_code(receiver)] = (site, receiver)
+            receivers[code_of(receiver)] = (site, receiver)
     found = []
     for code, (site, receiver) in receivers.items():
         if isinstance(receiver, cst.BinaryOperation) and isinstance(receiver.operator, cst.Divide):
-            if _code(receiver.right) == wanted:
+            if code_of(receiver.right) == wanted:
                 found.append((receiver, "expression"))
             continue
         for binding in site.scope.bindings.get(code, []):
@@ -151,12 +250,12 @@ def _divisions(context: RuleContext, loop: Loop, k: cst.BaseExpression):
                 continue
             small = binding.small
             if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.DivideAssign):
-                if _code(small.value) == wanted:
+                if code_of(small.value) == wanted:
                     found.append((small, "statement"))
             elif isinstance(small, cst.Assign) and isinstance(small.value, cst.BinaryOperation):
                 value = small.value
-                if isinstance(value.operator, cst.Divide) and _code(value.right) == wanted:
-                    if _code(value.left) == code:
+                if isinstance(value.operator, cst.Divide) and code_of(value.right) == wanted:
+                    if code_of(value.left) == code:
                         found.append((small, "statement"))
                     else:
                         found.append((value, "expression"))
