@@ -126,7 +126,7 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
             result.skipped = True
             return result
         if prefilter.needs_syntax_gate(present):
-            screening = prefilter.screen(text)
+            screening = prefilter.screen(text, frozenset(present))
             if screening.verdict == prefilter.SKIP:
                 result.skipped = True
                 return result

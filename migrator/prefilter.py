@@ -13,8 +13,10 @@ Two stages, each a superset of what the LibCST pipeline changes or reports:
    `<expr>.step(...)` (every rule acts only where a loop trains, and the one note, MIG905,
    needs an optimizer step in the backward's function). When no training loop is possible
    the only output can be MIG905 notes; outside methods this stage computes them itself,
-   exactly as `migrator.analysis.loops` does (see `screen`). Anything the gate cannot parse
-   goes on to LibCST, which reports it.
+   exactly as `migrator.analysis.loops` does (see `screen`). MIG910's trigger `DataLoader`
+   passes only if a loader class is called and so is a function imported from outside torch
+   (its finding needs both). Anything the gate cannot parse goes on to LibCST, which reports
+   it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from typing import Optional
 
 # Triggers the analysis only matches as a method name: `<expr>.NAME(...)`.
 METHOD_TRIGGERS = frozenset({"backward"})
+# MIG910's trigger: the ast stage decides whether its finding is possible (`could_hide_step`).
+HIDDEN_STEP_TRIGGER = "DataLoader"
+LOADER_SUFFIX = "DataLoader"  # every loader class patterns knows ends so (tests/bulk check)
 
 
 @lru_cache(maxsize=None)
@@ -89,8 +94,9 @@ def could_need_migration(data: bytes, rules: frozenset) -> bool:
 
 
 def needs_syntax_gate(present: set[str]) -> bool:
-    """The ast stage knows only the method triggers' conditions; any other trigger skips it."""
-    return present <= METHOD_TRIGGERS
+    """The ast stage knows the method triggers' and MIG910's conditions; any other trigger
+    skips it."""
+    return present <= METHOD_TRIGGERS | {HIDDEN_STEP_TRIGGER}
 
 
 SKIP, LIBCST, NOTES = "skip", "libcst", "notes"
@@ -104,12 +110,13 @@ class Screening:
     notes: list = field(default_factory=list)
 
 
-def could_train_or_report(text: str) -> bool:
-    """From `ast`: could the LibCST analysis find a training loop or report a backward call?"""
-    return screen(text).verdict != SKIP
+def could_train_or_report(text: str, present: frozenset = METHOD_TRIGGERS) -> bool:
+    """From `ast`: could the LibCST analysis find a training loop or report a backward call
+    (or, with MIG910's trigger present, a training step in another module)?"""
+    return screen(text, present).verdict != SKIP
 
 
-def screen(text: str) -> Screening:
+def screen(text: str, present: frozenset = METHOD_TRIGGERS) -> Screening:
     """The ast stage (see the module docstring). Besides SKIP and LIBCST it answers NOTES when
     LibCST could only report MIG905 notes and every note's conditions are decided here, as
     migrator.analysis.loops decides them: no training loop possible, no `Accelerator` in the
@@ -124,6 +131,8 @@ def screen(text: str) -> Screening:
         return Screening(LIBCST)  # LibCST decides (and reports the error if it cannot parse)
     facts = _CallFacts()
     facts.visit(tree)
+    if HIDDEN_STEP_TRIGGER in present and facts.could_hide_step():
+        return Screening(LIBCST)  # MIG910 may report a training step in another module
     if not facts.backward_sites or not facts.has_step:
         return Screening(SKIP)  # no training loop, and a note needs an optimizer step too
     if _training_possible(facts) or "Accelerator" in text:
@@ -155,15 +164,26 @@ def _training_possible(facts: "_CallFacts") -> bool:
     return any(in_loop and callee in reaching for callee, _, in_loop in facts.name_calls)
 
 
-def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
-    """As ImportTable.qualify: a dotted name with its head resolved through the imports."""
+def _dotted(node: ast.expr) -> Optional[str]:
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if not isinstance(node, ast.Name):
         return None
-    return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _resolve(dotted: str, aliases: dict[str, str]) -> str:
+    head, _, rest = dotted.partition(".")
+    resolved = aliases.get(head, head)
+    return f"{resolved}.{rest}" if rest else resolved
+
+
+def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
+    """As ImportTable.qualify: a dotted name with its head resolved through the imports."""
+    dotted = _dotted(node)
+    return _resolve(dotted, aliases) if dotted is not None else None
 
 
 def _is_batch_loop(loop: ast.stmt, aliases: dict[str, str]) -> bool:
@@ -244,6 +264,19 @@ class _CallFacts(ast.NodeVisitor):
         self.called_names: set[str] = set()
         self.functions: dict[str, _Scope] = {}  # first def of each name, as index.functions
         self.has_step = False
+        self.relative: set[str] = set()  # names bound by relative imports
+        self.callees: set[str] = set()  # dotted names called
+
+    def could_hide_step(self) -> bool:
+        """MIG910's precondition, loosened: a loader is built (a callee whose qualified name
+        ends like every one of patterns.LOADER_CLASSES) and a function imported from a
+        module other than torch is called."""
+        heads = {callee.split(".")[0] for callee in self.callees}
+        qualified = [_resolve(callee, self.aliases) for callee in self.callees]
+        if not any(name.endswith(LOADER_SUFFIX) for name in qualified):
+            return False
+        return any(head in self.relative or self.aliases.get(head, "torch").split(".")[0]
+                   != "torch" for head in heads)  # fmt: skip
 
     def reaches_step(self, scope: _Scope) -> bool:
         """As loops._calls_reachable: a `.step(...)` in the scope or in functions it calls by
@@ -295,8 +328,11 @@ class _CallFacts(ast.NodeVisitor):
                 self.aliases[head] = head
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level or any(alias.name == "*" for alias in node.names):
-            return  # as ImportTable: relative and star imports are not resolved
+        if any(alias.name == "*" for alias in node.names):
+            return  # as ImportTable: star imports are not resolved
+        if node.level:  # nor relative ones, which it keeps apart
+            self.relative.update(alias.asname or alias.name for alias in node.names)
+            return
         for alias in node.names:
             local = alias.asname or alias.name
             self.aliases[local] = f"{node.module}.{alias.name}" if node.module else alias.name
@@ -304,6 +340,9 @@ class _CallFacts(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         in_loop = self.loops > 0
+        dotted = _dotted(func)
+        if dotted is not None:
+            self.callees.add(dotted)
         if isinstance(func, ast.Attribute):
             if func.attr == "backward":
                 site = _BackwardSite(node, self.scope, in_loop, tuple(self.scope_loops))

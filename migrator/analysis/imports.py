@@ -58,6 +58,7 @@ class ImportTable:
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
         self.from_imports: set[tuple[str, str]] = set()  # (module, name) of `from m import n`
+        self.relative: dict[str, str] = {}  # local name -> `.module.name` of relative imports
 
     def add_import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -69,9 +70,16 @@ class ImportTable:
                 self.aliases[head] = head
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
-        if node.relative or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):
             return
         module = _module_name(node.module)
+        if node.relative:  # kept apart: `qualify` never resolves through them
+            dots = "." * len(node.relative)
+            for alias in node.names:
+                name = dotted_name(alias.name) or ""
+                local = _asname(alias) or name
+                self.relative[local] = f"{dots}{module}.{name}" if module else f"{dots}{name}"
+            return
         for alias in node.names:
             name = dotted_name(alias.name) or ""
             local = name

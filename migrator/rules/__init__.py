@@ -23,6 +23,7 @@ from migrator.rules.mig030_main_process_io import MainProcessIO
 from migrator.rules.mig031_eval_metrics import EvalMetrics
 from migrator.rules.mig901_data_parallel import DataParallel
 from migrator.rules.mig902_device_index import DeviceIndex
+from migrator.rules.mig910_hidden_step import HiddenStep
 
 ALL_RULES: tuple[type[Rule], ...] = (
     CreateAccelerator,
@@ -40,10 +41,12 @@ ALL_RULES: tuple[type[Rule], ...] = (
     EvalMetrics,
     DataParallel,
     DeviceIndex,
+    HiddenStep,
 )
 APPLY_ORDER: tuple[type[Rule], ...] = (
     DataParallel,
     DeviceIndex,
+    HiddenStep,
     ModelPlacement,
     BatchPlacement,
     NativeDDP,

@@ -57,7 +57,9 @@ def _gate_rejects(text: str) -> bool:
     present = prefilter.matched_triggers(data, ALL)
     if present is None:
         return True
-    return prefilter.needs_syntax_gate(present) and not prefilter.could_train_or_report(text)
+    return prefilter.needs_syntax_gate(present) and not prefilter.could_train_or_report(
+        text, frozenset(present)
+    )
 
 
 def _assert_superset(text: str) -> None:
@@ -152,7 +154,43 @@ def test_unselected_rules_do_not_contribute_triggers():
 
 def test_a_trigger_other_than_backward_bypasses_the_ast_stage():
     assert prefilter.needs_syntax_gate({"backward"})
+    assert prefilter.needs_syntax_gate({"backward", "DataLoader"})
     assert not prefilter.needs_syntax_gate({"backward", "DistributedDataParallel"})
+
+
+def test_the_hidden_step_gate_knows_every_loader_class():
+    from migrator.analysis.patterns import LOADER_CLASSES
+
+    assert all(name.endswith(prefilter.LOADER_SUFFIX) for name in LOADER_CLASSES)
+    assert prefilter.HIDDEN_STEP_TRIGGER.encode() in {t for r in ALL_RULES if r.code == "MIG910"
+                                                      for t in (x.encode() for x in r.triggers)}
+
+
+HIDDEN_STEP_CASES = {
+    # (text, the ast stage must hand it to LibCST)
+    "loader_and_imported_helper": (
+        "from torch.utils.data import DataLoader as DL\nfrom engine import fit\n"
+        "fit(model, DL(ds), opt)\n", True),
+    "relative_import": (
+        "from torch.utils.data import DataLoader\nfrom .engine import fit\n"
+        "fit(model, DataLoader(ds), opt)\n", True),
+    "only_torch_calls": (
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(torch.utils.data.TensorDataset(torch.randn(4)))\n", False),
+    "loader_named_in_a_string": (
+        "import os\nprint(os.getcwd(), 'DataLoader')\n", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HIDDEN_STEP_CASES))
+def test_the_ast_stage_passes_possible_hidden_steps_to_libcst(name):
+    text, expected = HIDDEN_STEP_CASES[name]
+    present = prefilter.matched_triggers(text.encode(), ALL)
+    assert present == {"DataLoader"}
+    verdict = prefilter.screen(text, frozenset(present)).verdict
+    assert (verdict == prefilter.LIBCST) is expected
+    if not expected:
+        assert _assert_skip_means_nothing(text)
 
 
 def test_migrate_bytes_marks_gated_files_skipped():
@@ -202,7 +240,7 @@ def _assert_skip_means_nothing(text: str) -> bool:
     present = prefilter.matched_triggers(text.encode("utf-8"), Options().rules)
     if present is None or not prefilter.needs_syntax_gate(present):
         return False  # the byte stage decided, or the ast stage does not apply
-    screening = prefilter.screen(text)
+    screening = prefilter.screen(text, frozenset(present))
     if screening.verdict == prefilter.LIBCST:
         return False
     output, findings = migrate_text(text, Options())
