@@ -221,6 +221,12 @@ class _Reader(ObjectReader):
                 self._block(site.node, "MIG907", "the spawned function rebinds its rank or "
                             "arguments; migrate by hand")  # fmt: skip
                 continue
+            stored = _stored_in_attribute(target, rank)
+            if stored is not None:
+                self._block(stored, "MIG907", f"the spawned function stores its rank in "
+                            f"`{dotted_name(stored.targets[0].target)}`, where other code reads it; "
+                            "migrate by hand")  # fmt: skip
+                continue
             kind = LOCAL_PROCESS_INDEX if LOCAL_NAME.search(rank) else PROCESS_INDEX
             self.facts.rank_names.append(RankName(target, rank, kind))
             removed, kept = [rank], []
@@ -307,6 +313,12 @@ class _Reader(ObjectReader):
                 self._block(site.node, "MIG907", "the process rank is computed by hand; "
                             "migrate by hand")  # fmt: skip
                 return
+            world_size = keyword_value(site.node, "world_size")
+            if qualified == INIT and isinstance(world_size, cst.Attribute):
+                self._block(site.node, "MIG907", f"the world size is kept in "
+                            f"`{dotted_name(world_size)}`, which other code reads as a number; "
+                            "migrate by hand")  # fmt: skip
+                return
             facts.removed_calls.append(site)
         elif self._sets_launch_environment(site.node) and whole_statement(site):
             facts.removed_calls.append(site)
@@ -343,3 +355,17 @@ class _Reader(ObjectReader):
     def _block(self, node, code: str, message: str, level: str = "warning") -> None:
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         self.facts.blocking = True
+
+
+def _stored_in_attribute(scope: Scope, name: str) -> Optional[cst.Assign]:
+    """`args.gpu = gpu`: the rank parameter copied into an attribute other functions read."""
+    for use in scope.uses.get(name, []):
+        line = use.statement.node
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if isinstance(small, cst.Assign) and small.value is use.node and any(
+                isinstance(t.target, cst.Attribute) for t in small.targets
+            ):
+                return small
+    return None

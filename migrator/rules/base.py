@@ -61,6 +61,7 @@ class RuleContext:
     accelerator_created: bool = False
     extra_imports: list[tuple[str, Optional[str]]] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all
+    unwrapped_nodes: set[int] = field(default_factory=set)  # ids `unwrap` already wrapped
 
     @property
     def accelerator(self) -> str:
@@ -82,6 +83,12 @@ class RuleContext:
             return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
 
         return rewrite
+
+    def unwrap(self, node: cst.CSTNode) -> None:
+        """`node` -> `accelerator.unwrap_model(node)`, once however many rules ask."""
+        if id(node) not in self.unwrapped_nodes:
+            self.unwrapped_nodes.add(id(node))
+            self.edits.replace(node, self.unwrapped())
 
     def statement(self, code: str, blank_line_before: bool = False) -> cst.BaseStatement:
         node = cst.parse_statement(code, config=self.module.config_for_parsing)

@@ -3,6 +3,10 @@ the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but no
 own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`). Those go
 through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
 `model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
+
+`state_dict()` / `load_state_dict()` go through `unwrap_model` too: DDP's keys carry a
+`module.` prefix, so a checkpoint saved unwrapped (MIG030, accelerator.save) loads only into the
+unwrapped model, and a state copied from the wrapper would not load into a plain model.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from migrator.rules.base import Rule, RuleContext
 # which MIG010 rewrites on its own.
 MODULE_API = {
     "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
-    "modules", "named_modules", "state_dict", "load_state_dict", "train", "eval", "training",
+    "modules", "named_modules", "train", "eval", "training",
     "zero_grad", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "apply",
     "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
     "register_full_backward_hook", "register_buffer", "register_parameter", "add_module",
@@ -45,6 +49,6 @@ class ModelAttributes(Rule):
                         context.edits.replace(use.call, lambda _u, n=no_sync: n)
                         context.need_accelerator_at(use.statement)
                         continue
-                    context.edits.replace(use.node, context.unwrapped())
+                    context.unwrap(use.node)
                     context.need_accelerator_at(use.statement, soft=use.node)
 

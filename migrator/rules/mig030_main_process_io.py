@@ -63,9 +63,9 @@ class MainProcessIO(Rule):
         if not state_calls and not whole_model:
             return
         for call in state_calls:
-            context.edits.replace(call.func.value, context.unwrapped())
+            context.unwrap(call.func.value)
         if whole_model:
-            context.edits.replace(saved, context.unwrapped())
+            context.unwrap(saved)
         save = context.accelerator_expr("save")
         context.edits.replace_with(site.node.func, save)
         context.need_accelerator_at(site.statement)

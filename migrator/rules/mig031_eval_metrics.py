@@ -11,6 +11,11 @@ tensors pass through `accelerator.gather_for_metrics(...)`, which also drops the
 Per-process tensors are the loader's batch data and the prepared model's outputs, and whatever
 is computed from them; once gathered, a name and what is computed from it are global, so
 nothing is gathered twice.
+
+A metric accumulated from gathered tensors is whole on every process: a hand-written
+all-reduce of it (or of a tensor built from it, `stats = torch.tensor([correct, seen])`) in
+the same function would count it N times, so it goes, and so does the division by the world
+size that turned such a sum into a mean (`acc /= world_size`).
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from typing import Optional
 
 import libcst as cst
 
+from migrator.analysis.distributed_facts import NUM_PROCESSES, RANK_CALLS
 from migrator.analysis.facts import DataRegion
-from migrator.analysis.index import Block, Loop
+from migrator.analysis.index import Block, Loop, Scope
 from migrator.analysis.patterns import name_of
 from migrator.rules.base import Rule, RuleContext
 
@@ -44,7 +50,9 @@ class EvalMetrics(Rule):
                 continue
             body = _body_block(context, loop)
             if body is not None:
-                _Walker(context, region).block(body, set(region.names))
+                walker = _Walker(context, region)
+                walker.block(body, set(region.names))
+                _drop_hand_reductions(context, region.scope, walker.metrics)
 
 
 class _Walker:
@@ -55,6 +63,8 @@ class _Walker:
             name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
             if context.prepared_role(region.scope, name.lstrip("*")) == "model"
         }  # fmt: skip
+        self.gathered: set[str] = set()  # names whole on every process after a gather
+        self.metrics: set[str] = set()  # accumulators of gathered values
 
     def block(self, block: Block, local: set[str]) -> None:
         """Walk statements in order; `local` holds the names that are still per-process."""
@@ -72,10 +82,13 @@ class _Walker:
             targets = _targets(small)
             if self._collective(value):
                 local.difference_update(targets)  # already gathered: global from here on
+                self.gathered.update(targets)
             elif value is not None and (self._reads(value, local) or self._forward(value)):
                 local.update(targets)
             else:
                 local.difference_update(targets)
+                if value is not None and self._reads(value, self.gathered):
+                    self.gathered.update(targets)
             return
         accumulated = self._accumulation(small)
         if accumulated is None:
@@ -83,6 +96,8 @@ class _Walker:
         names = [n for n in _names_in(accumulated) if n in local]
         names = list(dict.fromkeys(names))
         if not names:
+            if self._reads(accumulated, self.gathered):
+                self.metrics.add(_accumulator(small))
             return
         gathered = ", ".join(names)
         target = gathered if len(names) > 1 else names[0]
@@ -91,17 +106,8 @@ class _Walker:
         self.context.edits.insert(block.holder, index, self.context.statement(code), priority=20)
         self.context.need_accelerator_before(block, index)
         local.difference_update(names)
-        self._drop_hand_reduction(small)
-
-    def _drop_hand_reduction(self, small: cst.CSTNode) -> None:
-        """A metric now gathered whole must not also be summed across processes by hand:
-        `dist.all_reduce(correct)` (MIG010 would make it `accelerator.reduce`) goes."""
-        if not isinstance(small, cst.AugAssign) or not isinstance(small.target, cst.Name):
-            return
-        for reduction in self.context.facts.distributed.reductions:
-            if reduction.tensor == small.target.value and reduction.site.scope is self.region.scope:
-                if reduction.site.small is not None:
-                    self.context.edits.remove(reduction.site.small)
+        self.gathered.update(names)
+        self.metrics.add(_accumulator(small))
 
     def _accumulation(self, small: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The expression a metric accumulates, if `small` accumulates one."""
@@ -136,6 +142,53 @@ class _Walker:
 
         expr.visit(_Finder())
         return _Finder.found
+
+
+def _accumulator(small: cst.CSTNode) -> Optional[str]:
+    """`correct` of `correct += ...`, `preds` of `preds.append(...)`."""
+    if isinstance(small, cst.AugAssign):
+        return name_of(small.target)
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        func = small.value.func
+        return name_of(func.value) if isinstance(func, cst.Attribute) else None
+    return None
+
+
+def _drop_hand_reductions(context: RuleContext, scope: Scope, metrics: set[str]) -> None:
+    """`dist.all_reduce(t)` of a gathered metric, or of a tensor built from one, goes (MIG010
+    would make it `accelerator.reduce`), with `t /= world_size` after it."""
+    metrics = {m for m in metrics if m}
+    grew = True
+    while grew:  # names computed from metrics, in this function
+        grew = False
+        for name, bindings in scope.bindings.items():
+            if name not in metrics and any(
+                b.value is not None and set(_names_in(b.value)) & metrics for b in bindings
+            ):
+                metrics.add(name)
+                grew = True
+    for reduction in context.facts.distributed.reductions:
+        if reduction.tensor in metrics and reduction.site.scope is scope:
+            if reduction.site.small is not None:
+                context.edits.remove(reduction.site.small)
+                _drop_world_size_division(context, scope, reduction.tensor)
+
+
+def _drop_world_size_division(context: RuleContext, scope: Scope, tensor: str) -> None:
+    for binding in scope.bindings.get(tensor, []):
+        small = binding.small
+        if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.DivideAssign):
+            if _is_world_size(context, scope, small.value):
+                context.edits.remove(small)
+
+
+def _is_world_size(context: RuleContext, scope: Scope, expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Name):
+        return context.facts.rank_kind(scope, expr.value) == NUM_PROCESSES
+    if isinstance(expr, cst.Call) and not expr.args:
+        qualified = context.facts.index.imports.qualify(expr.func) or ""
+        return RANK_CALLS.get(qualified) == NUM_PROCESSES
+    return False
 
 
 def _body_block(context: RuleContext, loop: Loop) -> Optional[Block]:
