@@ -155,7 +155,10 @@ class _Applier(cst.CSTTransformer):
             return updated
         if id(original) in self.edits.drop_if_emptied:
             body = getattr(original, "body", None)
-            if body is not None and id(body) in self.emptied:
+            orelse = getattr(original, "orelse", None)
+            if body is not None and id(body) in self.emptied and (
+                orelse is None or id(getattr(orelse, "body", None)) in self.emptied
+            ):
                 return None
         return updated
 

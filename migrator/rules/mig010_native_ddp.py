@@ -104,9 +104,10 @@ class _Migration:
     # -- statements that go ------------------------------------------------------------------
     def _remove(self, small: Optional[cst.CSTNode], statement: Statement) -> None:
         self.edits.remove(small)
-        # `if torch.cuda.is_available(): torch.cuda.set_device(rank)` goes with its body.
+        # `if torch.cuda.is_available(): torch.cuda.set_device(rank)` goes with its body; an
+        # `if`/`else` whose branches both empty (`model = DDP(model, ids)` / `DDP(model)`) too.
         for enclosing in reversed(statement.chain()[:-1]):
-            if not isinstance(enclosing.node, cst.If) or enclosing.node.orelse is not None:
+            if not isinstance(enclosing.node, cst.If) or isinstance(enclosing.node.orelse, cst.If):
                 break
             self.edits.drop_if_emptied.add(id(enclosing.node))
 
