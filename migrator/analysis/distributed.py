@@ -223,9 +223,9 @@ class _Reader(ObjectReader):
                 continue
             stored = _stored_in_attribute(target, rank)
             if stored is not None:
+                where = dotted_name(stored.targets[0].target)
                 self._block(stored, "MIG907", f"the spawned function stores its rank in "
-                            f"`{dotted_name(stored.targets[0].target)}`, where other code reads it; "
-                            "migrate by hand")  # fmt: skip
+                            f"`{where}`, where other code reads it; migrate by hand")  # fmt: skip
                 continue
             kind = LOCAL_PROCESS_INDEX if LOCAL_NAME.search(rank) else PROCESS_INDEX
             self.facts.rank_names.append(RankName(target, rank, kind))
@@ -310,8 +310,10 @@ class _Reader(ObjectReader):
                 return
             rank = keyword_value(site.node, "rank")
             if qualified == INIT and rank is not None and not self._plain_rank(site.scope, rank):
-                self._block(site.node, "MIG907", "the process rank is computed by hand; "
-                            "migrate by hand")  # fmt: skip
+                kept = dotted_name(rank) if isinstance(rank, cst.Attribute) else None
+                self._block(site.node, "MIG907", (
+                    f"the process rank is kept in `{kept}`, where other code reads it; "
+                    if kept else "the process rank is computed by hand; ") + "migrate by hand")
                 return
             world_size = keyword_value(site.node, "world_size")
             if qualified == INIT and isinstance(world_size, cst.Attribute):

@@ -37,8 +37,13 @@ class ObjectReader:
         if inner is None or not isinstance(small, cst.Assign) or small.value is not site.node or (
             len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name)
         ):
-            self._block(site.node, "MIG907", "DistributedDataParallel(...) is not assigned to a "
-                        "name; migrate by hand")  # fmt: skip
+            target = small.targets[0].target if isinstance(small, cst.Assign) and len(
+                small.targets) == 1 and small.value is site.node else None  # fmt: skip
+            where = (f"is assigned to `{dotted_name(target)}`, not a local name"
+                     if isinstance(target, cst.Attribute) and dotted_name(target)
+                     else "is not assigned to a name")  # fmt: skip
+            self._block(site.node, "MIG907", f"DistributedDataParallel(...) {where}; "
+                        "migrate by hand")  # fmt: skip
             return
         target = small.targets[0].target.value
         root = inner

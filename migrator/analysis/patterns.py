@@ -253,6 +253,7 @@ AUTOCAST_CALLS = {
     "torch.amp.autocast_mode.autocast",
 }  # fmt: skip
 CUDA_ONLY_AUTOCAST = {"torch.cuda.amp.autocast"}
+AUTOCAST_WITH_DEVICE = ("torch.autocast", "torch.amp.autocast")  # (device_type, dtype, ...)
 GRAD_SCALERS = {"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler",
                 "torch.cpu.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}  # fmt: skip
 CLIP_FUNCTIONS = {
@@ -277,26 +278,39 @@ def positional(call: cst.Call) -> list[cst.Arg]:
     return [a for a in call.args if a.keyword is None and not a.star]
 
 
-def autocast_precision(call: cst.Call, imports: ImportTable) -> Optional[tuple[str, bool]]:
-    """(precision, cuda_only) of an autocast call: fp16 / bf16; None if it is not autocast."""
+def autocast_precision(
+    call: cst.Call, imports: ImportTable
+) -> Optional[tuple[Optional[str], bool]]:
+    """(precision, cuda_only) of an autocast call: fp16 / bf16, or None for a dtype that is not
+    a literal one; None if it is not autocast."""
     qualified = imports.qualify(call.func) or ""
     if qualified not in AUTOCAST_CALLS:
         return None
     device_arg = keyword(call, "device_type")
     args = positional(call)
-    if device_arg is None and args and qualified in ("torch.autocast", "torch.amp.autocast"):
+    if device_arg is None and args and qualified in AUTOCAST_WITH_DEVICE:
         device_arg = args[0]
     device = string_value(device_arg.value) if device_arg is not None else None
     if qualified == "torch.cpu.amp.autocast":
         device = "cpu"
     cuda_only = qualified in CUDA_ONLY_AUTOCAST or device == "cuda"
     dtype_arg = keyword(call, "dtype")
+    if dtype_arg is None and len(args) > 1 and qualified in AUTOCAST_WITH_DEVICE:
+        dtype_arg = args[1]
     dtype = imports.qualify(dtype_arg.value) if dtype_arg is not None else None
     if dtype in BF16_DTYPES:
         return "bf16", cuda_only
     if dtype in HALF_DTYPES:
         return "fp16", cuda_only
+    if dtype_arg is not None:
+        return None, cuda_only  # a dtype chosen at run time: no precision to read
     return ("bf16" if device == "cpu" else "fp16"), cuda_only
+
+
+def is_cuda_available_call(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+    return isinstance(expr, cst.Call) and not expr.args and (
+        imports.qualify(expr.func) == "torch.cuda.is_available"
+    )
 
 
 def is_grad_scaler_call(call: cst.Call, imports: ImportTable) -> bool:

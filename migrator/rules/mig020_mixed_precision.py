@@ -16,7 +16,9 @@ from typing import Optional
 import libcst as cst
 
 from migrator.analysis import patterns
+from migrator.analysis.facts import class_methods
 from migrator.analysis.index import Scope
+from migrator.edits import CODEGEN
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
@@ -47,6 +49,11 @@ class MixedPrecision(Rule):
                 found = patterns.autocast_precision(site.node, imports)
                 if found is None:
                     continue
+                if found[0] is None:
+                    context.block_file(Finding(code="MIG900", node=site.node, message=(
+                        "the autocast dtype is not a literal torch.float16/bfloat16; set "
+                        "mixed_precision= on the Accelerator by hand")))  # fmt: skip
+                    return
                 precision, on_cuda = found
                 if not self._enabled(context, scope, site.node, conditions, depends):
                     continue
@@ -85,6 +92,9 @@ class MixedPrecision(Rule):
         value = argument.value
         if isinstance(value, cst.Name) and value.value in ("True", "False"):
             return value.value == "True"
+        if patterns.is_cuda_available_call(value, context.facts.index.imports):
+            conditions.append(CODEGEN.code_for_node(value))
+            return True
         portable = context.owner_expression(scope, value)
         if portable is None:
             context.block_file(Finding(code="MIG900", node=call, message="mixed precision is "
@@ -124,7 +134,9 @@ class MixedPrecision(Rule):
 
     def _rewrite_uses(self, context: RuleContext, scope: Scope, name: str) -> bool:
         uses = []
-        for current in [scope, *scope.descendants()]:
+        # `self.scaler` is used across the class's methods; a local scaler in its scope.
+        scopes = class_methods(scope) if name.startswith("self.") else [scope]
+        for current in [d for s in scopes for d in [s, *s.descendants()]]:
             uses.extend(current.uses.get(name, []))
         for use in uses:
             if use.kind != "attr" or use.call is None or use.attr not in SCALER_METHODS:

@@ -85,6 +85,15 @@ class Accumulation(Rule):
 
     def _common(self, context: RuleContext, loop: Loop, node: cst.If, k, model) -> bool:
         """Division removed and `gradient_accumulation_steps=k`, or a finding."""
+        for call in loop.calls:
+            inside = _inside(loop, call.statement)
+            conditions = [s.node for s in inside if isinstance(s.node, cst.If)]
+            if call.method == "zero_grad" and conditions and node not in conditions:
+                context.block_file(Finding(code="MIG900", node=call.node, message=(
+                    "gradients are cleared under a condition of their own (the start of the "
+                    "accumulation window?); inside accelerator.accumulate zero_grad runs only "
+                    "on sync steps: clear them right after the step, then migrate")))
+                return False
         divisions = _divisions(context, loop, k)
         if not divisions:
             context.block_file(Finding(code="MIG900", node=node, message=(

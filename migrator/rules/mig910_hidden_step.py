@@ -62,8 +62,8 @@ class HiddenStep(Rule):
         if loader is None or _built_by(facts, scope, loader) != "loader":
             return
         calls = loop.calls
-        steps = [c for c in calls if c.method == "step" and c.receiver is not None
-                 and _built_by(facts, scope, patterns.name_of(c.receiver)) == "optimizer"]  # fmt: skip
+        steps = [c for c in calls if c.method == "step"
+                 and _built_by(facts, scope, patterns.name_of(c.receiver)) == "optimizer"]
         helpers = [name for name in (_foreign_callee(c, facts) for c in calls) if name]
         if steps and helpers:
             self._report(context, steps[0].node, (
