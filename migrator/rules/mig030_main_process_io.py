@@ -57,9 +57,8 @@ class MainProcessIO(Rule):
             for binding in scope.assigns(saved.value):
                 if binding.value is not None and not binding.unpacked:
                     state_calls += _model_states(context, scope, binding.value)
-        whole_model = isinstance(saved, cst.Name) and (
-            context.prepared_role(scope, saved.value) == "model"
-        )
+        saved_name = patterns.name_of(saved)
+        whole_model = saved_name is not None and context.prepared_role(scope, saved_name) == "model"
         if not state_calls and not whole_model:
             return
         for call in state_calls:
@@ -109,10 +108,8 @@ def _model_states(context: RuleContext, scope: Scope, expr: cst.CSTNode) -> list
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
-                receiver = func.value
-                if isinstance(receiver, cst.Name) and (
-                    context.prepared_role(scope, receiver.value) == "model"
-                ):
+                receiver = patterns.name_of(func.value)  # `model` or a Trainer's `self.model`
+                if receiver is not None and context.prepared_role(scope, receiver) == "model":
                     found.append(node)
 
     expr.visit(_Finder())
