@@ -129,9 +129,10 @@ def screen(text: str, present: frozenset = METHOD_TRIGGERS) -> Screening:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return Screening(LIBCST)  # LibCST decides (and reports the error if it cannot parse)
-    facts = _CallFacts()
+    hidden_step = HIDDEN_STEP_TRIGGER in present
+    facts = _CallFacts(callees=hidden_step)
     facts.visit(tree)
-    if HIDDEN_STEP_TRIGGER in present and facts.could_hide_step():
+    if hidden_step and facts.could_hide_step():
         return Screening(LIBCST)  # MIG910 may report a training step in another module
     if not facts.backward_sites or not facts.has_step:
         return Screening(SKIP)  # no training loop, and a note needs an optimizer step too
@@ -254,7 +255,7 @@ class _CallFacts(ast.NodeVisitor):
     """Backward calls, `.step(...)` calls and calls by name, each with its innermost def scope
     (as LibCST's index sees scopes: module, function, class) and whether a loop encloses it."""
 
-    def __init__(self) -> None:
+    def __init__(self, callees: bool = False) -> None:
         self.scope = _Scope("module", "<module>")
         self.loops = 0  # enclosing for/while statements, across scopes (an over-approximation)
         self.scope_loops: list[ast.stmt] = []  # the enclosing loops of the current scope
@@ -265,12 +266,15 @@ class _CallFacts(ast.NodeVisitor):
         self.functions: dict[str, _Scope] = {}  # first def of each name, as index.functions
         self.has_step = False
         self.relative: set[str] = set()  # names bound by relative imports
-        self.callees: set[str] = set()  # dotted names called
+        # dotted names called, for MIG910's gate only (None: not collected)
+        self.callees: Optional[set[str]] = set() if callees else None
 
     def could_hide_step(self) -> bool:
         """MIG910's precondition, loosened: a loader is built (a callee whose qualified name
         ends like every one of patterns.LOADER_CLASSES) and a function imported from a
         module other than torch is called."""
+        if not self.callees:
+            return False
         heads = {callee.split(".")[0] for callee in self.callees}
         qualified = [_resolve(callee, self.aliases) for callee in self.callees]
         if not any(name.endswith(LOADER_SUFFIX) for name in qualified):
@@ -340,9 +344,10 @@ class _CallFacts(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         in_loop = self.loops > 0
-        dotted = _dotted(func)
-        if dotted is not None:
-            self.callees.add(dotted)
+        if self.callees is not None:
+            dotted = _dotted(func)
+            if dotted is not None:
+                self.callees.add(dotted)
         if isinstance(func, ast.Attribute):
             if func.attr == "backward":
                 site = _BackwardSite(node, self.scope, in_loop, tuple(self.scope_loops))

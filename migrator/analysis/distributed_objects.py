@@ -34,18 +34,18 @@ class ObjectReader:
     def _wrap(self, site: CallSite) -> None:
         small = site.small
         inner = keyword_value(site.node, "module", 0)
-        if inner is None or not isinstance(small, cst.Assign) or small.value is not site.node or (
-            len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name)
-        ):
-            target = small.targets[0].target if isinstance(small, cst.Assign) and len(
-                small.targets) == 1 and small.value is site.node else None  # fmt: skip
+        assigned = isinstance(small, cst.Assign) and small.value is site.node and (
+            len(small.targets) == 1
+        )
+        target = small.targets[0].target if assigned else None
+        if inner is None or not isinstance(target, cst.Name):
             where = (f"is assigned to `{dotted_name(target)}`, not a local name"
                      if isinstance(target, cst.Attribute) and dotted_name(target)
                      else "is not assigned to a name")  # fmt: skip
             self._block(site.node, "MIG907", f"DistributedDataParallel(...) {where}; "
                         "migrate by hand")  # fmt: skip
             return
-        target = small.targets[0].target.value
+        target = target.value
         root = inner
         while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute) and (
             root.func.attr.value in ("to", "cuda")

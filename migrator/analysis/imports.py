@@ -63,8 +63,9 @@ class ImportTable:
     def add_import(self, node: cst.Import) -> None:
         for alias in node.names:
             full = dotted_name(alias.name) or ""
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.aliases[alias.asname.name.value] = full
+            asname = _asname(alias)
+            if asname is not None:
+                self.aliases[asname] = full
             else:  # `import torch.nn` binds `torch`
                 head = full.split(".")[0]
                 self.aliases[head] = head
@@ -73,19 +74,15 @@ class ImportTable:
         if isinstance(node.names, cst.ImportStar):
             return
         module = _module_name(node.module)
-        if node.relative:  # kept apart: `qualify` never resolves through them
-            dots = "." * len(node.relative)
-            for alias in node.names:
-                name = dotted_name(alias.name) or ""
-                local = _asname(alias) or name
-                self.relative[local] = f"{dots}{module}.{name}" if module else f"{dots}{name}"
-            return
+        dots = "." * len(node.relative)
         for alias in node.names:
             name = dotted_name(alias.name) or ""
-            local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            self.aliases[local] = f"{module}.{name}" if module else name
+            local = _asname(alias) or name
+            full = f"{module}.{name}" if module else name
+            if dots:  # kept apart: `qualify` never resolves through relative imports
+                self.relative[local] = dots + full
+                continue
+            self.aliases[local] = full
             self.from_imports.add((module, name))
 
     def qualify(self, node: cst.BaseExpression) -> str | None:

@@ -79,21 +79,17 @@ class NoSyncBranches:
 
 def no_sync_branches(node: cst.If) -> Optional[NoSyncBranches]:
     found = modulo_test(node.test)
-    if found is None or not isinstance(node.orelse, cst.Else):
+    if found is None:
         return None
     k, steps_when_true = found
-    bodies = (node.body, node.orelse.body)
-    accumulating, syncing = (bodies[1], bodies[0]) if steps_when_true else bodies
-    if not isinstance(accumulating, cst.IndentedBlock) or len(accumulating.body) != 1:
+    split = split_branches(node, steps_when_true)
+    if split is None:
         return None
-    inner = accumulating.body[0]
-    if not isinstance(inner, cst.With) or len(inner.items) != 1:
-        return None
-    model = no_sync_receiver(inner.items[0].item)
-    if model is None or not isinstance(inner.body, cst.IndentedBlock):
+    inner, rest = split
+    model = no_sync_receiver(inner.items[0].item) if len(inner.items) == 1 else None
+    if model is None:
         return None
     repeated = list(inner.body.body)
-    rest = list(syncing.body) if isinstance(syncing, cst.IndentedBlock) else []
     if len(rest) <= len(repeated):
         return None
     if [code_of(s) for s in rest[: len(repeated)]] != [code_of(s) for s in repeated]:
@@ -102,7 +98,8 @@ def no_sync_branches(node: cst.If) -> Optional[NoSyncBranches]:
 
 
 def split_branches(node: cst.If, steps_when_true: bool):
-    """(accumulating statements, syncing statements) of a (rewritten) branches form."""
+    """(the `with` that is the whole accumulating branch, the syncing branch's statements) of
+    an `if`/`else` (original or rewritten), or None."""
     bodies = (node.body, node.orelse.body) if isinstance(node.orelse, cst.Else) else None
     if bodies is None or not all(isinstance(b, cst.IndentedBlock) for b in bodies):
         return None
@@ -110,7 +107,7 @@ def split_branches(node: cst.If, steps_when_true: bool):
     inner = accumulating.body[0] if len(accumulating.body) == 1 else None
     if not isinstance(inner, cst.With) or not isinstance(inner.body, cst.IndentedBlock):
         return None
-    return list(inner.body.body), list(syncing.body)
+    return inner, list(syncing.body)
 
 
 def no_sync_receiver(expr: cst.BaseExpression, called: bool = True):

@@ -150,7 +150,7 @@ def _merge_branches(updated: cst.CSTNode, branches: NoSyncBranches, accumulate, 
         updated, cst.If) else None  # fmt: skip
     if split is None:
         return updated
-    repeated, syncing = len(split[0]), split[1]
+    repeated, syncing = len(split[0].body.body), split[1]
     step = cst.If(test=sync, body=cst.IndentedBlock(body=syncing[repeated:]))
     body = cst.IndentedBlock(body=[*syncing[:repeated], step])
     return cst.With(items=[cst.WithItem(item=accumulate)], body=body,
@@ -163,29 +163,27 @@ def _inside(loop: Loop, statement: Statement) -> list[Statement]:
     return chain[chain.index(loop.statement) + 1:] if loop.statement in chain else []
 
 
-def _steps(loop: Loop) -> list[Statement]:
-    return [call.statement for call in loop.calls if call.method == "step" and call.loop is loop]
+def _step_conditions(loop: Loop):
+    """The `if` statements of `loop` enclosing its optimizer steps, outermost first per step."""
+    for call in loop.calls:
+        if call.method == "step" and call.loop is loop:
+            for statement in _inside(loop, call.statement):
+                if isinstance(statement.node, cst.If):
+                    yield statement.node
 
 
 def _conditional_step(loop: Loop) -> Optional[tuple[cst.If, cst.BaseExpression]]:
     """The `if (i + 1) % k == 0:` that holds the optimizer step, and k."""
-    for step in _steps(loop):
-        for statement in _inside(loop, step):
-            if isinstance(statement.node, cst.If):
-                found = modulo_test(statement.node.test)
-                if found is not None and found[1]:
-                    return statement.node, found[0]
+    for node in _step_conditions(loop):
+        found = modulo_test(node.test)
+        if found is not None and found[1]:
+            return node, found[0]
     return None
 
 
 def _no_sync_branches(loop: Loop) -> Optional[NoSyncBranches]:
-    for step in _steps(loop):
-        for statement in _inside(loop, step):
-            if isinstance(statement.node, cst.If):
-                found = no_sync_branches(statement.node)
-                if found is not None:
-                    return found
-    return None
+    found = (no_sync_branches(node) for node in _step_conditions(loop))
+    return next((branches for branches in found if branches is not None), None)
 
 
 def _no_sync_context(context: RuleContext, loop: Loop, k):

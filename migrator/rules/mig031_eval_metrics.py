@@ -24,7 +24,7 @@ from typing import Optional
 
 import libcst as cst
 
-from migrator.analysis.distributed_facts import NUM_PROCESSES, RANK_CALLS
+from migrator.analysis.distributed_facts import NUM_PROCESSES
 from migrator.analysis.facts import DataRegion
 from migrator.analysis.index import Block, Loop, Scope
 from migrator.analysis.patterns import name_of
@@ -58,7 +58,6 @@ class EvalMetrics(Rule):
 class _Walker:
     def __init__(self, context: RuleContext, region: DataRegion) -> None:
         self.context = context
-        self.region = region
         self.models = {
             name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
             if context.prepared_role(region.scope, name.lstrip("*")) == "model"
@@ -183,12 +182,12 @@ def _drop_world_size_division(context: RuleContext, scope: Scope, tensor: str) -
 
 
 def _is_world_size(context: RuleContext, scope: Scope, expr: cst.BaseExpression) -> bool:
+    """A name holding the world size, or a `dist.get_world_size()` call (MIG010's facts)."""
+    facts = context.facts
     if isinstance(expr, cst.Name):
-        return context.facts.rank_kind(scope, expr.value) == NUM_PROCESSES
-    if isinstance(expr, cst.Call) and not expr.args:
-        qualified = context.facts.index.imports.qualify(expr.func) or ""
-        return RANK_CALLS.get(qualified) == NUM_PROCESSES
-    return False
+        return facts.rank_kind(scope, expr.value) == NUM_PROCESSES
+    return any(site.node is expr and kind == NUM_PROCESSES
+               for site, kind in facts.distributed.rank_calls)  # fmt: skip
 
 
 def _body_block(context: RuleContext, loop: Loop) -> Optional[Block]:
