@@ -194,11 +194,6 @@ def launch_command(
     )
 
 
-class VerifyRuntime(str, Enum):
-    runtime = "runtime"
-    accelerate = "accelerate"
-
-
 class Device(str, Enum):
     cpu = "cpu"
     cuda = "cuda"
@@ -227,8 +222,8 @@ def verify_command(
     atol: Optional[float] = typer.Option(
         None, "--atol", help="Absolute tolerance (default 1e-6 on CPU, 1e-5 on CUDA)."
     ),
-    runtime: VerifyRuntime = typer.Option(
-        VerifyRuntime.runtime, "--runtime", help="Run the migration on our runtime or HF Accelerate."
+    runtime: Target = typer.Option(
+        Target.runtime, "--runtime", help="Run the migration on our runtime or HF Accelerate."
     ),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds for everything."),
     output_format: OutputFormat = typer.Option(

@@ -127,7 +127,7 @@ def _report(request: FixRequest, results, problems, started: float) -> int:
         report.print_json(results, summary)
     if not request.quiet:
         report.print_summary(summary)
-    findings = sum(1 for r in results for f in r.findings if f.level == "warning")
+    findings = sum(1 for r in results for f in r.findings if f.needs_human)
     return exit_code(errors=summary.errors, findings=findings, pending_changes=pending)
 
 
@@ -141,7 +141,7 @@ def _run_stdin(request: FixRequest, options) -> int:
         report.print_error(name, result.error)
         return EXIT_ERROR
     report.print_findings(result)
-    findings = sum(1 for f in result.findings if f.level == "warning")
+    findings = sum(1 for f in result.findings if f.needs_human)
     if request.output_format == "json":
         summary = report.Summary(mode=request.mode or "source", scanned=1)
         summary.count(result)

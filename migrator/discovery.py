@@ -98,14 +98,7 @@ class _Walker:
             rel = "/".join(parts[:depth]) + ("/" if depth < len(parts) else "")
             if self.excludes.match_file(rel):
                 return True
-        ignores = []
-        for directory in absolute.parents:
-            spec = self._ignore_spec(directory)
-            if spec is not None:
-                ignores.insert(0, (directory, spec))
-            if (directory / ".git").exists():
-                break
-        return _ignored(absolute, False, ignores)
+        return _ignored(absolute, False, self._ignores_above(absolute))
 
     # -- directories -------------------------------------------------------------------------
     def walk(self, top: Path) -> list[Path]:
@@ -121,17 +114,23 @@ class _Walker:
         self._walk(top, absolute_top, base, inherited, found)
         return found
 
-    def _ancestor_ignores(self, top: Path) -> list[tuple[Path, GitIgnoreSpec]]:
-        """Ignore files above `top` up to the repository root, shallowest first."""
-        if (top / ".git").exists():
-            return []
+    def _ignores_above(self, path: Path) -> list[tuple[Path, GitIgnoreSpec]]:
+        """The ignore files of the directories above `path`, up to the repository root,
+        shallowest first."""
         ignores = []
-        for directory in top.parents:
+        for directory in path.parents:
             spec = self._ignore_spec(directory)
             if spec is not None:
                 ignores.insert(0, (directory, spec))
             if (directory / ".git").exists():
                 break
+        return ignores
+
+    def _ancestor_ignores(self, top: Path) -> list[tuple[Path, GitIgnoreSpec]]:
+        """Ignore files above `top` up to the repository root, shallowest first."""
+        if (top / ".git").exists():
+            return []
+        ignores = self._ignores_above(top)
         # A directory named on the command line is walked even if an ignore file ignores it.
         if _ignored(top, True, ignores):
             return []

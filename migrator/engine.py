@@ -85,7 +85,7 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str]
     for rule_class in APPLY_ORDER:
         if rule_class.detector and rule_class.code in options.rules:
             rule_class().apply(context)
-    if not facts.has_training or any(f.level == "warning" for f in context.findings):
+    if not facts.has_training or any(f.needs_human for f in context.findings):
         return None, _positioned(module, [*findings, *context.findings])
     context.plan = plan_prepare(facts)
     if context.plan.conflict is not None:

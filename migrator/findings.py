@@ -15,8 +15,13 @@ class Finding:
     line: int = 0
     col: int = 0
 
+    @property
+    def needs_human(self) -> bool:
+        """A warning (exit 1), not a note that only explains a choice."""
+        return self.level == "warning"
+
     def render(self, path: str) -> str:
-        marker = "" if self.level == "warning" else " (note)"
+        marker = "" if self.needs_human else " (note)"
         return f"{path}:{self.line}:{self.col}: {self.code}{marker} {self.message}"
 
     def to_json(self) -> dict:
