@@ -80,14 +80,20 @@ def compare(tree: Path, runs: int, jobs: int | None) -> float:
         elapsed, cpu = measure(migrate)
         ours.append(elapsed)
         our_cpu.append(cpu)
-        print(f"  run {run + 1}: migrate {ours[-1]:.2f} s ({our_cpu[-1]:.2f} s CPU), "
-              f"ruff {theirs[-1]:.2f} s ({their_cpu[-1]:.2f} s CPU)")
+        print(
+            f"  run {run + 1}: migrate {ours[-1]:.2f} s ({our_cpu[-1]:.2f} s CPU), "
+            f"ruff {theirs[-1]:.2f} s ({their_cpu[-1]:.2f} s CPU)"
+        )
     median = statistics.median
     ratio = median(ours) / median(theirs)
-    print(f"  median wall: migrate {median(ours):.2f} s, ruff {median(theirs):.2f} s, "
-          f"ratio {ratio:.2f} (goal <= 1.0)")
-    print(f"  median CPU:  migrate {median(our_cpu):.2f} s, ruff {median(their_cpu):.2f} s, "
-          f"ratio {median(our_cpu) / median(their_cpu):.2f}")
+    print(
+        f"  median wall: migrate {median(ours):.2f} s, ruff {median(theirs):.2f} s, "
+        f"ratio {ratio:.2f} (goal <= 1.0)"
+    )
+    print(
+        f"  median CPU:  migrate {median(our_cpu):.2f} s, ruff {median(their_cpu):.2f} s, "
+        f"ratio {median(our_cpu) / median(their_cpu):.2f}"
+    )
     print(f"  machine load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return ratio
 
@@ -98,20 +104,27 @@ def latency(runs: int) -> None:
         training.write_text(TRAIN_SCRIPT.read_text())
         plain = Path(scratch) / "util.py"
         plain.write_text(NOT_TRAINING)
-        for label, path in (("training script (LibCST runs)", training),
-                            ("no training code (prefilter rejects)", plain)):
+        for label, path in (
+            ("training script (LibCST runs)", training),
+            ("no training code (prefilter rejects)", plain),
+        ):
             command = [_tool("migrate"), "--check", str(path)]
             samples = [measure(command) for _ in range(runs)]
             times = [elapsed for elapsed, _ in samples]
             cpu = statistics.median(c for _, c in samples)
-            print(f"one file, {label}: median {statistics.median(times):.3f} s "
-                  f"(min {min(times):.3f}; {cpu:.3f} s CPU), goal <= 0.25")
+            print(
+                f"one file, {label}: median {statistics.median(times):.3f} s "
+                f"(min {min(times):.3f}; {cpu:.3f} s CPU), goal <= 0.25"
+            )
             imports(path, label)
 
 
 def imports(path: Path, label: str) -> None:
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "migrator", "--check",
-                           str(path)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "migrator", "--check", str(path)],
+        capture_output=True,
+        text=True,
+    )
     rows = []
     for line in done.stderr.splitlines():
         match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
@@ -123,9 +136,11 @@ def imports(path: Path, label: str) -> None:
         if match:
             names.add(match.group(1).split(".")[0])
     heavy = ", ".join(f"{name} {us / 1000:.0f} ms" for us, name in sorted(rows, reverse=True)[:5])
-    print(f"  imports ({label}): torch {'IMPORTED' if 'torch' in names else 'not imported'}, "
-          f"libcst {'imported' if any(n.startswith('libcst') for n in names) else 'not imported'};"
-          f" heaviest top-level: {heavy}")
+    print(
+        f"  imports ({label}): torch {'IMPORTED' if 'torch' in names else 'not imported'}, "
+        f"libcst {'imported' if any(n.startswith('libcst') for n in names) else 'not imported'};"
+        f" heaviest top-level: {heavy}"
+    )
 
 
 def main() -> None:

@@ -35,20 +35,35 @@ def main() -> None:
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"{'script':28} {'plain s':>8} {'verify s':>9} {'ratio':>6}  (nproc {args.nproc}, "
-          f"median of {args.repeats})")
+    print(
+        f"{'script':28} {'plain s':>8} {'verify s':>9} {'ratio':>6}  (nproc {args.nproc}, "
+        f"median of {args.repeats})"
+    )
     ratios = []
     for name in args.scripts:
         script = Path(name) if Path(name).exists() else ROOT / "fixtures" / "scripts" / name
         plain, verify = [], []
         for _ in range(args.repeats):
             plain.append(timed([sys.executable, str(script)]))
-            verify.append(timed([sys.executable, "-m", "migrator", "verify", str(script),
-                                 "--nproc", str(args.nproc)]))
+            verify.append(
+                timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "migrator",
+                        "verify",
+                        str(script),
+                        "--nproc",
+                        str(args.nproc),
+                    ]
+                )
+            )
         ratio = statistics.median(verify) / statistics.median(plain)
         ratios.append(ratio)
-        print(f"{script.name:28} {statistics.median(plain):8.2f} {statistics.median(verify):9.2f} "
-              f"{ratio:6.2f}")
+        print(
+            f"{script.name:28} {statistics.median(plain):8.2f} {statistics.median(verify):9.2f} "
+            f"{ratio:6.2f}"
+        )
     overall = statistics.median(ratios)
     verdict = "within" if overall <= TARGET_RATIO else "ABOVE"
     print(f"median ratio {overall:.2f} ({verdict} the {TARGET_RATIO}x target)")

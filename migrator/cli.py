@@ -84,7 +84,9 @@ def _group(
 def fix_command(
     paths: List[str] = typer.Argument(None, help="Files or directories; `-` reads stdin."),
     diff: bool = typer.Option(False, "--diff", help="Print a unified diff (the default)."),
-    check: bool = typer.Option(False, "--check", help="Write nothing; list files that would change."),
+    check: bool = typer.Option(
+        False, "--check", help="Write nothing; list files that would change."
+    ),
     write: bool = typer.Option(False, "--write", help="Rewrite files in place, atomically."),
     target: Optional[Target] = typer.Option(
         None, "--target", help="Which Accelerator import the output uses (default runtime)."

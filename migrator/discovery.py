@@ -60,8 +60,10 @@ def discover(paths: Iterable[str], settings: Optional[DiscoverySettings] = None)
         try:
             path.stat()
         except OSError as error:
-            cause = "symlink loop" if error.errno == errno.ELOOP else (
-                "no such file or directory" if not path.is_symlink() else "broken symlink"
+            cause = (
+                "symlink loop"
+                if error.errno == errno.ELOOP
+                else ("no such file or directory" if not path.is_symlink() else "broken symlink")
             )
             if error.errno not in (errno.ENOENT, errno.ELOOP):
                 cause = error.strerror or str(error)

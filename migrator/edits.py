@@ -156,8 +156,10 @@ class _Applier(cst.CSTTransformer):
         if id(original) in self.edits.drop_if_emptied:
             body = getattr(original, "body", None)
             orelse = getattr(original, "orelse", None)
-            if body is not None and id(body) in self.emptied and (
-                orelse is None or id(getattr(orelse, "body", None)) in self.emptied
+            if (
+                body is not None
+                and id(body) in self.emptied
+                and (orelse is None or id(getattr(orelse, "body", None)) in self.emptied)
             ):
                 return None
         return updated
@@ -215,8 +217,14 @@ def _same(a: Optional[ast.expr], b: Optional[ast.expr]) -> bool:
 
 def _identity_comprehension(target: ast.expr, value: ast.expr) -> bool:
     """`{k: v for k, v in t.items()}`, `[x for x in t]`, `tuple(x for x in t)`, ... == t."""
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and (
-        value.func.id in ("tuple", "list", "dict") and len(value.args) == 1 and not value.keywords
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and (
+            value.func.id in ("tuple", "list", "dict")
+            and len(value.args) == 1
+            and not value.keywords
+        )
     ):
         value = value.args[0]
         if not isinstance(value, (ast.GeneratorExp, ast.ListComp, ast.DictComp)):

@@ -62,9 +62,7 @@ def start_positions(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[in
     token_index = {key: _start_index(state, key) for key in wanted}
     points = sorted({index for index in token_index.values() if index is not None})
     coordinates = _coordinates(state.tokens, points)
-    return {
-        key: coordinates[index] for key, index in token_index.items() if index is not None
-    }
+    return {key: coordinates[index] for key, index in token_index.items() if index is not None}
 
 
 def _start_index(state: _StartRecordingState, key: int) -> Optional[int]:

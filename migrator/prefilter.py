@@ -209,7 +209,8 @@ def _is_batch_loop(loop: ast.stmt, aliases: dict[str, str]) -> bool:
             first = first.value
         expr = first
     return isinstance(expr, ast.Name) or (  # `self.loader` too, as patterns.name_of
-        isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
         and expr.value.id == "self"
     )
 

@@ -144,7 +144,9 @@ def print_summary(summary: Summary, stream: Optional[TextIO] = None) -> None:
     print_message(", ".join(parts) + f" in {summary.seconds:.2f}s", stream)
 
 
-def print_json(results: list[FileResult], summary: Summary, stream: Optional[TextIO] = None) -> None:
+def print_json(
+    results: list[FileResult], summary: Summary, stream: Optional[TextIO] = None
+) -> None:
     """Per-file results and findings, and the summary, as one JSON document on stdout."""
     stream = stream or sys.stdout
     files = []
@@ -160,7 +162,9 @@ def print_json(results: list[FileResult], summary: Summary, stream: Optional[Tex
         if result.changed and summary.mode == "diff":
             entry["diff"] = unified_diff(result)
         files.append(entry)
-    json.dump({"mode": summary.mode, "files": files, "summary": summary.to_json()}, stream, indent=2)
+    json.dump(
+        {"mode": summary.mode, "files": files, "summary": summary.to_json()}, stream, indent=2
+    )
     stream.write("\n")
     stream.flush()
 

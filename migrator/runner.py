@@ -43,7 +43,9 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def read_and_prefilter(path: Path, options: Options) -> tuple[Optional[FileResult], Optional[Candidate]]:
+def read_and_prefilter(
+    path: Path, options: Options
+) -> tuple[Optional[FileResult], Optional[Candidate]]:
     """(a finished result, None) or (None, a candidate for the engine) for one file."""
     from migrator import prefilter
 
@@ -51,9 +53,13 @@ def read_and_prefilter(path: Path, options: Options) -> tuple[Optional[FileResul
     try:
         data = path.read_bytes()
     except OSError as error:
-        return FileResult(path=name, source=b"", error=f"cannot read: {error.strerror or error}"), None
+        return FileResult(
+            path=name, source=b"", error=f"cannot read: {error.strerror or error}"
+        ), None
     if b"\0" in data:
-        return FileResult(path=name, source=b"", error="cannot decode: binary file (contains NUL bytes)"), None
+        return FileResult(
+            path=name, source=b"", error="cannot decode: binary file (contains NUL bytes)"
+        ), None
     if not prefilter.could_need_migration(data, options.rules):
         try:
             decode(data)  # undecodable files are errors wherever they are
@@ -103,7 +109,9 @@ def run_files(
     context = _context()
     if context.get_start_method() == "fork":
         import migrator.rules  # noqa: F401 - LibCST and the analysis, imported once for all workers
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_worker_init
+    ) as pool:
         pending = {pool.submit(migrate_chunk, chunk, options): chunk for chunk in chunks}
         try:
             while pending:

@@ -119,7 +119,9 @@ def training_scripts(draw) -> Script:
         epoch_step = "scheduler.step()"
     elif scheduler == "sized_by_len":
         setup.append(f"total = 2 * len({loader})")
-        setup.append(f"scheduler = torch.optim.lr_scheduler.LinearLR({optimizer}, total_iters=total)")
+        setup.append(
+            f"scheduler = torch.optim.lr_scheduler.LinearLR({optimizer}, total_iters=total)"
+        )
         step_line = "scheduler.step()"
     body = [
         *placing,
@@ -146,8 +148,10 @@ def training_scripts(draw) -> Script:
         tail = ""
     else:
         body_text = "def main():\n" + textwrap.indent("\n".join(code), "    ")
-        tail = '\n\n\nif __name__ == "__main__":\n    main()' if scope == "main_guard" else (
-            "\n\n\nmain()"
+        tail = (
+            '\n\n\nif __name__ == "__main__":\n    main()'
+            if scope == "main_guard"
+            else ("\n\n\nmain()")
         )
     source = (
         "import torch\nfrom torch import nn\nfrom torch.utils.data import TensorDataset\n"

@@ -200,7 +200,8 @@ def test_cli_import_does_not_import_torch():
 def test_migrating_a_file_does_not_import_torch(script):
     code = (
         "import sys; from migrator.cli import main; sys.argv=['migrate','--check',%r]\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules)" % str(script)
+        "try:\n    main()\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules)"
+        % str(script)
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip().splitlines()[-1] == "False"

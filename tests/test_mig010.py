@@ -78,10 +78,13 @@ def _facts(source: str):
 def test_env_kind_reads_rank_variables_in_every_spelling():
     imports = ImportTable()
     imports.add_import(cst.parse_statement("import os").body[0])
-    for code, kind in [('int(os.environ["LOCAL_RANK"])', "local_process_index"),
-                       ('int(os.environ.get("RANK", 0))', "process_index"),
-                       ('int(os.getenv("WORLD_SIZE", "1"))', "num_processes"),
-                       ('os.environ["RANK"]', None), ('int(os.environ["OTHER"])', None)]:
+    for code, kind in [
+        ('int(os.environ["LOCAL_RANK"])', "local_process_index"),
+        ('int(os.environ.get("RANK", 0))', "process_index"),
+        ('int(os.getenv("WORLD_SIZE", "1"))', "num_processes"),
+        ('os.environ["RANK"]', None),
+        ('int(os.environ["OTHER"])', None),
+    ]:
         assert env_kind(cst.parse_expression(code), imports) == kind, code
 
 
@@ -91,16 +94,20 @@ def test_spawned_function_rank_and_world_size_params_are_launch_params():
     assert spawn.removed_params == ["rank", "world_size"]
     assert spawn.arguments == []
     assert {(r.name, r.kind) for r in facts.rank_names} == {
-        ("rank", "process_index"), ("world_size", "num_processes")}
+        ("rank", "process_index"),
+        ("world_size", "num_processes"),
+    }
 
 
 def test_spawn_argument_not_matching_nprocs_is_kept():
-    facts = _facts(script("""\
+    facts = _facts(
+        script("""\
         def worker(local_rank, epochs):
             dist.init_process_group("gloo")
 
         mp.spawn(worker, args=(3,), nprocs=2)
-        """))
+        """)
+    )
     spawn = facts.spawns[0]
     assert spawn.removed_params == ["local_rank"]
     assert [cst.Module(body=[]).code_for_node(a) for a in spawn.arguments] == ["3"]
@@ -118,11 +125,13 @@ def test_ddp_alias_is_seen_as_the_plain_model():
 
 
 def test_sampler_shuffle_comes_from_the_sampler():
-    facts = _facts(script("""\
+    facts = _facts(
+        script("""\
         data = TensorDataset(torch.randn(8, 2))
         sampler = DistributedSampler(data, shuffle=False)
         loader = DataLoader(data, sampler=sampler, batch_size=2)
-        """))
+        """)
+    )
     sampler = facts.samplers[0]
     assert isinstance(sampler.shuffle, cst.Name) and sampler.shuffle.value == "False"
     assert len(sampler.loader_args) == 1
@@ -163,8 +172,10 @@ def test_module_in_a_helper_handed_the_ddp_model_is_unwrapped():
 
 
 def test_rank_comparisons_become_main_process_checks():
-    tail = ('if rank != 0:\n        return\n    if 0 == rank:\n        print("main")\n'
-            '    if rank > 0:\n        print("worker")\n    if rank == 1:\n        print("one")')
+    tail = (
+        'if rank != 0:\n        return\n    if 0 == rank:\n        print("main")\n'
+        '    if rank > 0:\n        print("worker")\n    if rank == 1:\n        print("one")'
+    )
     output, _ = migrate(train_script(tail=tail))
     assert "if not accelerator.is_main_process:\n        return" in output
     assert 'if accelerator.is_main_process:\n        accelerator.print("main")' in output
@@ -182,7 +193,7 @@ def test_rank_used_as_a_device_becomes_the_accelerator_device():
 
 
 def test_dist_rank_calls_and_world_size_become_accelerator_attributes():
-    tail = 'print(dist.get_rank(), dist.get_world_size(), world_size)\n    dist.barrier()'
+    tail = "print(dist.get_rank(), dist.get_world_size(), world_size)\n    dist.barrier()"
     output, _ = migrate(train_script(tail=tail))
     assert ("print(accelerator.process_index, accelerator.num_processes, "
             "accelerator.num_processes)") in output  # fmt: skip
@@ -255,7 +266,8 @@ def test_other_collectives_and_ddp_options_are_left_with_a_finding():
 def test_rank_computed_by_hand_blocks_the_file():
     source = train_script().replace(
         'dist.init_process_group("gloo", rank=rank, world_size=world_size)',
-        'dist.init_process_group("gloo", rank=rank * 8 + 1, world_size=world_size)')
+        'dist.init_process_group("gloo", rank=rank * 8 + 1, world_size=world_size)',
+    )
     output, findings = migrate_text(source)
     assert output is None and codes(findings) == ["MIG907"]
 
@@ -321,7 +333,8 @@ def test_worker_without_spawn_loses_the_params_that_reach_init_process_group():
 def test_processes_started_by_hand_with_a_process_group_block_the_file():
     source = train_script().replace(
         "    mp.spawn(train, args=(2,), nprocs=2)",
-        "    for r in range(2):\n        mp.Process(target=train, args=(r, 2)).start()")
+        "    for r in range(2):\n        mp.Process(target=train, args=(r, 2)).start()",
+    )
     output, findings = migrate_text(source)
     assert output is None and codes(findings) == ["MIG907"]
 

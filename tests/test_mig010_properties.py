@@ -43,22 +43,31 @@ def _source(c: Choices) -> str:
     if c.launch == "spawn":
         header = "def train(rank, world_size):\n    dist.init_process_group(\"gloo\", " \
                  "rank=rank, world_size=world_size)"  # fmt: skip
-        footer = "\n\nif __name__ == \"__main__\":\n    mp.spawn(train, args=(2,), nprocs=2)\n"
+        footer = '\n\nif __name__ == "__main__":\n    mp.spawn(train, args=(2,), nprocs=2)\n'
     elif c.launch == "torchrun":
-        header = ("def train():\n    rank = int(os.environ[\"RANK\"])\n"
-                  "    local_rank = int(os.environ[\"LOCAL_RANK\"])\n"
-                  "    torch.cuda.set_device(local_rank)\n    dist.init_process_group(\"gloo\")")
-        footer = "\n\nif __name__ == \"__main__\":\n    train()\n"
+        header = (
+            'def train():\n    rank = int(os.environ["RANK"])\n'
+            '    local_rank = int(os.environ["LOCAL_RANK"])\n'
+            '    torch.cuda.set_device(local_rank)\n    dist.init_process_group("gloo")'
+        )
+        footer = '\n\nif __name__ == "__main__":\n    train()\n'
     else:
-        header = ("def train():\n    parser = argparse.ArgumentParser()\n"
-                  "    parser.add_argument(\"--local_rank\", type=int, default=0)\n"
-                  "    args = parser.parse_args()\n    dist.init_process_group(\"gloo\")")
-        footer = "\n\nif __name__ == \"__main__\":\n    train()\n"
+        header = (
+            "def train():\n    parser = argparse.ArgumentParser()\n"
+            '    parser.add_argument("--local_rank", type=int, default=0)\n'
+            '    args = parser.parse_args()\n    dist.init_process_group("gloo")'
+        )
+        footer = '\n\nif __name__ == "__main__":\n    train()\n'
     if c.sampler == "named":
-        shuffle = {"none": "", "false": "shuffle=False, ",
-                   "sampler_is_none": "shuffle=(sampler is None), "}[c.loader_shuffle]
-        data = ("    sampler = DistributedSampler(data)\n"
-                f"    loader = DataLoader(data, batch_size=8, {shuffle}sampler=sampler)")
+        shuffle = {
+            "none": "",
+            "false": "shuffle=False, ",
+            "sampler_is_none": "shuffle=(sampler is None), ",
+        }[c.loader_shuffle]
+        data = (
+            "    sampler = DistributedSampler(data)\n"
+            f"    loader = DataLoader(data, batch_size=8, {shuffle}sampler=sampler)"
+        )
         set_epoch = "sampler.set_epoch(epoch)"
     else:
         data = "    loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data))"
@@ -91,7 +100,7 @@ def _source(c: Choices) -> str:
     if c.barrier:
         body += "    dist.barrier()\n"
     if c.checkpoint:
-        body += f"    {guard}\n        torch.save({trained}.module.state_dict(), \"m.pt\")\n"
+        body += f'    {guard}\n        torch.save({trained}.module.state_dict(), "m.pt")\n'
     body += "    dist.destroy_process_group()\n"
     imports = textwrap.dedent(f"""\
         import argparse

@@ -18,7 +18,9 @@ def test_ci_runs_the_readme_test_command_verbatim():
 def test_readme_diff_excerpt_is_real_output():
     done = subprocess.run(
         [sys.executable, "-m", "migrator", "examples/train.py"],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert done.returncode == 1
     excerpt = README.split("```diff\n", 1)[1].split("```", 1)[0]

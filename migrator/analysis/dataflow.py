@@ -76,10 +76,15 @@ def data_root(expr: cst.BaseExpression, names: set[str]) -> Optional[str]:
                 expr = expr.func.value
             else:
                 return None
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in (
-            "tuple",
-            "list",
-            "dict",
+        elif (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Name)
+            and expr.func.value
+            in (
+                "tuple",
+                "list",
+                "dict",
+            )
         ):
             if len(expr.args) != 1:
                 return None

@@ -23,10 +23,33 @@ import libcst as cst
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
-    ALL_REDUCE, BARRIER, COLLECTIVES, DDP_CLASSES, DESTROY, ENV_KINDS, GROUP_CALLS, INIT,
-    LAUNCH_ARGUMENTS, LAUNCH_ENV, LOCAL_NAME, LOCAL_PROCESS_INDEX, NUM_PROCESSES, PROCESS_CLASSES,
-    PROCESS_INDEX, PURE_CALLS, RANK_CALLS, RANK_KINDS, RPC_PREFIXES, SAMPLER_CLASSES,
-    SHARDING_PREFIXES, SPAWN_CALLS, DistributedFacts, RankName, Spawn, Worker, keyword_value,
+    ALL_REDUCE,
+    BARRIER,
+    COLLECTIVES,
+    DDP_CLASSES,
+    DESTROY,
+    ENV_KINDS,
+    GROUP_CALLS,
+    INIT,
+    LAUNCH_ARGUMENTS,
+    LAUNCH_ENV,
+    LOCAL_NAME,
+    LOCAL_PROCESS_INDEX,
+    NUM_PROCESSES,
+    PROCESS_CLASSES,
+    PROCESS_INDEX,
+    PURE_CALLS,
+    RANK_CALLS,
+    RANK_KINDS,
+    RPC_PREFIXES,
+    SAMPLER_CLASSES,
+    SHARDING_PREFIXES,
+    SPAWN_CALLS,
+    DistributedFacts,
+    RankName,
+    Spawn,
+    Worker,
+    keyword_value,
     whole_statement,
 )
 from migrator.analysis.distributed_objects import ObjectReader
@@ -127,8 +150,11 @@ class _Reader(ObjectReader):
                 continue
             if not self._only_group_code(scope.body.statements):
                 continue
-            sites = [s for s, _ in self.sites
-                     if isinstance(s.node.func, cst.Name) and s.node.func.value == scope.name]
+            sites = [
+                s
+                for s, _ in self.sites
+                if isinstance(s.node.func, cst.Name) and s.node.func.value == scope.name
+            ]
             if not all(whole_statement(s) for s in sites):
                 continue
             self.facts.helpers.append(scope)
@@ -138,9 +164,12 @@ class _Reader(ObjectReader):
         """Only process-group set-up/tear-down (and the variables it reads): a helper to drop."""
         groups = 0
         for statement in statements:
-            if isinstance(statement, cst.If) and statement.orelse is None and isinstance(
-                statement.body, cst.IndentedBlock
-            ) and is_pure(statement.test, self.imports):
+            if (
+                isinstance(statement, cst.If)
+                and statement.orelse is None
+                and isinstance(statement.body, cst.IndentedBlock)
+                and is_pure(statement.test, self.imports)
+            ):
                 if not self._only_group_code(statement.body.body):
                     return False
                 groups += 1
@@ -186,8 +215,10 @@ class _Reader(ObjectReader):
             if not isinstance(statement.node, cst.SimpleStatementLine):
                 continue
             for small in statement.node.body:
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and (
-                    self._launch_environment_key(small.targets[0].target)
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and (self._launch_environment_key(small.targets[0].target))
                 ):
                     self.facts.removed_smalls.append((small, statement))
 
@@ -204,8 +235,10 @@ class _Reader(ObjectReader):
             nprocs = keyword_value(site.node, "nprocs", 2)
             if arguments is None:
                 arguments = cst.Tuple(elements=[])
-            if target is None or not isinstance(arguments, (cst.Tuple, cst.List)) or not (
-                whole_statement(site)
+            if (
+                target is None
+                or not isinstance(arguments, (cst.Tuple, cst.List))
+                or not (whole_statement(site))
             ):
                 self._block(site.node, "MIG907", "cannot tell which function mp.spawn runs, or "
                             "with which arguments; migrate by hand")  # fmt: skip
@@ -296,7 +329,8 @@ class _Reader(ObjectReader):
         for scope in self.index.scopes if declared else []:
             for uses in scope.uses.values():
                 self.facts.rank_attributes.extend(
-                    u for u in uses if u.kind == "attr" and u.attr == "local_rank")
+                    u for u in uses if u.kind == "attr" and u.attr == "local_rank"
+                )
 
     # -- everything else, call by call -------------------------------------------------------
     def _classify(self, site: CallSite, qualified: str) -> None:
@@ -311,9 +345,16 @@ class _Reader(ObjectReader):
             rank = keyword_value(site.node, "rank")
             if qualified == INIT and rank is not None and not self._plain_rank(site.scope, rank):
                 kept = dotted_name(rank) if isinstance(rank, cst.Attribute) else None
-                self._block(site.node, "MIG907", (
-                    f"the process rank is kept in `{kept}`, where other code reads it; "
-                    if kept else "the process rank is computed by hand; ") + "migrate by hand")
+                self._block(
+                    site.node,
+                    "MIG907",
+                    (
+                        f"the process rank is kept in `{kept}`, where other code reads it; "
+                        if kept
+                        else "the process rank is computed by hand; "
+                    )
+                    + "migrate by hand",
+                )
                 return
             world_size = keyword_value(site.node, "world_size")
             if qualified == INIT and isinstance(world_size, cst.Attribute):
@@ -328,8 +369,10 @@ class _Reader(ObjectReader):
             self._wrap(site)
         elif qualified in SAMPLER_CLASSES:
             self._sampler(site)
-        elif site.method == "set_epoch" and isinstance(site.receiver, cst.Attribute) and (
-            site.receiver.attr.value == "sampler" and whole_statement(site)
+        elif (
+            site.method == "set_epoch"
+            and isinstance(site.receiver, cst.Attribute)
+            and (site.receiver.attr.value == "sampler" and whole_statement(site))
         ):
             facts.removed_calls.append(site)
         elif qualified in RANK_CALLS:
@@ -366,8 +409,10 @@ def _stored_in_attribute(scope: Scope, name: str) -> Optional[cst.Assign]:
         if not isinstance(line, cst.SimpleStatementLine):
             continue
         for small in line.body:
-            if isinstance(small, cst.Assign) and small.value is use.node and any(
-                isinstance(t.target, cst.Attribute) for t in small.targets
+            if (
+                isinstance(small, cst.Assign)
+                and small.value is use.node
+                and any(isinstance(t.target, cst.Attribute) for t in small.targets)
             ):
                 return small
     return None

@@ -34,8 +34,8 @@ class ObjectReader:
     def _wrap(self, site: CallSite) -> None:
         small = site.small
         inner = keyword_value(site.node, "module", 0)
-        assigned = isinstance(small, cst.Assign) and small.value is site.node and (
-            len(small.targets) == 1
+        assigned = (
+            isinstance(small, cst.Assign) and small.value is site.node and (len(small.targets) == 1)
         )
         target = small.targets[0].target if assigned else None
         if inner is None or not isinstance(target, cst.Name):
@@ -47,8 +47,10 @@ class ObjectReader:
             return
         target = target.value
         root = inner
-        while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute) and (
-            root.func.attr.value in ("to", "cuda")
+        while (
+            isinstance(root, cst.Call)
+            and isinstance(root.func, cst.Attribute)
+            and (root.func.attr.value in ("to", "cuda"))
         ):
             root = root.func.value
         inner_name = root.value if isinstance(root, cst.Name) else None
@@ -56,8 +58,11 @@ class ObjectReader:
             self._block(site.node, "MIG907", f"`{target}` is rebound after wrapping the model "
                         "in DistributedDataParallel; migrate by hand")  # fmt: skip
             return
-        options = [a.keyword.value for a in site.node.args
-                   if a.keyword is not None and a.keyword.value not in DDP_OPTIONS_KEPT]
+        options = [
+            a.keyword.value
+            for a in site.node.args
+            if a.keyword is not None and a.keyword.value not in DDP_OPTIONS_KEPT
+        ]
         self.facts.wraps.append(Wrap(site, target, inner, inner_name, options))
 
     def _sampler(self, site: CallSite) -> None:
@@ -70,9 +75,12 @@ class ObjectReader:
             return
         small = site.small
         scope = site.scope
-        if isinstance(small, cst.Assign) and _sampler_or_none(small.value, site.node) and len(
-            small.targets
-        ) == 1 and isinstance(small.targets[0].target, cst.Name):
+        if (
+            isinstance(small, cst.Assign)
+            and _sampler_or_none(small.value, site.node)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+        ):
             name = small.targets[0].target.value
             bindings = scope.assigns(name)
             if len(bindings) == 1 and self._sampler_uses(sampler, scope, name):
@@ -86,8 +94,10 @@ class ObjectReader:
         for other, _ in self.sites:
             if other.scope is site.scope and patterns.is_loader_call(other.node, self.imports):
                 for arg in other.node.args:
-                    if arg.value is site.node and arg.keyword is not None and (
-                        arg.keyword.value == "sampler"
+                    if (
+                        arg.value is site.node
+                        and arg.keyword is not None
+                        and (arg.keyword.value == "sampler")
                     ):
                         return other.node, arg
         return None
@@ -95,8 +105,10 @@ class ObjectReader:
     def _sampler_uses(self, sampler: Sampler, scope: Scope, name: str) -> bool:
         for use in scope.uses.get(name, []):
             call = use.call
-            if use.kind == "arg" and call is not None and patterns.is_loader_call(
-                call, self.imports
+            if (
+                use.kind == "arg"
+                and call is not None
+                and patterns.is_loader_call(call, self.imports)
             ):
                 arg = next((a for a in call.args if a.value is use.node), None)
                 if arg is not None and arg.keyword is not None and arg.keyword.value == "sampler":
@@ -119,8 +131,14 @@ class ObjectReader:
                 site.node, self.imports
             ):
                 continue
-            shuffle = next((a for a in site.node.args
-                            if a.keyword is not None and a.keyword.value == "shuffle"), None)
+            shuffle = next(
+                (
+                    a
+                    for a in site.node.args
+                    if a.keyword is not None and a.keyword.value == "shuffle"
+                ),
+                None,
+            )
             feeds = keyword_value(site.node, "sampler")
             if shuffle is not None and isinstance(feeds, cst.Name) and feeds.value == name:
                 return contains(shuffle.value, use.node)
@@ -134,8 +152,11 @@ class ObjectReader:
         reduction = "sum" if op is None else REDUCE_OPS.get(
             (dotted_name(op) or "").rsplit("ReduceOp.", 1)[-1] if "ReduceOp." in (
                 dotted_name(op) or "") else "")  # fmt: skip
-        if not isinstance(tensor, cst.Name) or reduction is None or extra or not (
-            whole_statement(site)
+        if (
+            not isinstance(tensor, cst.Name)
+            or reduction is None
+            or extra
+            or not (whole_statement(site))
         ):
             self.facts.collectives.append(site)
             return True

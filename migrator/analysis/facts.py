@@ -221,8 +221,10 @@ def value_call(binding: Binding) -> Optional[cst.Call]:
     value = binding.element if binding.element is not None else binding.value
     if binding.unpacked and binding.element is None:
         return None
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and (
-        value.func.attr.value in ("to", "cuda")
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and (value.func.attr.value in ("to", "cuda"))
     ):
         value = value.func.value  # `Net().to(device)` is built by `Net()`
     return value if isinstance(value, cst.Call) else None

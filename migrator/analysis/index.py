@@ -232,9 +232,11 @@ class _Indexer(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.parents.append(node)
         block = self.blocks[-1] if self.blocks else None
-        if block is not None and id(node) in block.positions and node is block.statements[
-            block.positions[id(node)]
-        ]:
+        if (
+            block is not None
+            and id(node) in block.positions
+            and node is block.statements[block.positions[id(node)]]
+        ):
             statement = Statement(node=node, block=block, index=block.positions[id(node)])
             self.statements.append(statement)
             self.index.statement_of[id(node)] = statement
@@ -300,9 +302,7 @@ class _Indexer(cst.CSTVisitor):
     # -- events ----------------------------------------------------------------------------
     def _open_loop(self, node: LoopNode) -> None:
         scope = self.scopes[-1]
-        loop = Loop(
-            node=node, statement=self.statements[-1], scope=scope, parent=self.loops[-1]
-        )
+        loop = Loop(node=node, statement=self.statements[-1], scope=scope, parent=self.loops[-1])
         if isinstance(node, cst.For):
             loop.target_names = [name for name, _ in _target_names(node.target)]
             for name in loop.target_names:
@@ -404,8 +404,10 @@ class _Indexer(cst.CSTVisitor):
                 return None, None, None, None
             if isinstance(parent, (cst.For, cst.CompFor)) and child is parent.target:
                 return None, None, None, None
-            if isinstance(parent, cst.AsName) or isinstance(parent, cst.AugAssign) and (
-                child is parent.target
+            if (
+                isinstance(parent, cst.AsName)
+                or isinstance(parent, cst.AugAssign)
+                and (child is parent.target)
             ):
                 return None, None, None, None
             if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias)):

@@ -174,8 +174,10 @@ def is_device_constructor(expr: cst.BaseExpression, imports: ImportTable) -> boo
     """A device value built from scratch: "cuda", torch.device(...), "cuda" if ... else "cpu"."""
     if is_device_literal(expr):
         return True
-    if isinstance(expr, cst.FormattedString) and len(expr.parts) == 2 and isinstance(
-        expr.parts[0], cst.FormattedStringText
+    if (
+        isinstance(expr, cst.FormattedString)
+        and len(expr.parts) == 2
+        and isinstance(expr.parts[0], cst.FormattedStringText)
     ):  # f"cuda:{local_rank}" (MIG010)
         return bool(DEVICE_STRING.match(expr.parts[0].value + "0"))
     if isinstance(expr, cst.IfExp):
@@ -213,7 +215,7 @@ def is_devicey(expr: cst.BaseExpression, device_names: set[str], imports: Import
 
 
 def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable) -> Optional[str]:
-    """"to" for `x.to(device, ...)`, "cuda" for `x.cuda()`, None for anything else.
+    """ "to" for `x.to(device, ...)`, "cuda" for `x.cuda()`, None for anything else.
 
     `.to(torch.float16)` (a dtype) and `.cuda(1)` (an explicit index: a finding, not ours) are
     not placement calls.
@@ -308,8 +310,10 @@ def autocast_precision(
 
 
 def is_cuda_available_call(expr: cst.BaseExpression, imports: ImportTable) -> bool:
-    return isinstance(expr, cst.Call) and not expr.args and (
-        imports.qualify(expr.func) == "torch.cuda.is_available"
+    return (
+        isinstance(expr, cst.Call)
+        and not expr.args
+        and (imports.qualify(expr.func) == "torch.cuda.is_available")
     )
 
 

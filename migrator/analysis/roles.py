@@ -135,8 +135,10 @@ class _Analyser(LoopAnalysis):
             if origin.name not in target:
                 target.append(origin.name)
         for origin in zero_grad:
-            if origin.scope is owner and origin.name not in optimizers and (
-                self._step_kind(origin, stepped=False) == "optimizer"
+            if (
+                origin.scope is owner
+                and origin.name not in optimizers
+                and (self._step_kind(origin, stepped=False) == "optimizer")
             ):
                 optimizers.append(origin.name)
         if not optimizers:
@@ -342,7 +344,8 @@ class _Analyser(LoopAnalysis):
         looping = {id(loop.scope) for loop in [*facts.training_loops, *facts.eval_loops]}
         for scope in self.index.scopes:  # a Trainer's fit(): it drives the loops
             if scope not in facts.training_scopes and any(
-                id(self._callee_scope(c)) in looping for c in scope.calls
+                id(self._callee_scope(c)) in looping
+                for c in scope.calls
                 if self._callee_scope(c) is not None
             ):
                 facts.training_scopes.append(scope)
@@ -365,11 +368,15 @@ class _Analyser(LoopAnalysis):
                     trainer_device = name.startswith(patterns.SELF + ".") and (
                         patterns.looks_like_device_name(name.split(".", 1)[1])
                     )
-                    if trainer_device or patterns.is_device_constructor(value, self.imports) or (
-                        patterns.is_accelerator_device(value, facts.accelerator_names)
+                    if (
+                        trainer_device
+                        or patterns.is_device_constructor(value, self.imports)
+                        or (patterns.is_accelerator_device(value, facts.accelerator_names))
                     ):
-                        if scope is module and scope is not facts.owner and not (
-                            self._used_in_training(name)
+                        if (
+                            scope is module
+                            and scope is not facts.owner
+                            and not (self._used_in_training(name))
                         ):
                             continue
                         facts.device_bindings.append(binding)

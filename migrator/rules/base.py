@@ -117,7 +117,7 @@ class RuleContext:
         if origin is None or origin.scope not in (self.facts.owner, self.facts.index.module_scope):
             return None
         if root != origin.name:
-            code = origin.name + code[len(root):]
+            code = origin.name + code[len(root) :]
         return code, (origin.name,)
 
     def local_name(self, scope: Scope, origin_name: str) -> Optional[str]:
@@ -145,9 +145,9 @@ class RuleContext:
         """The imports that spelled the qualified names of calls a rule rewrote away
         (`from torch.nn.utils import clip_grad_norm_`, `from torch.cuda import amp`) go when
         unused; imports unused before the rewrite were not ours and are left."""
-        self.retire_imports(lambda full: any(
-            name == full or name.startswith(full + ".") for name in rewritten
-        ))
+        self.retire_imports(
+            lambda full: any(name == full or name.startswith(full + ".") for name in rewritten)
+        )
 
     def block_file(self, finding: Finding) -> None:
         self.findings.append(finding)

@@ -36,8 +36,9 @@ def without_args(call: cst.CSTNode, positions: set[int]) -> cst.CSTNode:
     args = [a for i, a in enumerate(call.args) if i not in positions]
     last = call.args[-1]
     if args and args[-1] is not last:
-        args[-1] = args[-1].with_changes(comma=last.comma,
-                                         whitespace_after_arg=last.whitespace_after_arg)
+        args[-1] = args[-1].with_changes(
+            comma=last.comma, whitespace_after_arg=last.whitespace_after_arg
+        )
     return call.with_changes(args=args)
 
 

@@ -34,22 +34,33 @@ class CreateAccelerator(Rule):
             return
         owner = facts.owner
         module = facts.index.module_scope
-        in_owner = owner is not None and owner.kind == "function" and all(
-            _within(need.scope, owner) for need in context.needs
+        in_owner = (
+            owner is not None
+            and owner.kind == "function"
+            and all(_within(need.scope, owner) for need in context.needs)
         )
         at_module = any(need.scope is module for need in context.needs)
         dependencies = {name for kwarg in context.kwargs for name in kwarg.depends_on}
-        owner_defines = owner is not None and owner.kind == "function" and any(
-            owner.is_local(name) or name in owner.params for name in dependencies
+        owner_defines = (
+            owner is not None
+            and owner.kind == "function"
+            and any(owner.is_local(name) or name in owner.params for name in dependencies)
         )
         declare_global = False
         if is_method(owner):
             # `self.accelerator`: made in __init__, seen by every method of the class.
             if not all(any(_within(need.scope, m) for m in class_methods(owner))
                        for need in context.needs):  # fmt: skip
-                context.block_file(Finding(code="MIG900", node=owner.node, message=(
-                    "the Trainer's objects are used by functions outside the class; "
-                    "migrate by hand")))
+                context.block_file(
+                    Finding(
+                        code="MIG900",
+                        node=owner.node,
+                        message=(
+                            "the Trainer's objects are used by functions outside the class; "
+                            "migrate by hand"
+                        ),
+                    )
+                )
                 return
             scope = owner
         elif in_owner or (owner_defines and not at_module):

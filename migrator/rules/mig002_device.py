@@ -152,5 +152,11 @@ def _device_only_if(bindings: list[Binding], removed: frozenset = frozenset()):
 
 
 def _live(statements, removed) -> list:
-    return [s for s in statements if id(s) not in removed and not (
-        isinstance(s, cst.SimpleStatementLine) and all(id(small) in removed for small in s.body))]
+    return [
+        s
+        for s in statements
+        if id(s) not in removed
+        and not (
+            isinstance(s, cst.SimpleStatementLine) and all(id(small) in removed for small in s.body)
+        )
+    ]

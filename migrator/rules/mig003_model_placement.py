@@ -43,9 +43,12 @@ class ModelPlacement(Rule):
         if target is None:
             return False
         value = small.value
-        while isinstance(value, cst.Call) and value is not site.node and isinstance(
-            value.func, cst.Attribute
-        ) and value.func.attr.value in ("to", "cuda", "train", "eval", "half", "float"):
+        while (
+            isinstance(value, cst.Call)
+            and value is not site.node
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("to", "cuda", "train", "eval", "half", "float")
+        ):
             value = value.func.value
         if value is not site.node:
             return False

@@ -51,4 +51,3 @@ class ModelAttributes(Rule):
                         continue
                     context.unwrap(use.node)
                     context.need_accelerator_at(use.statement, soft=use.node)
-

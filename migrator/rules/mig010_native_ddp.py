@@ -59,8 +59,13 @@ class NativeDDP(Rule):
             return
         if "MIG006" not in context.selected:  # without prepare, unwrapping DDP loses the sync
             node = context.facts.training_loops[0].node if context.facts.training_loops else None
-            context.findings.append(Finding(code="MIG907", node=node, message="native DDP left "
-                                            "as it is: MIG010 needs MIG006 (prepare) selected"))
+            context.findings.append(
+                Finding(
+                    code="MIG907",
+                    node=node,
+                    message="native DDP left as it is: MIG010 needs MIG006 (prepare) selected",
+                )
+            )
             return
         _Migration(context).run()
 
@@ -138,10 +143,14 @@ class _Migration:
                     continue
                 for use in uses:
                     attribute = self.parents.get(id(use.node))
-                    if use.kind == "attr" and use.attr == "module" and isinstance(
-                        attribute, cst.Attribute
-                    ) and not isinstance(self.parents.get(id(attribute)), (cst.AssignTarget,
-                                                                             cst.Del)):
+                    if (
+                        use.kind == "attr"
+                        and use.attr == "module"
+                        and isinstance(attribute, cst.Attribute)
+                        and not isinstance(
+                            self.parents.get(id(attribute)), (cst.AssignTarget, cst.Del)
+                        )
+                    ):
                         self.edits.replace(attribute, self._unwrap_model)
                         self.context.need_accelerator_at(use.statement)
 
@@ -172,8 +181,10 @@ class _Migration:
             self._remove(sampler.binding.small, sampler.binding.statement)
         shuffle = _CODE.code_for_node(sampler.shuffle) if sampler.shuffle is not None else "True"
         for loader, arg in sampler.loader_args:
-            existing = next((a for a in loader.args
-                             if a.keyword is not None and a.keyword.value == "shuffle"), None)
+            existing = next(
+                (a for a in loader.args if a.keyword is not None and a.keyword.value == "shuffle"),
+                None,
+            )
             value = cst.parse_expression(shuffle)
             if existing is None:
                 self.edits.replace(arg, lambda u, v=value: u.with_changes(
@@ -191,11 +202,18 @@ class _Migration:
         self.edits.replace(target.node.params, lambda u: without_params(u, removed))
         for other in self.index.calls():  # direct calls elsewhere (`train(0, 1)` for one process)
             if isinstance(other.node.func, cst.Name) and other.node.func.value == target.name:
-                positions = {i for i, a in enumerate(other.node.args) if a.keyword is None
-                             and i in removed} | {i for i, a in enumerate(other.node.args)
-                             if a.keyword is not None and a.keyword.value in names}
-                self.edits.replace(other.node, lambda u, p=positions: without_args(u, p),
-                                   drops=[other.node.args[i].value for i in positions])
+                positions = {
+                    i for i, a in enumerate(other.node.args) if a.keyword is None and i in removed
+                } | {
+                    i
+                    for i, a in enumerate(other.node.args)
+                    if a.keyword is not None and a.keyword.value in names
+                }
+                self.edits.replace(
+                    other.node,
+                    lambda u, p=positions: without_args(u, p),
+                    drops=[other.node.args[i].value for i in positions],
+                )
 
     def _direct_call(self, spawn: Spawn) -> None:
         target, site = spawn.target, spawn.site
@@ -230,9 +248,14 @@ class _Migration:
         line = site.statement.node
         if isinstance(line, cst.SimpleStatementLine) and line.trailing_whitespace.comment is None:
             comment = f"# launch with: migrate launch --nproc {self._nprocs(spawn)} <script>"
-            self.edits.replace(line, lambda u: u.with_changes(
-                trailing_whitespace=u.trailing_whitespace.with_changes(
-                    whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(comment))))
+            self.edits.replace(
+                line,
+                lambda u: u.with_changes(
+                    trailing_whitespace=u.trailing_whitespace.with_changes(
+                        whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(comment)
+                    )
+                ),
+            )
 
     def _nprocs(self, spawn: Spawn) -> str:
         value = spawn.nprocs
@@ -264,8 +287,10 @@ class _Migration:
                 self._rank_use(attribute, use.statement, LOCAL_PROCESS_INDEX, by_value=True)
                 continue
             assign = self.parents.get(id(target))  # `args.local_rank = int(os.environ[...])`
-            if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and is_pure(
-                assign.value, self.index.imports
+            if (
+                isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and is_pure(assign.value, self.index.imports)
             ):
                 self._remove(assign, use.statement)
         for rank_name in dist.rank_names:
@@ -317,8 +342,10 @@ class _Migration:
             return call
         if keyword in ("device", "map_location"):
             return node
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda") and (
-            keyword is None and call.args and call.args[0] is parent
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in ("to", "cuda")
+            and (keyword is None and call.args and call.args[0] is parent)
         ):
             return node
         return None
@@ -340,9 +367,12 @@ class _Migration:
             self.context.need_accelerator_at(site.statement)
         for site in self.dist.collectives:
             name = _CODE.code_for_node(site.node.func)
-            self._finding(site.node, f"`{name}(...)` left as it is: the Accelerator's process "
-                          "group still runs it, but check it against prepared objects (use "
-                          "accelerator.reduce / gather_for_metrics where it is a metric)")
+            self._finding(
+                site.node,
+                f"`{name}(...)` left as it is: the Accelerator's process "
+                "group still runs it, but check it against prepared objects (use "
+                "accelerator.reduce / gather_for_metrics where it is a metric)",
+            )
 
     # -- clean-up ----------------------------------------------------------------------------
     def _still_used(self, scope: Scope, name: str) -> bool:
@@ -361,9 +391,14 @@ class _Migration:
                 for name, bindings in scope.bindings.items():
                     binding = bindings[0]
                     small = binding.small
-                    if len(bindings) != 1 or binding.kind != "assign" or binding.unpacked or not (
-                        isinstance(small, cst.Assign) and len(small.targets) == 1
-                    ) or id(small) in self.edits.removals or id(small) in device_smalls:
+                    if (
+                        len(bindings) != 1
+                        or binding.kind != "assign"
+                        or binding.unpacked
+                        or not (isinstance(small, cst.Assign) and len(small.targets) == 1)
+                        or id(small) in self.edits.removals
+                        or id(small) in device_smalls
+                    ):
                         continue
                     uses = [u for s in visible_scopes(scope, name) for u in s.uses.get(name, [])]
                     ours = [u for u in uses if id(u.node) not in self.dropped_before]
@@ -375,12 +410,17 @@ class _Migration:
 
     def _unused_imports(self) -> None:
         """Imports of the distributed vocabulary go when nothing uses them any more."""
-        dropped_os = any(id(u.node) in self.edits.dropped_names
-                         for scope in self.index.scopes for u in scope.uses.get("os", []))
+        dropped_os = any(
+            id(u.node) in self.edits.dropped_names
+            for scope in self.index.scopes
+            for u in scope.uses.get("os", [])
+        )
         self.context.retire_imports(
-            lambda full: full.rsplit(".", 1)[-1] in DISTRIBUTED_NAMES
-            or full.startswith(DISTRIBUTED_MODULES)
-            or (full == "os" and dropped_os)
+            lambda full: (
+                full.rsplit(".", 1)[-1] in DISTRIBUTED_NAMES
+                or full.startswith(DISTRIBUTED_MODULES)
+                or (full == "os" and dropped_os)
+            )
         )
 
     def _finding(self, node: cst.CSTNode, message: str) -> None:

@@ -28,7 +28,9 @@ SCALER_METHODS = {"scale", "step", "update", "unscale_"}
 class MixedPrecision(Rule):
     code = "MIG020"
     name = "mixed-precision"
-    summary = "autocast/GradScaler -> accelerator.autocast() and mixed_precision= on the Accelerator"
+    summary = (
+        "autocast/GradScaler -> accelerator.autocast() and mixed_precision= on the Accelerator"
+    )
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
@@ -119,8 +121,15 @@ class MixedPrecision(Rule):
                 if not calls:
                     continue
                 if len(calls) != len(bindings) or any(b.unpacked for b in calls):
-                    context.block_file(Finding(code="MIG900", node=calls[0].value, message=(
-                        f"GradScaler `{name}` is rebound; migrate mixed precision by hand")))
+                    context.block_file(
+                        Finding(
+                            code="MIG900",
+                            node=calls[0].value,
+                            message=(
+                                f"GradScaler `{name}` is rebound; migrate mixed precision by hand"
+                            ),
+                        )
+                    )
                     return None
                 if not self._rewrite_uses(context, scope, name):
                     return None
@@ -153,8 +162,13 @@ class MixedPrecision(Rule):
             elif use.attr in ("update", "unscale_"):
                 small = _expression_statement(context, use)
                 if small is None:
-                    context.block_file(Finding(code="MIG900", node=call, message=(
-                        f"`{name}.{use.attr}()` used as a value; migrate by hand")))
+                    context.block_file(
+                        Finding(
+                            code="MIG900",
+                            node=call,
+                            message=(f"`{name}.{use.attr}()` used as a value; migrate by hand"),
+                        )
+                    )
                     return False
                 context.edits.remove(small)
         return True

@@ -89,21 +89,42 @@ class Accumulation(Rule):
             inside = _inside(loop, call.statement)
             conditions = [s.node for s in inside if isinstance(s.node, cst.If)]
             if call.method == "zero_grad" and conditions and node not in conditions:
-                context.block_file(Finding(code="MIG900", node=call.node, message=(
-                    "gradients are cleared under a condition of their own (the start of the "
-                    "accumulation window?); inside accelerator.accumulate zero_grad runs only "
-                    "on sync steps: clear them right after the step, then migrate")))
+                context.block_file(
+                    Finding(
+                        code="MIG900",
+                        node=call.node,
+                        message=(
+                            "gradients are cleared under a condition of their own (the start of the "
+                            "accumulation window?); inside accelerator.accumulate zero_grad runs only "
+                            "on sync steps: clear them right after the step, then migrate"
+                        ),
+                    )
+                )
                 return False
         divisions = _divisions(context, loop, k)
         if not divisions:
-            context.block_file(Finding(code="MIG900", node=node, message=(
-                "the optimizer steps every k batches but the loss is not divided by k; "
-                "accelerator.backward would divide it: migrate accumulation by hand")))
+            context.block_file(
+                Finding(
+                    code="MIG900",
+                    node=node,
+                    message=(
+                        "the optimizer steps every k batches but the loss is not divided by k; "
+                        "accelerator.backward would divide it: migrate accumulation by hand"
+                    ),
+                )
+            )
             return False
         portable = context.owner_expression(loop.scope, k)
         if portable is None or model is None:
-            context.block_file(Finding(code="MIG900", node=node, message=(
-                "gradient accumulation over values this function cannot see; migrate by hand")))
+            context.block_file(
+                Finding(
+                    code="MIG900",
+                    node=node,
+                    message=(
+                        "gradient accumulation over values this function cannot see; migrate by hand"
+                    ),
+                )
+            )
             return False
         code, depends = portable
         context.add_kwarg("gradient_accumulation_steps", code, depends)
@@ -129,9 +150,11 @@ def _accumulate_call(context: RuleContext, model: cst.BaseExpression) -> cst.Cal
 
 def _left_operand(updated: cst.CSTNode) -> cst.CSTNode:
     if isinstance(updated, cst.BinaryOperation):
-        return updated.left.with_changes(lpar=[], rpar=[]) if not isinstance(
-            updated.left, (cst.Tuple, cst.GeneratorExp)
-        ) else updated.left
+        return (
+            updated.left.with_changes(lpar=[], rpar=[])
+            if not isinstance(updated.left, (cst.Tuple, cst.GeneratorExp))
+            else updated.left
+        )
     return updated
 
 
@@ -160,7 +183,7 @@ def _merge_branches(updated: cst.CSTNode, branches: NoSyncBranches, accumulate, 
 def _inside(loop: Loop, statement: Statement) -> list[Statement]:
     """The statements enclosing `statement` within `loop`'s body, outermost first."""
     chain = statement.chain()
-    return chain[chain.index(loop.statement) + 1:] if loop.statement in chain else []
+    return chain[chain.index(loop.statement) + 1 :] if loop.statement in chain else []
 
 
 def _step_conditions(loop: Loop):

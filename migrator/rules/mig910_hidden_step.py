@@ -62,8 +62,12 @@ class HiddenStep(Rule):
         if loader is None or _built_by(facts, scope, loader) != "loader":
             return
         calls = loop.calls
-        steps = [c for c in calls if c.method == "step"
-                 and _built_by(facts, scope, patterns.name_of(c.receiver)) == "optimizer"]
+        steps = [
+            c
+            for c in calls
+            if c.method == "step"
+            and _built_by(facts, scope, patterns.name_of(c.receiver)) == "optimizer"
+        ]
         helpers = [name for name in (_foreign_callee(c, facts) for c in calls) if name]
         if steps and helpers:
             self._report(context, steps[0].node, (
@@ -91,7 +95,7 @@ def _foreign_callee(site: CallSite, facts: TrainingFacts) -> Optional[str]:
 
 
 def _built_by(facts: TrainingFacts, scope: Scope, name: Optional[str]) -> Optional[str]:
-    """"optimizer" / "loader" when `name`, seen from `scope`, is an object this file builds as
+    """ "optimizer" / "loader" when `name`, seen from `scope`, is an object this file builds as
     one."""
     if name is None:
         return None

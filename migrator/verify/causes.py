@@ -20,8 +20,12 @@ class Cause:
     first_step: int | None = None  # the step it first affects, when known
 
     def as_dict(self) -> dict:
-        return {"code": self.code, "message": self.message, "remedy": self.remedy,
-                "first_step": self.first_step}
+        return {
+            "code": self.code,
+            "message": self.message,
+            "remedy": self.remedy,
+            "first_step": self.first_step,
+        }
 
 
 def training_loaders(observed: dict) -> list[dict]:
@@ -39,62 +43,91 @@ def batch_size_problems(observed: dict, nproc: int, *, training_only: bool) -> l
     ]
 
 
-def find_causes(original: dict, comparison: Comparison | None, *, nproc: int,
-                no_dropout: bool, runtime: str) -> list[Cause]:
+def find_causes(
+    original: dict, comparison: Comparison | None, *, nproc: int, no_dropout: bool, runtime: str
+) -> list[Cause]:
     """Every cause that applies, the one matching the divergence step first."""
     causes: list[Cause] = []
     if original.get("dropout_calls") and not no_dropout:
-        causes.append(Cause(
-            "dropout",
-            "dropout is active in training: each process draws its own masks for its slice of "
-            "the batch, from a random stream the Accelerator's setup may also have advanced",
-            "compare with --no-dropout (turns dropout off in both runs)", 1))
+        causes.append(
+            Cause(
+                "dropout",
+                "dropout is active in training: each process draws its own masks for its slice of "
+                "the batch, from a random stream the Accelerator's setup may also have advanced",
+                "compare with --no-dropout (turns dropout off in both runs)",
+                1,
+            )
+        )
     if original.get("random_steps") and not original.get("dropout_calls") and nproc > 1:
-        causes.append(Cause(
-            "random-draws",
-            "the training step draws random numbers (e.g. torch.randn noise) after its batch is "
-            "loaded: each process draws its own for its slice of the batch",
-            "draw them from a torch.Generator seeded the same on every process, or compare "
-            "with --nproc 1", 1))
+        causes.append(
+            Cause(
+                "random-draws",
+                "the training step draws random numbers (e.g. torch.randn noise) after its batch is "
+                "loaded: each process draws its own for its slice of the batch",
+                "draw them from a torch.Generator seeded the same on every process, or compare "
+                "with --nproc 1",
+                1,
+            )
+        )
     if original.get("autocast"):
-        causes.append(Cause(
-            "mixed-precision",
-            f"the script trains under autocast ({', '.join(original['autocast'])}): "
-            "low-precision kernels round differently on a slice of the batch, so results are "
-            "close but not equal to fp32 tolerances",
-            "compare with looser tolerances, e.g. --rtol 1e-2 --atol 1e-3", None))
+        causes.append(
+            Cause(
+                "mixed-precision",
+                f"the script trains under autocast ({', '.join(original['autocast'])}): "
+                "low-precision kernels round differently on a slice of the batch, so results are "
+                "close but not equal to fp32 tolerances",
+                "compare with looser tolerances, e.g. --rtol 1e-2 --atol 1e-3",
+                None,
+            )
+        )
     if original.get("retained_graphs") and nproc > 1:
-        causes.append(Cause(
-            "repeated-backward",
-            "the script calls backward more than once on one forward pass "
-            "(retain_graph=True): DistributedDataParallel averages gradients across processes "
-            "only once per forward, so the later backward's gradients stay per-process",
-            "add the losses and call backward once: accelerator.backward(loss_a + loss_b)", 1))
+        causes.append(
+            Cause(
+                "repeated-backward",
+                "the script calls backward more than once on one forward pass "
+                "(retain_graph=True): DistributedDataParallel averages gradients across processes "
+                "only once per forward, so the later backward's gradients stay per-process",
+                "add the losses and call backward once: accelerator.backward(loss_a + loss_b)",
+                1,
+            )
+        )
     if original.get("batchnorm_training_calls") and nproc > 1:
-        causes.append(Cause(
-            "batchnorm",
-            f"BatchNorm in training mode: each of the {nproc} processes normalises with the "
-            "statistics of its own slice of the batch, and running statistics come from rank 0",
-            "compare with --nproc 1, or convert the model with "
-            "torch.nn.SyncBatchNorm.convert_sync_batchnorm (GPU) before prepare", 1))
+        causes.append(
+            Cause(
+                "batchnorm",
+                f"BatchNorm in training mode: each of the {nproc} processes normalises with the "
+                "statistics of its own slice of the batch, and running statistics come from rank 0",
+                "compare with --nproc 1, or convert the model with "
+                "torch.nn.SyncBatchNorm.convert_sync_batchnorm (GPU) before prepare",
+                1,
+            )
+        )
     for loader in training_loaders(original):
         causes.extend(_loader_causes(loader, nproc, runtime))
     if comparison is not None and comparison.first_lr_divergence is not None:
         step = comparison.first_lr_divergence
         row = comparison.rows[step - 1]
-        causes.append(Cause(
-            "scheduler",
-            f"the learning rate differs from step {step} (original {row.lr_original:.6g}, "
-            f"migrated {row.lr_migrated:.6g}): a prepared scheduler steps differently from the "
-            "original, typically one meant to step once per epoch",
-            "do not pass a per-epoch scheduler to accelerator.prepare (migrate leaves it "
-            "unprepared), or use Accelerator(step_scheduler_with_optimizer=False)", step + 1))
+        causes.append(
+            Cause(
+                "scheduler",
+                f"the learning rate differs from step {step} (original {row.lr_original:.6g}, "
+                f"migrated {row.lr_migrated:.6g}): a prepared scheduler steps differently from the "
+                "original, typically one meant to step once per epoch",
+                "do not pass a per-epoch scheduler to accelerator.prepare (migrate leaves it "
+                "unprepared), or use Accelerator(step_scheduler_with_optimizer=False)",
+                step + 1,
+            )
+        )
     if comparison is not None and comparison.step_count_problem:
-        causes.append(Cause(
-            "steps", comparison.step_count_problem + " (gradient accumulation whose window does "
-            "not divide the epoch, or an uneven last batch, changes when the optimizer steps)",
-            "compare with --max-steps below the first epoch's end",
-            comparison.divergence_step))
+        causes.append(
+            Cause(
+                "steps",
+                comparison.step_count_problem + " (gradient accumulation whose window does "
+                "not divide the epoch, or an uneven last batch, changes when the optimizer steps)",
+                "compare with --max-steps below the first epoch's end",
+                comparison.divergence_step,
+            )
+        )
     step = comparison.divergence_step if comparison is not None else None
     causes.sort(key=lambda cause: (cause.first_step != step, cause.first_step or math.inf))
     return causes
@@ -105,32 +138,47 @@ def _loader_causes(loader: dict, nproc: int, runtime: str) -> list[Cause]:
     size, length = loader.get("batch_size"), loader.get("dataset_length")
     if nproc > 1 and size and length and length % size and not loader.get("drop_last"):
         full = length // size
-        causes.append(Cause(
-            "partial-batch",
-            f"the training loader's last batch is partial ({length} samples in batches of "
-            f"{size} leave {length % size}); the {nproc}-process run completes it with samples "
-            "from the start of the epoch (even_batches) so every process gets an equal slice",
-            f"compare with --max-steps {full}" if full else "use drop_last=True",
-            full + 1))
+        causes.append(
+            Cause(
+                "partial-batch",
+                f"the training loader's last batch is partial ({length} samples in batches of "
+                f"{size} leave {length % size}); the {nproc}-process run completes it with samples "
+                "from the start of the epoch (even_batches) so every process gets an equal slice",
+                f"compare with --max-steps {full}" if full else "use drop_last=True",
+                full + 1,
+            )
+        )
     if loader.get("random_draws_in_fetch"):
-        causes.append(Cause(
-            "augmentation",
-            "the dataset draws random numbers while a batch is loaded (random augmentation): "
-            "each process loads only its slice, so the draws land on different samples",
-            "make the augmentation a function of the sample index (a generator seeded by it), "
-            "or turn it off for the comparison", 1))
+        causes.append(
+            Cause(
+                "augmentation",
+                "the dataset draws random numbers while a batch is loaded (random augmentation): "
+                "each process loads only its slice, so the draws land on different samples",
+                "make the augmentation a function of the sample index (a generator seeded by it), "
+                "or turn it off for the comparison",
+                1,
+            )
+        )
     if loader.get("num_workers"):
-        causes.append(Cause(
-            "workers",
-            f"the training loader uses num_workers={loader['num_workers']}: each process seeds "
-            "its workers from its own draw, so randomness inside workers differs",
-            "compare with num_workers=0", 1))
+        causes.append(
+            Cause(
+                "workers",
+                f"the training loader uses num_workers={loader['num_workers']}: each process seeds "
+                "its workers from its own draw, so randomness inside workers differs",
+                "compare with num_workers=0",
+                1,
+            )
+        )
     if loader.get("shuffle") and not loader.get("seeded") and runtime != "runtime":
-        causes.append(Cause(
-            "shuffle",
-            "the training loader shuffles without a generator: the launched run draws its "
-            "order from a different point of the random stream",
-            "pass DataLoader(generator=torch.Generator().manual_seed(...))", 1))
+        causes.append(
+            Cause(
+                "shuffle",
+                "the training loader shuffles without a generator: the launched run draws its "
+                "order from a different point of the random stream",
+                "pass DataLoader(generator=torch.Generator().manual_seed(...))",
+                1,
+            )
+        )
     return causes
 
 
@@ -138,13 +186,19 @@ def notes_when_equal(original: dict, *, nproc: int, no_dropout: bool) -> list[st
     """What the user should know although the runs agree (they may not with more processes)."""
     notes = []
     if original.get("dropout_calls") and not no_dropout:
-        notes.append("dropout is active: the runs agree with this process count, but per-process "
-                     "masks can make runs with more processes differ (--no-dropout compares "
-                     "without it)")
+        notes.append(
+            "dropout is active: the runs agree with this process count, but per-process "
+            "masks can make runs with more processes differ (--no-dropout compares "
+            "without it)"
+        )
     if original.get("random_steps") and not original.get("dropout_calls") and nproc == 1:
-        notes.append("the training step draws random numbers: with more than one process each "
-                     "draws its own, so runs differ")
+        notes.append(
+            "the training step draws random numbers: with more than one process each "
+            "draws its own, so runs differ"
+        )
     if original.get("batchnorm_training_calls") and nproc == 1:
-        notes.append("BatchNorm in training mode: with more than one process each normalises its "
-                     "own slice of the batch, so runs differ")
+        notes.append(
+            "BatchNorm in training mode: with more than one process each normalises its "
+            "own slice of the batch, so runs differ"
+        )
     return notes

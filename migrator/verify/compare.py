@@ -48,8 +48,12 @@ class Comparison:
 
     @property
     def equivalent(self) -> bool:
-        return (self.first_loss_divergence is None and self.step_count_problem is None
-                and self.weights.layout_problem is None and not self.weights.mismatched)
+        return (
+            self.first_loss_divergence is None
+            and self.step_count_problem is None
+            and self.weights.layout_problem is None
+            and not self.weights.mismatched
+        )
 
     @property
     def divergence_step(self) -> int | None:
@@ -69,8 +73,9 @@ def close(original: float, migrated: float, rtol: float, atol: float) -> bool:
     return abs(migrated - original) <= atol + rtol * abs(original)
 
 
-def compare_runs(original: RunRecord, migrated: RunRecord, *, rtol: float,
-                 atol: float) -> Comparison:
+def compare_runs(
+    original: RunRecord, migrated: RunRecord, *, rtol: float, atol: float
+) -> Comparison:
     original_losses = original.mean_losses()
     migrated_losses = migrated.mean_losses()
     original_lrs = original.ranks[0].step_lrs
@@ -81,8 +86,7 @@ def compare_runs(original: RunRecord, migrated: RunRecord, *, rtol: float,
             step=index + 1,
             original=_at(original_losses, index),
             migrated=_at(migrated_losses, index),
-            per_rank=[r.step_losses[index] for r in migrated.ranks
-                      if index < len(r.step_losses)],
+            per_rank=[r.step_losses[index] for r in migrated.ranks if index < len(r.step_losses)],
             lr_original=_at(original_lrs, index),
             lr_migrated=_at(migrated_lrs, index),
         )
@@ -92,16 +96,22 @@ def compare_runs(original: RunRecord, migrated: RunRecord, *, rtol: float,
         max_diff = max(max_diff, row.abs_diff) if not math.isnan(row.abs_diff) else math.inf
         if first_loss is None and not close(row.original, row.migrated, rtol, atol):
             first_loss = row.step
-        if (first_lr is None and row.lr_original is not None and row.lr_migrated is not None
-                and not close(row.lr_original, row.lr_migrated, rtol, 0.0)):
+        if (
+            first_lr is None
+            and row.lr_original is not None
+            and row.lr_migrated is not None
+            and not close(row.lr_original, row.lr_migrated, rtol, 0.0)
+        ):
             first_lr = row.step
     step_problem = None
     counts = {len(r.step_losses) for r in migrated.ranks}
     if len(counts) > 1:
         step_problem = f"the migrated run's ranks made different numbers of steps: {sorted(counts)}"
     elif len(original_losses) != len(migrated_losses):
-        step_problem = (f"the original made {len(original_losses)} optimizer steps, the migrated "
-                        f"run {len(migrated_losses)}")
+        step_problem = (
+            f"the original made {len(original_losses)} optimizer steps, the migrated "
+            f"run {len(migrated_losses)}"
+        )
     weights = compare_weights(original.parameters, migrated.parameters, rtol=rtol, atol=atol)
     return Comparison(rows, first_loss, first_lr, step_problem, weights, max_diff)
 
@@ -110,15 +120,18 @@ def _at(values: list, index: int):
     return values[index] if index < len(values) else None
 
 
-def compare_weights(original: list[Parameter] | None, migrated: list[Parameter] | None,
-                    *, rtol: float, atol: float) -> WeightsComparison:
+def compare_weights(
+    original: list[Parameter] | None, migrated: list[Parameter] | None, *, rtol: float, atol: float
+) -> WeightsComparison:
     result = WeightsComparison()
     if original is None or migrated is None:
         result.layout_problem = "a run saved no final parameters"
         return result
     if [p.shape for p in original] != [p.shape for p in migrated]:
-        result.layout_problem = (f"the optimizers hold different parameters: {len(original)} "
-                                 f"tensors in the original, {len(migrated)} in the migrated run")
+        result.layout_problem = (
+            f"the optimizers hold different parameters: {len(original)} "
+            f"tensors in the original, {len(migrated)} in the migrated run"
+        )
         return result
     for before, after in zip(original, migrated):
         result.tensors += 1

@@ -15,8 +15,14 @@ import random
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
-DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-                     "feature_alpha_dropout")
+DROPOUT_FUNCTIONS = (
+    "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "alpha_dropout",
+    "feature_alpha_dropout",
+)
 RNG_CHECKS_PER_LOADER = 3  # batches per iteration checked for random draws (cost bound)
 RNG_CHECKED_STEPS = 20  # training steps checked for random draws outside data loading
 
@@ -73,8 +79,9 @@ def watch_functional(functional, observed: Observations, *, no_dropout: bool) ->
             setattr(functional, name, _watched_dropout(original, observed, no_dropout))
     attention = getattr(functional, "scaled_dot_product_attention", None)
     if attention is not None:
-        functional.scaled_dot_product_attention = _watched_attention(attention, observed,
-                                                                     no_dropout)
+        functional.scaled_dot_product_attention = _watched_attention(
+            attention, observed, no_dropout
+        )
     batch_norm = functional.batch_norm
 
     @functools.wraps(batch_norm)
@@ -142,8 +149,8 @@ def loader_facts(loader: DataLoader) -> dict:
         "drop_last": bool(getattr(loader.batch_sampler, "drop_last", loader.drop_last)),
         "num_workers": loader.num_workers,
         "shuffle": isinstance(sampler, RandomSampler),
-        "seeded": isinstance(sampler, RandomSampler) and (
-            sampler.generator is not None or loader.generator is not None),
+        "seeded": isinstance(sampler, RandomSampler)
+        and (sampler.generator is not None or loader.generator is not None),
         "training": False,
         "random_draws_in_fetch": False,
     }
@@ -198,8 +205,13 @@ def watch_loaders(observed: Observations, *, seed_shuffle: bool, seed: int) -> N
     @functools.wraps(original_init)
     def seeded_init(self, *args, **kwargs):
         shuffle = argument(args, kwargs, 2, "shuffle", None)
-        if (shuffle and kwargs.get("generator") is None and kwargs.get("sampler") is None
-                and kwargs.get("batch_sampler") is None and len(args) < 4):
+        if (
+            shuffle
+            and kwargs.get("generator") is None
+            and kwargs.get("sampler") is None
+            and kwargs.get("batch_sampler") is None
+            and len(args) < 4
+        ):
             # the n-th such loader gets seed + n in both runs
             kwargs["generator"] = torch.Generator().manual_seed(seed + observed.seeded_loaders)
             observed.seeded_loaders += 1

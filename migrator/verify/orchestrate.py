@@ -60,8 +60,12 @@ def run_verify(request: VerifyRequest) -> int:
 def verify(request: VerifyRequest) -> Outcome:
     rtol, atol = default_tolerances(request.device)
     settings = Settings(
-        script=request.script, nproc=request.nproc, device=request.device,
-        runtime=request.runtime, max_steps=request.max_steps, no_dropout=request.no_dropout,
+        script=request.script,
+        nproc=request.nproc,
+        device=request.device,
+        runtime=request.runtime,
+        max_steps=request.max_steps,
+        no_dropout=request.no_dropout,
         rtol=rtol if request.rtol is None else request.rtol,
         atol=atol if request.atol is None else request.atol,
     )
@@ -81,12 +85,18 @@ def verify(request: VerifyRequest) -> Outcome:
             except ValueError as error:
                 return Outcome(COULD_NOT_RUN, str(error), settings)
             if migrated_text is None:
-                return Outcome(NOT_COMPARABLE, "migrate changes nothing in this script: there "
-                               "is no migrated version to compare", settings, findings=findings)
+                return Outcome(
+                    NOT_COMPARABLE,
+                    "migrate changes nothing in this script: there "
+                    "is no migrated version to compare",
+                    settings,
+                    findings=findings,
+                )
             migrated_path = work_dir / f"migrated_{script.name}"
             migrated_path.write_text(migrated_text, encoding="utf-8")
-            outcome = _run_and_compare(request, settings, script, original_run, migrated_path,
-                                       work_dir, deadline)
+            outcome = _run_and_compare(
+                request, settings, script, original_run, migrated_path, work_dir, deadline
+            )
         finally:
             stop_everything(original_run.process, original_run.pid_dir)
         outcome.findings = findings
@@ -127,12 +137,19 @@ def _migrate(script: Path, target: str):
     return new_text, [finding.render(str(script)) for finding in findings]
 
 
-def _spec(request: VerifyRequest, label: str, source: Path, script: Path,
-          nproc: int | None) -> RunSpec:
+def _spec(
+    request: VerifyRequest, label: str, source: Path, script: Path, nproc: int | None
+) -> RunSpec:
     return RunSpec(
-        label=label, source_path=source, script_path=script, script_args=request.script_args,
-        nproc=nproc, runtime=request.runtime, device=request.device,
-        max_steps=request.max_steps, no_dropout=request.no_dropout,
+        label=label,
+        source_path=source,
+        script_path=script,
+        script_args=request.script_args,
+        nproc=nproc,
+        runtime=request.runtime,
+        device=request.device,
+        max_steps=request.max_steps,
+        no_dropout=request.no_dropout,
         # HF Accelerate draws an unseeded sampler's seed at prepare: give both runs a generator
         seed_shuffle=request.runtime == "accelerate",
     )
@@ -153,21 +170,31 @@ def _record(result: RunResult, nproc: int) -> tuple[RunRecord | None, str | None
     failed = [r for r in record.ranks if r.status in ("crashed", "exited")]
     if failed:
         where = f" on rank {failed[0].rank}" if nproc > 1 else ""
-        return None, (f"the {result.label} run failed{where} after "
-                      f"{len(failed[0].step_losses)} optimizer steps: {failed[0].error}")
+        return None, (
+            f"the {result.label} run failed{where} after "
+            f"{len(failed[0].step_losses)} optimizer steps: {failed[0].error}"
+        )
     if result.returncode != 0:
         return None, f"the {result.label} run failed (exit code {result.returncode})"
     return record, None
 
 
-def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
-                     original_run: StartedRun, migrated_path: Path, work_dir: Path,
-                     deadline: float) -> Outcome:
+def _run_and_compare(
+    request: VerifyRequest,
+    settings: Settings,
+    script: Path,
+    original_run: StartedRun,
+    migrated_path: Path,
+    work_dir: Path,
+    deadline: float,
+) -> Outcome:
     launcher = "migrate launch" if request.runtime == "runtime" else "torch.distributed.run"
-    _say(request, f"running the original (python {script.name}) and the migrated script "
-         f"({launcher} --nproc {request.nproc}, {request.runtime}, split_batches=True)")
-    migrated_run = start(_spec(request, "migrated", migrated_path, script, request.nproc),
-                         work_dir)
+    _say(
+        request,
+        f"running the original (python {script.name}) and the migrated script "
+        f"({launcher} --nproc {request.nproc}, {request.runtime}, split_batches=True)",
+    )
+    migrated_run = start(_spec(request, "migrated", migrated_path, script, request.nproc), work_dir)
     try:
         runs = [finish(original_run, deadline)]
         original, problem = _record(runs[0], 1)
@@ -183,8 +210,9 @@ def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
         return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
     migrated, problem = _record(runs[1], request.nproc)
     if migrated is None:
-        batch_problems = causes_module.batch_size_problems(original.observed, request.nproc,
-                                                           training_only=False)
+        batch_problems = causes_module.batch_size_problems(
+            original.observed, request.nproc, training_only=False
+        )
         if batch_problems and not runs[1].timed_out:
             return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
         return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
@@ -193,43 +221,68 @@ def _run_and_compare(request: VerifyRequest, settings: Settings, script: Path,
 
 def _not_comparable(original: RunRecord, nproc: int) -> str | None:
     if original.steps == 0:
-        return ("the original made no optimizer step in its own process: there is no training "
-                "to compare (training in processes it spawns, e.g. mp.spawn, is not recorded)")
+        return (
+            "the original made no optimizer step in its own process: there is no training "
+            "to compare (training in processes it spawns, e.g. mp.spawn, is not recorded)"
+        )
     problems = causes_module.batch_size_problems(original.observed, nproc, training_only=True)
     return "; ".join(problems) if problems else None
 
 
-def _compare(request: VerifyRequest, settings: Settings, original: RunRecord,
-             migrated: RunRecord, runs: list[RunResult]) -> Outcome:
+def _compare(
+    request: VerifyRequest,
+    settings: Settings,
+    original: RunRecord,
+    migrated: RunRecord,
+    runs: list[RunResult],
+) -> Outcome:
     comparison = compare_runs(original, migrated, rtol=settings.rtol, atol=settings.atol)
-    found = causes_module.find_causes(original.observed, comparison, nproc=request.nproc,
-                                      no_dropout=request.no_dropout, runtime=request.runtime)
+    found = causes_module.find_causes(
+        original.observed,
+        comparison,
+        nproc=request.nproc,
+        no_dropout=request.no_dropout,
+        runtime=request.runtime,
+    )
     if comparison.equivalent:
-        notes = causes_module.notes_when_equal(original.observed, nproc=request.nproc,
-                                               no_dropout=request.no_dropout)
-        reason = (f"{len(comparison.rows)} optimizer steps, max |Δloss| "
-                  f"{comparison.max_loss_diff:.3g}, final weights max |Δ| "
-                  f"{comparison.weights.max_abs_diff:.3g} ({comparison.weights.tensors} tensors)")
+        notes = causes_module.notes_when_equal(
+            original.observed, nproc=request.nproc, no_dropout=request.no_dropout
+        )
+        reason = (
+            f"{len(comparison.rows)} optimizer steps, max |Δloss| "
+            f"{comparison.max_loss_diff:.3g}, final weights max |Δ| "
+            f"{comparison.weights.max_abs_diff:.3g} ({comparison.weights.tensors} tensors)"
+        )
         if notes:
             reason += f"; but {notes[0].split(':')[0]} (see note)"
         return Outcome(EQUIVALENT, reason, settings, comparison, notes=notes, runs=runs)
-    return Outcome(DIVERGED, _divergence_reason(comparison, found), settings, comparison,
-                   causes=found, runs=runs)
+    return Outcome(
+        DIVERGED,
+        _divergence_reason(comparison, found),
+        settings,
+        comparison,
+        causes=found,
+        runs=runs,
+    )
 
 
 def _divergence_reason(comparison, found) -> str:
     step = comparison.divergence_step
     if comparison.first_loss_divergence is not None:
         row = comparison.rows[step - 1]
-        text = (f"loss {row.original:.7g} (original) vs {row.migrated:.7g} (migrated), "
-                f"|Δ| {row.abs_diff:.3g}; max |Δloss| {comparison.max_loss_diff:.3g}")
+        text = (
+            f"loss {row.original:.7g} (original) vs {row.migrated:.7g} (migrated), "
+            f"|Δ| {row.abs_diff:.3g}; max |Δloss| {comparison.max_loss_diff:.3g}"
+        )
     elif comparison.step_count_problem:
         text = comparison.step_count_problem
     elif comparison.weights.layout_problem:
         text = comparison.weights.layout_problem
     else:
-        text = (f"every loss agrees but the final weights differ: max |Δ| "
-                f"{comparison.weights.max_abs_diff:.3g} in {comparison.weights.worst}")
+        text = (
+            f"every loss agrees but the final weights differ: max |Δ| "
+            f"{comparison.weights.max_abs_diff:.3g} in {comparison.weights.worst}"
+        )
     if found:
         text += f"; likely cause: {found[0].code}"
     return text

@@ -76,8 +76,9 @@ class Recorder:
         register_optimizer_step_post_hook(self.note_step)
         hooks.watch_functional(F, self.observed, no_dropout=bool(self.config.get("no_dropout")))
         hooks.watch_autocast(self.observed)
-        hooks.watch_loaders(self.observed, seed_shuffle=bool(self.config.get("seed_shuffle")),
-                            seed=seed)
+        hooks.watch_loaders(
+            self.observed, seed_shuffle=bool(self.config.get("seed_shuffle")), seed=seed
+        )
         if self.config.get("runtime") == "accelerate":
             hooks.force_accelerate_split_batches(cpu=self.config.get("device") != "cuda")
 
@@ -132,8 +133,9 @@ class Recorder:
                     seen.add(id(parameter))
                     values = parameter.detach().to("cpu", torch.float64).flatten()
                     name = names.get(id(parameter), f"optimizer{index}.param{position}")
-                    layout.append({"name": name, "shape": list(parameter.shape),
-                                   "numel": values.numel()})
+                    layout.append(
+                        {"name": name, "shape": list(parameter.shape), "numel": values.numel()}
+                    )
                     data.extend(values.tolist())
         (out / PARAMS_DATA).write_bytes(data.tobytes())
         (out / PARAMS_LAYOUT).write_text(json.dumps(layout))
@@ -143,8 +145,11 @@ def parameter_names() -> dict[int, str]:
     """id(parameter) -> its name in the largest model that holds it (DDP wrappers skipped)."""
     wrapper = torch.nn.parallel.DistributedDataParallel
     # type() rather than isinstance(): some lazy objects warn when asked for __class__
-    models = [m for m in gc.get_objects() if issubclass(type(m), torch.nn.Module)
-              and not issubclass(type(m), wrapper)]
+    models = [
+        m
+        for m in gc.get_objects()
+        if issubclass(type(m), torch.nn.Module) and not issubclass(type(m), wrapper)
+    ]
     names: dict[int, str] = {}
     for model in sorted(models, key=lambda m: -sum(1 for _ in m.parameters())):
         for name, parameter in model.named_parameters():

@@ -48,21 +48,33 @@ def outcome_as_dict(outcome: Outcome) -> dict:
     }
     if comparison is not None:
         data["steps"] = [
-            {"step": row.step, "original": _number(row.original),
-             "migrated": _number(row.migrated), "abs_diff": _number(row.abs_diff),
-             "per_rank": [_number(v) for v in row.per_rank], "lr_original": row.lr_original,
-             "lr_migrated": row.lr_migrated}
+            {
+                "step": row.step,
+                "original": _number(row.original),
+                "migrated": _number(row.migrated),
+                "abs_diff": _number(row.abs_diff),
+                "per_rank": [_number(v) for v in row.per_rank],
+                "lr_original": row.lr_original,
+                "lr_migrated": row.lr_migrated,
+            }
             for row in comparison.rows
         ]
         weights = comparison.weights
-        data["weights"] = {"tensors": weights.tensors, "elements": weights.elements,
-                           "max_abs_diff": _number(weights.max_abs_diff), "worst": weights.worst,
-                           "mismatched": weights.mismatched,
-                           "layout_problem": weights.layout_problem}
+        data["weights"] = {
+            "tensors": weights.tensors,
+            "elements": weights.elements,
+            "max_abs_diff": _number(weights.max_abs_diff),
+            "worst": weights.worst,
+            "mismatched": weights.mismatched,
+            "layout_problem": weights.layout_problem,
+        }
     for run in outcome.runs:
-        data["runs"][run.label] = {"returncode": run.returncode, "timed_out": run.timed_out,
-                                   "seconds": round(run.seconds, 3),
-                                   "stderr_tail": run.stderr_tail}
+        data["runs"][run.label] = {
+            "returncode": run.returncode,
+            "timed_out": run.timed_out,
+            "seconds": round(run.seconds, 3),
+            "stderr_tail": run.stderr_tail,
+        }
     return data
 
 
@@ -95,8 +107,10 @@ def print_text(outcome: Outcome) -> None:
     comparison = outcome.comparison
     settings = outcome.settings
     if comparison is not None:
-        table = Table(title=f"{settings.script}: 1 process vs {settings.nproc} "
-                      f"({settings.runtime}, {settings.device})")
+        table = Table(
+            title=f"{settings.script}: 1 process vs {settings.nproc} "
+            f"({settings.runtime}, {settings.device})"
+        )
         for name in ("step", "original", "migrated", "|Δ|"):
             table.add_column(name, justify="right")
         show_lr = comparison.first_lr_divergence is not None
@@ -109,24 +123,37 @@ def print_text(outcome: Outcome) -> None:
                 continue
             style = "red" if outcome.step is not None and row.step >= outcome.step else None
             lr = [_cell(row.lr_original, 6), _cell(row.lr_migrated, 6)] if show_lr else []
-            table.add_row(str(row.step), _cell(row.original), _cell(row.migrated),
-                          _cell(row.abs_diff, 3), *lr, style=style)
+            table.add_row(
+                str(row.step),
+                _cell(row.original),
+                _cell(row.migrated),
+                _cell(row.abs_diff, 3),
+                *lr,
+                style=style,
+            )
         out.print(table)
         weights = comparison.weights
         if weights.layout_problem:
             out.print(f"final weights: {weights.layout_problem}")
         else:
-            out.print(f"final weights: {weights.tensors} tensors, {weights.elements} values, "
-                      f"max |Δ| {weights.max_abs_diff:.3g} ({weights.worst})"
-                      + (f", out of tolerance: {', '.join(weights.mismatched[:5])}"
-                         if weights.mismatched else ""))
+            out.print(
+                f"final weights: {weights.tensors} tensors, {weights.elements} values, "
+                f"max |Δ| {weights.max_abs_diff:.3g} ({weights.worst})"
+                + (
+                    f", out of tolerance: {', '.join(weights.mismatched[:5])}"
+                    if weights.mismatched
+                    else ""
+                )
+            )
     tolerances = f"  (rtol {settings.rtol:g}, atol {settings.atol:g})" if comparison else ""
-    out.print(f"[{STYLES.get(outcome.verdict, 'bold red')}]{escape(outcome.headline)}[/]"
-              + tolerances)
+    out.print(
+        f"[{STYLES.get(outcome.verdict, 'bold red')}]{escape(outcome.headline)}[/]" + tolerances
+    )
     for index, cause in enumerate(outcome.causes):
         label = "likely cause" if index == 0 else "possible cause"
-        err.print(escape(f"{label} ({cause.code}): {cause.message}\n"
-                         f"  to compare anyway: {cause.remedy}"))
+        err.print(
+            escape(f"{label} ({cause.code}): {cause.message}\n  to compare anyway: {cause.remedy}")
+        )
     for note in outcome.notes:
         err.print(escape(f"note: {note}"))
     for finding in outcome.findings:

@@ -64,11 +64,24 @@ def launcher_command(spec: RunSpec, bootstrap: Path) -> list[str]:
     if spec.nproc is None:
         return [sys.executable, str(bootstrap)]
     if spec.runtime == "runtime":
-        return [sys.executable, "-m", "migrator", "launch", "--nproc", str(spec.nproc),
-                str(bootstrap)]
+        return [
+            sys.executable,
+            "-m",
+            "migrator",
+            "launch",
+            "--nproc",
+            str(spec.nproc),
+            str(bootstrap),
+        ]
     # HF Accelerate's own launcher is torch.distributed.run underneath (accelerate launch)
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc-per-node={spec.nproc}", str(bootstrap)]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={spec.nproc}",
+        str(bootstrap),
+    ]
 
 
 def run_environment(spec: RunSpec, config_path: Path, temporary: Path) -> dict[str, str]:
@@ -109,26 +122,34 @@ def start(spec: RunSpec, work_dir: Path) -> StartedRun:
     bootstrap = work_dir / f"boot_{spec.label}.py"
     bootstrap.write_text(BOOTSTRAP)
     config_path = work_dir / f"{spec.label}.json"
-    config_path.write_text(json.dumps({
-        "out_dir": str(run_dir),
-        "pid_dir": str(pid_dir),
-        "source_path": str(spec.source_path),
-        "script_path": str(spec.script_path),
-        "argv": spec.script_args,
-        "seed": spec.seed,
-        "max_steps": spec.max_steps,
-        "no_dropout": spec.no_dropout,
-        "seed_shuffle": spec.seed_shuffle,
-        "runtime": spec.runtime if spec.nproc is not None else None,
-        "device": spec.device if spec.nproc is not None else "cpu",
-    }))
+    config_path.write_text(
+        json.dumps(
+            {
+                "out_dir": str(run_dir),
+                "pid_dir": str(pid_dir),
+                "source_path": str(spec.source_path),
+                "script_path": str(spec.script_path),
+                "argv": spec.script_args,
+                "seed": spec.seed,
+                "max_steps": spec.max_steps,
+                "no_dropout": spec.no_dropout,
+                "seed_shuffle": spec.seed_shuffle,
+                "runtime": spec.runtime if spec.nproc is not None else None,
+                "device": spec.device if spec.nproc is not None else "cpu",
+            }
+        )
+    )
     stderr_path = work_dir / f"{spec.label}.err"
     temporary = work_dir / f"{spec.label}-tmp"
     temporary.mkdir()
     with open(work_dir / f"{spec.label}.out", "wb") as stdout, open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
-            launcher_command(spec, bootstrap), stdin=subprocess.DEVNULL, stdout=stdout,
-            stderr=stderr, env=run_environment(spec, config_path, temporary), start_new_session=True,
+            launcher_command(spec, bootstrap),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            env=run_environment(spec, config_path, temporary),
+            start_new_session=True,
         )
     return StartedRun(spec, process, run_dir, pid_dir, stderr_path, time.monotonic())
 
@@ -136,14 +157,18 @@ def start(spec: RunSpec, work_dir: Path) -> StartedRun:
 def finish(run: StartedRun, deadline: float) -> RunResult:
     """Waits until the run ends or `deadline` (time.monotonic) passes; then nothing is left."""
     try:
-        returncode: int | None = run.process.wait(
-            timeout=max(0.0, deadline - time.monotonic()))
+        returncode: int | None = run.process.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         returncode = None
     finally:
         stop_everything(run.process, run.pid_dir)
-    return RunResult(run.spec.label, returncode, time.monotonic() - run.started, run.run_dir,
-                     read_tail(run.stderr_path))
+    return RunResult(
+        run.spec.label,
+        returncode,
+        time.monotonic() - run.started,
+        run.run_dir,
+        read_tail(run.stderr_path),
+    )
 
 
 def stop_everything(process: subprocess.Popen, pid_dir: Path) -> None:

@@ -11,18 +11,21 @@ from migrator.config import ConfigError, find_pyproject, load_config
 
 
 def test_nearest_pyproject_with_a_migrate_table_wins(tree):
-    root = tree({
-        "pyproject.toml": '[tool.migrate]\ntarget = "accelerate"\n',
-        "pkg/pyproject.toml": '[project]\nname = "inner"\n',  # no [tool.migrate]: skipped
-        "pkg/sub/train.py": TRAIN_SCRIPT,
-    })
+    root = tree(
+        {
+            "pyproject.toml": '[tool.migrate]\ntarget = "accelerate"\n',
+            "pkg/pyproject.toml": '[project]\nname = "inner"\n',  # no [tool.migrate]: skipped
+            "pkg/sub/train.py": TRAIN_SCRIPT,
+        }
+    )
     assert find_pyproject([str(root / "pkg" / "sub" / "train.py")]) == root / "pyproject.toml"
     assert load_config([str(root / "pkg")]).target == "accelerate"
 
 
 def test_config_target_is_used_and_the_flag_overrides_it(tree):
-    root = tree({"pyproject.toml": '[tool.migrate]\ntarget = "accelerate"\n',
-                 "train.py": TRAIN_SCRIPT})
+    root = tree(
+        {"pyproject.toml": '[tool.migrate]\ntarget = "accelerate"\n', "train.py": TRAIN_SCRIPT}
+    )
     done = run_migrate("--diff", "train.py", cwd=root)
     assert b"+from accelerate import Accelerator" in done.stdout
     done = run_migrate("--diff", "--target", "runtime", "train.py", cwd=root)
@@ -30,7 +33,9 @@ def test_config_target_is_used_and_the_flag_overrides_it(tree):
 
 
 def test_config_select_and_ignore(tree):
-    root = tree({"pyproject.toml": '[tool.migrate]\nignore = ["MIG005"]\n', "train.py": TRAIN_SCRIPT})
+    root = tree(
+        {"pyproject.toml": '[tool.migrate]\nignore = ["MIG005"]\n', "train.py": TRAIN_SCRIPT}
+    )
     done = run_migrate("--diff", "train.py", cwd=root)
     assert b"+            accelerator.backward(loss)" not in done.stdout
     done = run_migrate("--diff", "--ignore", "MIG002", "train.py", cwd=root)
@@ -38,11 +43,13 @@ def test_config_select_and_ignore(tree):
 
 
 def test_config_extend_exclude_is_relative_to_the_pyproject(tree):
-    root = tree({
-        "pyproject.toml": '[tool.migrate]\nextend-exclude = ["legacy/"]\n',
-        "legacy/train.py": TRAIN_SCRIPT,
-        "src/train.py": TRAIN_SCRIPT,
-    })
+    root = tree(
+        {
+            "pyproject.toml": '[tool.migrate]\nextend-exclude = ["legacy/"]\n',
+            "legacy/train.py": TRAIN_SCRIPT,
+            "src/train.py": TRAIN_SCRIPT,
+        }
+    )
     done = run_migrate("--check", "--format", "json", ".", cwd=root)
     paths = [f["path"] for f in json.loads(done.stdout)["files"]]
     assert paths == ["src/train.py"]

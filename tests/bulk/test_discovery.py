@@ -30,24 +30,34 @@ def test_walks_recursively_for_py_files_in_sorted_order(tree):
 
 
 def test_default_excludes(tree):
-    root = tree({"ok.py": "", ".venv/lib/x.py": "", "build/x.py": "", "node_modules/x.py": "",
-                 "pkg/__pycache__/x.py": "", "pkg/site-packages/x.py": ""})
+    root = tree(
+        {
+            "ok.py": "",
+            ".venv/lib/x.py": "",
+            "build/x.py": "",
+            "node_modules/x.py": "",
+            "pkg/__pycache__/x.py": "",
+            "pkg/site-packages/x.py": "",
+        }
+    )
     assert _discover(root) == ["ok.py"]
 
 
 def test_gitignore_nested_and_negated(tree):
-    root = tree({
-        ".git/HEAD": "",
-        ".gitignore": "generated/\n*_pb2.py\n",
-        "generated/x.py": "",
-        "api_pb2.py": "",
-        "pkg/.gitignore": "local_*.py\n!local_keep.py\n",
-        "pkg/local_a.py": "",
-        "pkg/local_keep.py": "",
-        "pkg/sub/local_b.py": "",
-        "pkg/sub/real.py": "",
-        "other/local_c.py": "",  # the nested ignore file applies below pkg/ only
-    })
+    root = tree(
+        {
+            ".git/HEAD": "",
+            ".gitignore": "generated/\n*_pb2.py\n",
+            "generated/x.py": "",
+            "api_pb2.py": "",
+            "pkg/.gitignore": "local_*.py\n!local_keep.py\n",
+            "pkg/local_a.py": "",
+            "pkg/local_keep.py": "",
+            "pkg/sub/local_b.py": "",
+            "pkg/sub/real.py": "",
+            "other/local_c.py": "",  # the nested ignore file applies below pkg/ only
+        }
+    )
     assert _discover(root) == ["other/local_c.py", "pkg/local_keep.py", "pkg/sub/real.py"]
 
 
@@ -69,8 +79,15 @@ def test_exclude_replaces_defaults_and_extend_exclude_adds(tree):
 
 
 def test_explicit_files_are_processed_unless_force_exclude(tree):
-    root = tree({".git/HEAD": "", ".gitignore": "ignored.py\n", "build/gen.py": "",
-                 "ignored.py": "", "fine.py": ""})
+    root = tree(
+        {
+            ".git/HEAD": "",
+            ".gitignore": "ignored.py\n",
+            "build/gen.py": "",
+            "ignored.py": "",
+            "fine.py": "",
+        }
+    )
     args = ("build/gen.py", "ignored.py", "fine.py")
     assert _discover(root, *args) == ["build/gen.py", "fine.py", "ignored.py"]
     assert _discover(root, *args, force_exclude=True) == ["fine.py"]

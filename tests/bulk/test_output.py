@@ -34,8 +34,11 @@ def test_check_lists_files_in_path_order_with_a_pool(tree):
     root = _repo(tree)
     done = run_migrate("--check", "-j", "2", ".", cwd=root)
     assert done.returncode == 1
-    listed = [line.split(" ", 2)[2] for line in done.stderr.decode().splitlines()
-              if line.startswith("would migrate pkg")]
+    listed = [
+        line.split(" ", 2)[2]
+        for line in done.stderr.decode().splitlines()
+        if line.startswith("would migrate pkg")
+    ]
     assert listed == sorted(f"pkg{i % 3}/train_{i:02d}.py" for i in range(12))
     assert done.stdout == b""
 
@@ -66,9 +69,7 @@ def test_quiet_prints_only_errors_and_findings(tree):
 def test_json_has_per_file_results_findings_and_summary(tree):
     root = _repo(tree, count=2)
     (root / "broken.py").write_text(TRAIN_SCRIPT.replace("def main():", "def main(:"))
-    (root / "fragment.py").write_text(
-        "loss = model(x).sum()\nloss.backward()\noptimizer.step()\n"
-    )
+    (root / "fragment.py").write_text("loss = model(x).sum()\nloss.backward()\noptimizer.step()\n")
     done = run_migrate("--check", "--format", "json", ".", cwd=root)
     payload = json.loads(done.stdout)  # stdout is exactly one JSON document
     by_path = {entry["path"]: entry for entry in payload["files"]}
@@ -92,11 +93,17 @@ def test_json_diff_mode_carries_the_diff(tree):
 
 def test_small_files_share_chunks_and_big_ones_go_first():
     sizes = [10, 400_000, 20, 300_000, 30]
-    candidates = sorted((Candidate(f"f{i}.py", b"x" * n) for i, n in enumerate(sizes)),
-                        key=lambda c: len(c.data), reverse=True)
+    candidates = sorted(
+        (Candidate(f"f{i}.py", b"x" * n) for i, n in enumerate(sizes)),
+        key=lambda c: len(c.data),
+        reverse=True,
+    )
     chunks = _chunks(candidates)
-    assert [[c.path for c in chunk] for chunk in chunks] == [["f1.py"], ["f3.py"],
-                                                             ["f4.py", "f2.py", "f0.py"]]
+    assert [[c.path for c in chunk] for chunk in chunks] == [
+        ["f1.py"],
+        ["f3.py"],
+        ["f4.py", "f2.py", "f0.py"],
+    ]
 
 
 def test_no_pool_for_zero_files(tmp_path, monkeypatch):

@@ -44,7 +44,12 @@ def test_start_positions_match_position_provider_for_every_node(source):
 
 def test_start_positions_of_a_few_nodes():
     module = cst.parse_module(TRAIN_SCRIPT)
-    calls = [n for n in _all_nodes(module) if isinstance(n, cst.Call)
-             and isinstance(n.func, cst.Attribute) and n.func.attr.value == "backward"]
-    (line, column), = start_positions(module, calls).values()
+    calls = [
+        n
+        for n in _all_nodes(module)
+        if isinstance(n, cst.Call)
+        and isinstance(n.func, cst.Attribute)
+        and n.func.attr.value == "backward"
+    ]
+    ((line, column),) = start_positions(module, calls).values()
     assert TRAIN_SCRIPT.splitlines()[line - 1][column:].startswith("loss.backward()")

@@ -40,8 +40,14 @@ def _git(repo: Path, env, *args: str) -> None:
 
 
 def _pre_commit(repo: Path, env, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -58,13 +64,17 @@ def repo(tmp_path):
     (root / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (root / "README.md").write_text("a project\n")
     (root / "train.py").write_text(TRAIN_SCRIPT)
-    (root / "nb.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    (root / "nb.ipynb").write_text(
+        '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+    )
     _git(root, env, "add", ".")
     return root, env
 
 
 def test_published_hooks_declare_what_pre_commit_needs():
-    hooks = {hook["id"]: hook for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    hooks = {
+        hook["id"]: hook for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    }
     assert hooks["migrate-check"]["entry"] == "migrate --check --force-exclude"
     assert hooks["migrate"]["entry"] == "migrate --write --force-exclude"
     for hook in hooks.values():

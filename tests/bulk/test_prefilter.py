@@ -162,23 +162,29 @@ def test_the_hidden_step_gate_knows_every_loader_class():
     from migrator.analysis.patterns import LOADER_CLASSES
 
     assert all(name.endswith(prefilter.LOADER_SUFFIX) for name in LOADER_CLASSES)
-    assert prefilter.HIDDEN_STEP_TRIGGER.encode() in {t for r in ALL_RULES if r.code == "MIG910"
-                                                      for t in (x.encode() for x in r.triggers)}
+    assert prefilter.HIDDEN_STEP_TRIGGER.encode() in {
+        t for r in ALL_RULES if r.code == "MIG910" for t in (x.encode() for x in r.triggers)
+    }
 
 
 HIDDEN_STEP_CASES = {
     # (text, the ast stage must hand it to LibCST)
     "loader_and_imported_helper": (
         "from torch.utils.data import DataLoader as DL\nfrom engine import fit\n"
-        "fit(model, DL(ds), opt)\n", True),
+        "fit(model, DL(ds), opt)\n",
+        True,
+    ),
     "relative_import": (
         "from torch.utils.data import DataLoader\nfrom .engine import fit\n"
-        "fit(model, DataLoader(ds), opt)\n", True),
+        "fit(model, DataLoader(ds), opt)\n",
+        True,
+    ),
     "only_torch_calls": (
         "import torch\nfrom torch.utils.data import DataLoader\n"
-        "loader = DataLoader(torch.utils.data.TensorDataset(torch.randn(4)))\n", False),
-    "loader_named_in_a_string": (
-        "import os\nprint(os.getcwd(), 'DataLoader')\n", False),
+        "loader = DataLoader(torch.utils.data.TensorDataset(torch.randn(4)))\n",
+        False,
+    ),
+    "loader_named_in_a_string": ("import os\nprint(os.getcwd(), 'DataLoader')\n", False),
 }
 
 

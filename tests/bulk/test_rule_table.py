@@ -22,19 +22,23 @@ def test_static_table_equals_the_rule_classes():
 
 
 def test_a_rule_without_its_own_triggers_inherits_the_base_default(tmp_path):
-    (tmp_path / "base.py").write_text(
-        "class Rule:\n    triggers: tuple = ('backward',)\n")
+    (tmp_path / "base.py").write_text("class Rule:\n    triggers: tuple = ('backward',)\n")
     (tmp_path / "mig050_new.py").write_text(
-        "from base import Rule\n\nclass New(Rule):\n    code = 'MIG050'\n")
+        "from base import Rule\n\nclass New(Rule):\n    code = 'MIG050'\n"
+    )
     (tmp_path / "mig051_ddp.py").write_text(
-        "class Ddp(Rule):\n    code = 'MIG051'\n    triggers = ('DistributedDataParallel',)\n")
+        "class Ddp(Rule):\n    code = 'MIG051'\n    triggers = ('DistributedDataParallel',)\n"
+    )
     assert rule_table.read_statically(tmp_path) == {
-        "MIG050": ("backward",), "MIG051": ("DistributedDataParallel",)}
+        "MIG050": ("backward",),
+        "MIG051": ("DistributedDataParallel",),
+    }
 
 
 def test_anything_unreadable_falls_back_to_importing(tmp_path):
     (tmp_path / "mig052_dynamic.py").write_text(
-        "class Dyn(Rule):\n    code = 'MIG052'\n    triggers = tuple(['a'])\n")
+        "class Dyn(Rule):\n    code = 'MIG052'\n    triggers = tuple(['a'])\n"
+    )
     assert rule_table.read_statically(tmp_path) is None
 
 
@@ -52,8 +56,13 @@ print(json.dumps({"code": code, "libcst": "libcst" in sys.modules, "torch": "tor
 
 def _probe(path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True,
-                          text=True, env=env, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return json.loads(done.stdout.splitlines()[-1])
 
 

@@ -117,8 +117,12 @@ def test_sigint_during_writes_leaves_no_temp_file_and_a_whole_file(tmp_path):
     target = tmp_path / "train.py"
     target.write_bytes(b"x = 1\n" * 2_000_000)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, "-c", _WRITE_FOREVER, str(target)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WRITE_FOREVER, str(target)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert process.stdout.readline() == b"ready\n"
     time.sleep(0.5)  # several writes in flight by now
     process.send_signal(signal.SIGINT)
@@ -132,9 +136,13 @@ def test_sigint_during_a_bulk_run_exits_130_and_leaves_files_whole(tmp_path):
     for i in range(40):
         (tmp_path / f"train_{i:02d}.py").write_text(TRAIN_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, "-m", "migrator", "--write", "-j", "2", "."],
-                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "migrator", "--write", "-j", "2", "."],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     time.sleep(1.5)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)

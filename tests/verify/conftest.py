@@ -37,8 +37,9 @@ needs_accelerate = pytest.mark.skipif(
 )
 
 
-def verify(script: str, *options: str, tmp_dir: Path | None = None,
-           script_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def verify(
+    script: str, *options: str, tmp_dir: Path | None = None, script_args: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     """`migrate verify fixtures/scripts/SCRIPT OPTIONS -- SCRIPT_ARGS`; TMPDIR kept per test."""
     env = dict(os.environ)
     env.pop("WORLD_SIZE", None)
@@ -47,8 +48,9 @@ def verify(script: str, *options: str, tmp_dir: Path | None = None,
     command = [sys.executable, "-m", "migrator", "verify", str(SCRIPTS / script), *options]
     if script_args:
         command += ["--", *script_args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, check=False,
-                          timeout=RUN_LIMIT_S)
+    return subprocess.run(
+        command, capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=RUN_LIMIT_S
+    )
 
 
 def verify_json(script: str, *options: str, **kwargs) -> tuple[dict, subprocess.CompletedProcess]:

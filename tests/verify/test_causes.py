@@ -6,15 +6,27 @@ from migrator.verify.causes import batch_size_problems, find_causes, notes_when_
 
 
 def loader(**facts) -> dict:
-    base = {"index": 0, "batch_size": 16, "dataset_length": 128, "drop_last": False,
-            "num_workers": 0, "shuffle": True, "seeded": False, "training": True,
-            "random_draws_in_fetch": False, "prepared": False}
+    base = {
+        "index": 0,
+        "batch_size": 16,
+        "dataset_length": 128,
+        "drop_last": False,
+        "num_workers": 0,
+        "shuffle": True,
+        "seeded": False,
+        "training": True,
+        "random_draws_in_fetch": False,
+        "prepared": False,
+    }
     return {**base, **facts}
 
 
 def observed(*loaders, dropout=0, batchnorm=0) -> dict:
-    return {"dropout_calls": dropout, "batchnorm_training_calls": batchnorm,
-            "loaders": list(loaders)}
+    return {
+        "dropout_calls": dropout,
+        "batchnorm_training_calls": batchnorm,
+        "loaders": list(loaders),
+    }
 
 
 def codes(causes) -> list[str]:
@@ -86,11 +98,15 @@ def test_random_draws_in_the_training_step_are_named_when_not_dropout():
 def test_learning_rate_divergence_names_the_scheduler_one_step_later():
     from migrator.verify.compare import Comparison, StepRow, WeightsComparison
 
-    rows = [StepRow(1, 1.0, 1.0, [1.0], 0.1, 0.1), StepRow(2, 0.9, 0.9, [0.9], 0.1, 0.05),
-            StepRow(3, 0.8, 0.85, [0.85], 0.1, 0.05)]
+    rows = [
+        StepRow(1, 1.0, 1.0, [1.0], 0.1, 0.1),
+        StepRow(2, 0.9, 0.9, [0.9], 0.1, 0.05),
+        StepRow(3, 0.8, 0.85, [0.85], 0.1, 0.05),
+    ]
     comparison = Comparison(rows, 3, 2, None, WeightsComparison(), 0.05)
-    found = find_causes(observed(loader()), comparison, nproc=2, no_dropout=False,
-                        runtime="runtime")
+    found = find_causes(
+        observed(loader()), comparison, nproc=2, no_dropout=False, runtime="runtime"
+    )
     assert found[0].code == "scheduler" and found[0].first_step == 3
     assert "step 2" in found[0].message
 

@@ -10,9 +10,15 @@ from migrator.verify.records import Parameter, RankRecord, RunRecord
 
 
 def rank(losses, lrs=None, index=0) -> RankRecord:
-    return RankRecord(rank=index, status="completed", step_losses=list(losses),
-                      step_lrs=list(lrs or [0.1] * len(losses)), backward_calls=len(losses),
-                      trailing_losses=[], observed={})
+    return RankRecord(
+        rank=index,
+        status="completed",
+        step_losses=list(losses),
+        step_lrs=list(lrs or [0.1] * len(losses)),
+        backward_calls=len(losses),
+        trailing_losses=[],
+        observed={},
+    )
 
 
 def run(*per_rank_losses, weights=(1.0, 2.0), lrs=None) -> RunRecord:
@@ -50,8 +56,9 @@ def test_different_step_counts_diverge_after_the_shorter_run():
 
 
 def test_equal_losses_but_different_final_weights_diverge_at_the_last_step():
-    result = compare_runs(run([1.0, 0.5]), run([1.0, 0.5], weights=(1.0, 2.1)), rtol=1e-5,
-                          atol=1e-6)
+    result = compare_runs(
+        run([1.0, 0.5]), run([1.0, 0.5], weights=(1.0, 2.1)), rtol=1e-5, atol=1e-6
+    )
     assert not result.equivalent
     assert result.divergence_step == 2
     assert result.weights.mismatched == ["w"]
@@ -63,8 +70,9 @@ def test_nan_loss_is_never_equivalent_to_a_number():
 
 
 def test_learning_rate_divergence_is_reported_separately():
-    result = compare_runs(run([1.0, 0.5], lrs=[0.1, 0.1]), run([1.0, 0.5], lrs=[0.1, 0.05]),
-                          rtol=1e-5, atol=1e-6)
+    result = compare_runs(
+        run([1.0, 0.5], lrs=[0.1, 0.1]), run([1.0, 0.5], lrs=[0.1, 0.05]), rtol=1e-5, atol=1e-6
+    )
     assert result.first_lr_divergence == 2
 
 

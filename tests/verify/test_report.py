@@ -27,8 +27,7 @@ def test_long_series_keep_the_start_the_divergence_and_the_end():
 
 
 def test_json_outcome_has_the_series_the_step_and_the_exit_code():
-    comparison = Comparison(rows(3), 2, None, None, WeightsComparison(tensors=1, elements=2),
-                            2.0)
+    comparison = Comparison(rows(3), 2, None, None, WeightsComparison(tensors=1, elements=2), 2.0)
     settings = Settings("train.py", 2, "cpu", "runtime", 1e-5, 1e-6, None, False)
     outcome = Outcome(DIVERGED, "loss differs", settings, comparison)
     data = json.loads(json.dumps(outcome_as_dict(outcome)))

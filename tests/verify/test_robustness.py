@@ -84,8 +84,13 @@ def test_script_with_nothing_to_migrate_is_not_comparable(tmp_path):
     script = tmp_path / "no_training.py"
     script.write_text("print('hello')\n")
     result = subprocess.run(
-        [sys.executable, "-m", "migrator", "verify", str(script)], capture_output=True,
-        text=True, cwd=ROOT, timeout=120, check=False)
+        [sys.executable, "-m", "migrator", "verify", str(script)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
     assert "NOT COMPARABLE" in result.stdout
 
@@ -93,12 +98,19 @@ def test_script_with_nothing_to_migrate_is_not_comparable(tmp_path):
 def test_missing_script_is_an_error(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "migrator", "verify", str(tmp_path / "absent.py")],
-        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
     assert "no such file" in result.stdout + result.stderr
 
 
 def test_importing_the_cli_and_verify_orchestration_does_not_import_torch():
-    code = ("import sys, migrator.cli, migrator.verify.orchestrate, migrator.verify.report; "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, migrator.cli, migrator.verify.orchestrate, migrator.verify.report; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)

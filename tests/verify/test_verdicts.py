@@ -32,8 +32,9 @@ def test_whole_script_without_max_steps_is_equivalent_on_two_processes():
 
 
 def test_script_arguments_after_double_dash_reach_the_script():
-    report, result = verify_json("argparse_main.py", "--nproc", "2",
-                                 script_args=("--epochs", "1", "--lr", "0.01"))
+    report, result = verify_json(
+        "argparse_main.py", "--nproc", "2", script_args=("--epochs", "1", "--lr", "0.01")
+    )
     assert report["verdict"] == "EQUIVALENT", result.stderr
     assert len(report["steps"]) == 8  # one epoch of 128 / 16
 
@@ -54,8 +55,9 @@ def test_dropout_agreeing_on_one_process_is_still_named():
 
 
 def test_no_dropout_compares_the_dropout_script_anyway():
-    report, result = verify_json("dropout_mlp.py", "--nproc", "2", "--max-steps", "6",
-                                 "--no-dropout")
+    report, result = verify_json(
+        "dropout_mlp.py", "--nproc", "2", "--max-steps", "6", "--no-dropout"
+    )
     assert report["verdict"] == "EQUIVALENT", result.stderr
 
 
@@ -90,7 +92,8 @@ def test_partial_last_batch_compares_equal_before_it():
 @needs_accelerate
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_hf_accelerate_runs_the_migration_as_a_cross_check(nproc):
-    report, result = verify_json("mlp_regression.py", "--nproc", str(nproc), "--runtime",
-                                 "accelerate", "--max-steps", "8")
+    report, result = verify_json(
+        "mlp_regression.py", "--nproc", str(nproc), "--runtime", "accelerate", "--max-steps", "8"
+    )
     assert report["verdict"] == "EQUIVALENT", result.stderr
     assert report["settings"]["runtime"] == "accelerate"
