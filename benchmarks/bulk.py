@@ -124,6 +124,7 @@ def imports(path: Path, label: str) -> None:
         [sys.executable, "-X", "importtime", "-m", "migrator", "--check", str(path)],
         capture_output=True,
         text=True,
+        check=False,
     )
     rows = []
     for line in done.stderr.splitlines():

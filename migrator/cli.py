@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -82,34 +81,34 @@ def _group(
 
 @app.command(DEFAULT_COMMAND, help="Migrate files (the default command: `migrate PATHS`).")
 def fix_command(
-    paths: List[str] = typer.Argument(None, help="Files or directories; `-` reads stdin."),
+    paths: list[str] = typer.Argument(None, help="Files or directories; `-` reads stdin."),
     diff: bool = typer.Option(False, "--diff", help="Print a unified diff (the default)."),
     check: bool = typer.Option(
         False, "--check", help="Write nothing; list files that would change."
     ),
     write: bool = typer.Option(False, "--write", help="Rewrite files in place, atomically."),
-    target: Optional[Target] = typer.Option(
+    target: Target | None = typer.Option(
         None, "--target", help="Which Accelerator import the output uses (default runtime)."
     ),
-    select: Optional[str] = typer.Option(
+    select: str | None = typer.Option(
         None, "--select", help="Comma-separated rule codes or prefixes to apply (default ALL)."
     ),
-    ignore: Optional[str] = typer.Option(
+    ignore: str | None = typer.Option(
         None, "--ignore", help="Comma-separated rule codes or prefixes to skip."
     ),
-    exclude: Optional[List[str]] = typer.Option(
+    exclude: list[str] | None = typer.Option(
         None, "--exclude", help="Glob to skip (gitignore style); replaces the default excludes."
     ),
-    extend_exclude: Optional[List[str]] = typer.Option(
+    extend_exclude: list[str] | None = typer.Option(
         None, "--extend-exclude", help="Glob to skip, in addition to the default excludes."
     ),
     force_exclude: bool = typer.Option(
         False, "--force-exclude", help="Apply excludes and .gitignore to files named explicitly."
     ),
-    jobs: Optional[int] = typer.Option(
+    jobs: int | None = typer.Option(
         None, "--jobs", "-j", min=1, help="Worker processes (default: the CPU count)."
     ),
-    stdin_filename: Optional[str] = typer.Option(
+    stdin_filename: str | None = typer.Option(
         None, "--stdin-filename", help="The name of the file read from stdin, for messages."
     ),
     output_format: OutputFormat = typer.Option(
@@ -144,7 +143,7 @@ def fix_command(
     raise typer.Exit(code)
 
 
-def _globs(values: List[str]) -> List[str]:
+def _globs(values: list[str]) -> list[str]:
     """`--exclude a,b --exclude c` -> [a, b, c]."""
     return [glob.strip() for value in values for glob in value.split(",") if glob.strip()]
 
@@ -172,7 +171,7 @@ def launch_command(
     nproc: int = typer.Option(1, "--nproc", "--nproc-per-node", help="Processes per node."),
     nnodes: str = typer.Option("1", "--nnodes", help="Number of nodes, or MIN:MAX for elastic."),
     node_rank: int = typer.Option(0, "--node-rank", help="This node's rank (static rendezvous)."),
-    rdzv_endpoint: Optional[str] = typer.Option(
+    rdzv_endpoint: str | None = typer.Option(
         None, "--rdzv-endpoint", help="HOST:PORT of the rendezvous (multi-node)."
     ),
 ) -> None:
@@ -215,13 +214,13 @@ def verify_command(
     device: Device = typer.Option(
         Device.cpu, "--device", help="Where the migrated run trains (the original: CPU)."
     ),
-    max_steps: Optional[int] = typer.Option(
+    max_steps: int | None = typer.Option(
         None, "--max-steps", help="Stop both runs after N optimizer steps."
     ),
-    rtol: Optional[float] = typer.Option(
+    rtol: float | None = typer.Option(
         None, "--rtol", help="Relative tolerance (default 1e-5 on CPU, 1e-3 on CUDA)."
     ),
-    atol: Optional[float] = typer.Option(
+    atol: float | None = typer.Option(
         None, "--atol", help="Absolute tolerance (default 1e-6 on CPU, 1e-5 on CUDA)."
     ),
     runtime: Target = typer.Option(

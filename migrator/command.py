@@ -10,7 +10,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from migrator import report
 from migrator.exit_codes import EXIT_ERROR, exit_code
@@ -22,17 +21,17 @@ PROGRESS_MIN_FILES = 200  # a progress bar only for runs long enough to want one
 @dataclass
 class FixRequest:
     paths: list[str]
-    mode: Optional[str]  # diff | check | write; None: the default (diff; source for stdin)
-    target: Optional[str] = None  # None: from the configuration, else runtime
-    select: Optional[str] = None
-    ignore: Optional[str] = None
-    stdin_filename: Optional[str] = None
+    mode: str | None  # diff | check | write; None: the default (diff; source for stdin)
+    target: str | None = None  # None: from the configuration, else runtime
+    select: str | None = None
+    ignore: str | None = None
+    stdin_filename: str | None = None
     output_format: str = "text"
     quiet: bool = False
-    exclude: Optional[list[str]] = None
+    exclude: list[str] | None = None
     extend_exclude: list[str] = field(default_factory=list)
     force_exclude: bool = False
-    jobs: Optional[int] = None
+    jobs: int | None = None
 
 
 def run_fix(request: FixRequest) -> int:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,21 +42,21 @@ class ConfigError(Exception):
 
 @dataclass
 class Config:
-    path: Optional[Path] = None  # the pyproject.toml it came from
-    target: Optional[str] = None
-    select: Optional[str] = None  # comma-separated, as on the command line
-    ignore: Optional[str] = None
-    exclude: Optional[list[str]] = None
+    path: Path | None = None  # the pyproject.toml it came from
+    target: str | None = None
+    select: str | None = None  # comma-separated, as on the command line
+    ignore: str | None = None
+    exclude: list[str] | None = None
     extend_exclude: list[str] = field(default_factory=list)
     force_exclude: bool = False
-    jobs: Optional[int] = None
+    jobs: int | None = None
 
     @property
-    def root(self) -> Optional[Path]:
+    def root(self) -> Path | None:
         return self.path.parent if self.path is not None else None
 
 
-def find_pyproject(paths: Iterable[str]) -> Optional[Path]:
+def find_pyproject(paths: Iterable[str]) -> Path | None:
     """The nearest pyproject.toml with a [tool.migrate] table, upwards from the paths' common
     directory."""
     start = _common_directory(list(paths))
@@ -122,7 +123,7 @@ def _has_migrate_table(path: Path) -> bool:
     return "migrate" in _read(path).get("tool", {})
 
 
-def _codes(path: Path, key: str, value: Any) -> Optional[str]:
+def _codes(path: Path, key: str, value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):

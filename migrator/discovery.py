@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
 
 from pathspec import GitIgnoreSpec
 
@@ -32,10 +32,10 @@ NOTEBOOK_SUFFIX = ".ipynb"
 
 @dataclass
 class DiscoverySettings:
-    exclude: Optional[list[str]] = None  # None: the default excludes
+    exclude: list[str] | None = None  # None: the default excludes
     extend_exclude: list[str] = field(default_factory=list)
     force_exclude: bool = False
-    root: Optional[Path] = None  # what exclude globs are relative to (default: cwd)
+    root: Path | None = None  # what exclude globs are relative to (default: cwd)
 
     def exclude_spec(self) -> GitIgnoreSpec:
         names = [f"{name}/" for name in DEFAULT_EXCLUDES] if self.exclude is None else self.exclude
@@ -49,7 +49,7 @@ class Discovery:
     notes: list[tuple[str, str]]  # (path, why it was skipped): not errors
 
 
-def discover(paths: Iterable[str], settings: Optional[DiscoverySettings] = None) -> Discovery:
+def discover(paths: Iterable[str], settings: DiscoverySettings | None = None) -> Discovery:
     settings = settings or DiscoverySettings()
     walker = _Walker(settings)
     found: dict[str, Path] = {}
@@ -90,7 +90,7 @@ class _Walker:
         self.settings = settings
         self.root = (settings.root or Path.cwd()).absolute()
         self.excludes = settings.exclude_spec()
-        self._ignore_files: dict[Path, Optional[GitIgnoreSpec]] = {}
+        self._ignore_files: dict[Path, GitIgnoreSpec | None] = {}
 
     # -- command-line files ------------------------------------------------------------------
     def excluded_explicit(self, path: Path) -> bool:
@@ -164,13 +164,13 @@ class _Walker:
                 found.append(path / entry.name)
 
     @staticmethod
-    def _relative_parts(absolute: Path, base: Path) -> Optional[tuple[str, ...]]:
+    def _relative_parts(absolute: Path, base: Path) -> tuple[str, ...] | None:
         try:
             return absolute.relative_to(base).parts
         except ValueError:
             return None
 
-    def _ignore_spec(self, directory: Path) -> Optional[GitIgnoreSpec]:
+    def _ignore_spec(self, directory: Path) -> GitIgnoreSpec | None:
         if directory not in self._ignore_files:
             spec = None
             try:

@@ -12,8 +12,8 @@ Comments and blank lines above a removed statement move to the next statement ke
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
@@ -53,7 +53,7 @@ class EditSet:
         self.removals.add(id(statement))
         self._drop(statement)
 
-    def clean_up(self, small_statement: Optional[cst.CSTNode]) -> None:
+    def clean_up(self, small_statement: cst.CSTNode | None) -> None:
         if small_statement is not None:
             self.cleanups.add(id(small_statement))
 
@@ -200,14 +200,14 @@ def merge_leading(first: list, second: list) -> list:
     return [*first[: len(first) - tail], *([EMPTY_LINE] * blanks), *second[head:]]
 
 
-def _expression(node: cst.CSTNode) -> Optional[ast.expr]:
+def _expression(node: cst.CSTNode) -> ast.expr | None:
     try:
         return ast.parse(CODEGEN.code_for_node(node).strip(), mode="eval").body
     except SyntaxError:
         return None
 
 
-def _same(a: Optional[ast.expr], b: Optional[ast.expr]) -> bool:
+def _same(a: ast.expr | None, b: ast.expr | None) -> bool:
     if a is None or b is None:
         return False
     if isinstance(a, (ast.Tuple, ast.List)) and isinstance(b, (ast.Tuple, ast.List)):

@@ -12,7 +12,6 @@ import codecs
 import io
 import tokenize
 from dataclasses import dataclass, field
-from typing import Optional
 
 from migrator.findings import Finding
 from migrator.prefilter import could_need_migration, triggers  # noqa: F401 - re-exported
@@ -29,9 +28,9 @@ class Options:
 class FileResult:
     path: str
     source: bytes
-    migrated: Optional[bytes] = None  # None: nothing to change
+    migrated: bytes | None = None  # None: nothing to change
     findings: list[Finding] = field(default_factory=list)
-    error: Optional[str] = None
+    error: str | None = None
     skipped: bool = False  # the prefilter decided no rule could apply
 
     @property
@@ -61,7 +60,7 @@ def encode(text: str, encoding: str) -> bytes:
     return text.encode(encoding)
 
 
-def migrate_text(text: str, options: Options = Options()) -> tuple[Optional[str], list[Finding]]:
+def migrate_text(text: str, options: Options = Options()) -> tuple[str | None, list[Finding]]:
     """Migrate source text; (None, findings) when nothing changes. Raises MigrationError."""
     import libcst as cst
 

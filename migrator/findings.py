@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 
 @dataclass
@@ -11,7 +11,7 @@ class Finding:
     code: str
     message: str
     level: str = "warning"  # "warning": needs a human (exit 1); "note": explains a choice
-    node: Optional[Any] = None  # the CST node it is about; resolved to line/col by the engine
+    node: Any | None = None  # the CST node it is about; resolved to line/col by the engine
     line: int = 0
     col: int = 0
 

@@ -13,9 +13,9 @@ position starts where its code generation began (whitespace included).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -39,8 +39,8 @@ class _StartRecordingState(CodegenState):
         self,
         node: cst.CSTNode,
         *,
-        start_node: Optional[cst.CSTNode] = None,
-        end_node: Optional[cst.CSTNode] = None,
+        start_node: cst.CSTNode | None = None,
+        end_node: cst.CSTNode | None = None,
     ) -> Iterator[None]:
         if id(node) in self.wanted:
             if start_node is not None:
@@ -65,7 +65,7 @@ def start_positions(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[in
     return {key: coordinates[index] for key, index in token_index.items() if index is not None}
 
 
-def _start_index(state: _StartRecordingState, key: int) -> Optional[int]:
+def _start_index(state: _StartRecordingState, key: int) -> int | None:
     seen: set[int] = set()
     while key in state.hoisted_from and key not in seen:
         seen.add(key)

@@ -24,8 +24,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Optional
+from functools import cache
 
 # Triggers the analysis only matches as a method name: `<expr>.NAME(...)`.
 METHOD_TRIGGERS = frozenset({"backward"})
@@ -34,7 +33,7 @@ HIDDEN_STEP_TRIGGER = "DataLoader"
 LOADER_SUFFIX = "DataLoader"  # every loader class patterns knows ends so (tests/bulk check)
 
 
-@lru_cache(maxsize=None)
+@cache
 def triggers(rules: frozenset) -> tuple[bytes, ...]:
     from migrator.rule_table import rule_triggers  # the rules' own triggers, without LibCST
 
@@ -45,8 +44,8 @@ def triggers(rules: frozenset) -> tuple[bytes, ...]:
     return tuple(found)
 
 
-@lru_cache(maxsize=None)
-def _method_pattern(name: str) -> "re.Pattern[bytes]":
+@cache
+def _method_pattern(name: str) -> re.Pattern[bytes]:
     word = re.escape(name.encode())
     space = rb"[ \t\f\r\n\\]*"  # whitespace, newlines (inside brackets), continuations
     # `.NAME` then `(` (a call), `)` (`(x.NAME)(...)`) or `#` (a comment before the `(`); or
@@ -55,7 +54,7 @@ def _method_pattern(name: str) -> "re.Pattern[bytes]":
     return re.compile(rb"(?:\.|[\r\n])" + space + word + space + rb"[()#]")
 
 
-def matched_triggers(data: bytes, rules: frozenset) -> Optional[set[str]]:
+def matched_triggers(data: bytes, rules: frozenset) -> set[str] | None:
     """The triggers present in `data` (None when none is: no rule can apply)."""
     present = set()
     for trigger in triggers(rules):
@@ -150,7 +149,7 @@ def screen(text: str, present: frozenset = METHOD_TRIGGERS) -> Screening:
     return Screening(NOTES, _notes(text, noted)) if noted else Screening(SKIP)
 
 
-def _training_possible(facts: "_CallFacts") -> bool:
+def _training_possible(facts: _CallFacts) -> bool:
     """A loop could train only if something steps an optimizer and a loop reaches a backward."""
     if any(site.in_loop for site in facts.backward_sites):
         return True
@@ -165,7 +164,7 @@ def _training_possible(facts: "_CallFacts") -> bool:
     return any(in_loop and callee in reaching for callee, _, in_loop in facts.name_calls)
 
 
-def _dotted(node: ast.expr) -> Optional[str]:
+def _dotted(node: ast.expr) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -181,7 +180,7 @@ def _resolve(dotted: str, aliases: dict[str, str]) -> str:
     return f"{resolved}.{rest}" if rest else resolved
 
 
-def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
+def _qualify(node: ast.expr, aliases: dict[str, str]) -> str | None:
     """As ImportTable.qualify: a dotted name with its head resolved through the imports."""
     dotted = _dotted(node)
     return _resolve(dotted, aliases) if dotted is not None else None
@@ -221,7 +220,7 @@ def _resolves_to_autograd(call: ast.Call, aliases: dict[str, str]) -> bool:
     return _qualify(call.func.value, aliases) in ("torch.autograd", "autograd")  # type: ignore[attr-defined]
 
 
-def _notes(text: str, sites: list["_BackwardSite"]) -> list:
+def _notes(text: str, sites: list[_BackwardSite]) -> list:
     from migrator.findings import Finding
 
     lines = re.split(r"\r\n|\r|\n", text)
@@ -268,7 +267,7 @@ class _CallFacts(ast.NodeVisitor):
         self.has_step = False
         self.relative: set[str] = set()  # names bound by relative imports
         # dotted names called, for MIG910's gate only (None: not collected)
-        self.callees: Optional[set[str]] = set() if callees else None
+        self.callees: set[str] | None = set() if callees else None
 
     def could_hide_step(self) -> bool:
         """MIG910's precondition, loosened: a loader is built (a callee whose qualified name

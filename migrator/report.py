@@ -9,9 +9,10 @@ import difflib
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional, TextIO
+from typing import TextIO
 
 from migrator.engine import FileResult
 
@@ -43,7 +44,7 @@ def _text(data: bytes) -> str:
         return data.decode("utf-8", "replace")
 
 
-def print_diff(result: FileResult, stream: Optional[TextIO] = None) -> None:
+def print_diff(result: FileResult, stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
     text = unified_diff(result)
     if not stream.isatty():
@@ -63,21 +64,21 @@ def print_diff(result: FileResult, stream: Optional[TextIO] = None) -> None:
         console.print(line, style=style, markup=False)
 
 
-def print_findings(result: FileResult, stream: Optional[TextIO] = None) -> None:
+def print_findings(result: FileResult, stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     for finding in result.findings:
         stream.write(finding.render(result.path) + "\n")
 
 
-def print_error(path: str, message: str, stream: Optional[TextIO] = None) -> None:
+def print_error(path: str, message: str, stream: TextIO | None = None) -> None:
     (stream or sys.stderr).write(f"{path}: error: {message}\n")
 
 
-def print_message(message: str, stream: Optional[TextIO] = None) -> None:
+def print_message(message: str, stream: TextIO | None = None) -> None:
     (stream or sys.stderr).write(message + "\n")
 
 
-def print_rules_table(stream: Optional[TextIO] = None) -> None:
+def print_rules_table(stream: TextIO | None = None) -> None:
     from migrator.rules import ALL_RULES
     from migrator.rules.catalogue import FINDING_CODES
 
@@ -127,7 +128,7 @@ class Summary:
         }
 
 
-def print_summary(summary: Summary, stream: Optional[TextIO] = None) -> None:
+def print_summary(summary: Summary, stream: TextIO | None = None) -> None:
     verb = "migrated" if summary.mode == "write" else "would migrate"
     noun = "file" if summary.scanned == 1 else "files"
     parts = [
@@ -144,9 +145,7 @@ def print_summary(summary: Summary, stream: Optional[TextIO] = None) -> None:
     print_message(", ".join(parts) + f" in {summary.seconds:.2f}s", stream)
 
 
-def print_json(
-    results: list[FileResult], summary: Summary, stream: Optional[TextIO] = None
-) -> None:
+def print_json(results: list[FileResult], summary: Summary, stream: TextIO | None = None) -> None:
     """Per-file results and findings, and the summary, as one JSON document on stdout."""
     stream = stream or sys.stdout
     files = []
@@ -180,7 +179,7 @@ def _status(result: FileResult, mode: str) -> str:
 
 
 @contextmanager
-def progress(total: int, enabled: bool) -> Iterator[Optional[Callable[[int, int], None]]]:
+def progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """A rich progress bar on stderr (transient) when enabled; yields the update callback."""
     if not enabled:
         yield None

@@ -11,14 +11,13 @@ the table can never disagree with them (tests/bulk checks that both agree).
 from __future__ import annotations
 
 import ast
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Optional
 
 RULES_DIR = Path(__file__).parent / "rules"
 
 
-@lru_cache(maxsize=None)
+@cache
 def rule_triggers() -> dict[str, tuple[str, ...]]:
     """{rule code: triggers}, in code order."""
     table = read_statically()
@@ -31,7 +30,7 @@ def rule_codes() -> tuple[str, ...]:
     return tuple(rule_triggers())
 
 
-def read_statically(directory: Path = RULES_DIR) -> Optional[dict[str, tuple[str, ...]]]:
+def read_statically(directory: Path = RULES_DIR) -> dict[str, tuple[str, ...]] | None:
     classes: dict[str, ast.ClassDef] = {}
     try:
         for path in sorted(directory.glob("*.py")):
@@ -52,7 +51,7 @@ def read_statically(directory: Path = RULES_DIR) -> Optional[dict[str, tuple[str
     return table or None
 
 
-def _triggers(node: ast.ClassDef, classes, seen: set[str]) -> Optional[tuple[str, ...]]:
+def _triggers(node: ast.ClassDef, classes, seen: set[str]) -> tuple[str, ...] | None:
     for statement in node.body:
         target, value = _assignment(statement)
         if target == "triggers":
@@ -71,7 +70,7 @@ def _triggers(node: ast.ClassDef, classes, seen: set[str]) -> Optional[tuple[str
     return _triggers(base, classes, seen | {node.name})
 
 
-def _string_attribute(node: ast.ClassDef, name: str) -> Optional[str]:
+def _string_attribute(node: ast.ClassDef, name: str) -> str | None:
     for statement in node.body:
         target, value = _assignment(statement)
         if target == name and isinstance(value, ast.Constant) and isinstance(value.value, str):

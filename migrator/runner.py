@@ -12,10 +12,10 @@ import gc
 import os
 import signal
 import sys
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from migrator.engine import FileResult, MigrationError, Options, decode, migrate_bytes
 
@@ -43,9 +43,7 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def read_and_prefilter(
-    path: Path, options: Options
-) -> tuple[Optional[FileResult], Optional[Candidate]]:
+def read_and_prefilter(path: Path, options: Options) -> tuple[FileResult | None, Candidate | None]:
     """(a finished result, None) or (None, a candidate for the engine) for one file."""
     from migrator import prefilter
 
@@ -73,7 +71,7 @@ def run_files(
     paths: list[Path],
     options: Options,
     jobs: int,
-    on_progress: Optional[Callable[[int, int], None]] = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> RunOutcome:
     """Migrate `paths`; results in no particular order. `on_progress(done, total)` per batch."""
     outcome = RunOutcome(scanned=len(paths))

@@ -13,9 +13,9 @@ import signal
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
 
 TEMP_SUFFIX = ".migrate-tmp"
 _DEFERRED_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -25,7 +25,7 @@ class WriteError(Exception):
     pass
 
 
-def write_atomically(path: Path, data: bytes, expected: Optional[bytes] = None) -> None:
+def write_atomically(path: Path, data: bytes, expected: bytes | None = None) -> None:
     """Replace `path`'s content with `data`. With `expected`, refuse if the file changed since
     it was read (another tool or an editor wrote it meanwhile)."""
     target = Path(os.path.realpath(path))  # a symlink named on the command line stays a link

@@ -21,6 +21,7 @@ def test_readme_diff_excerpt_is_real_output():
         capture_output=True,
         text=True,
         cwd=ROOT,
+        check=False,
     )
     assert done.returncode == 1
     excerpt = README.split("```diff\n", 1)[1].split("```", 1)[0]

@@ -4,8 +4,6 @@ comprehensions. Only those lose their `.to(device)` (MIG004)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis import patterns
@@ -58,15 +56,13 @@ def _derived_value(binding: Binding, names: set[str]) -> bool:
     return value is not None and data_root(value, names) is not None
 
 
-def data_root(expr: cst.BaseExpression, names: set[str]) -> Optional[str]:
+def data_root(expr: cst.BaseExpression, names: set[str]) -> str | None:
     """The loader-data name `expr` reaches by pure access (subscript, attribute, device-keeping
     tensor methods, identity comprehensions), or None."""
     while True:
         if isinstance(expr, cst.Name):
             return expr.value if expr.value in names else None
-        if isinstance(expr, cst.Subscript):
-            expr = expr.value
-        elif isinstance(expr, cst.Attribute):
+        if isinstance(expr, (cst.Subscript, cst.Attribute)):
             expr = expr.value
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value

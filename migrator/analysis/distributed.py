@@ -17,8 +17,6 @@ read by distributed_objects.py.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis import patterns
@@ -66,7 +64,7 @@ def read_distributed(index: ModuleIndex) -> DistributedFacts:
     return reader.facts
 
 
-def env_kind(expr: Optional[cst.BaseExpression], imports) -> Optional[str]:
+def env_kind(expr: cst.BaseExpression | None, imports) -> str | None:
     """The rank kind of `int(os.environ["LOCAL_RANK"])`, `int(os.getenv("RANK", 0))`, ..."""
     if not isinstance(expr, cst.Call) or imports.qualify(expr.func) != "int" or not expr.args:
         return None
@@ -402,7 +400,7 @@ class _Reader(ObjectReader):
         self.facts.blocking = True
 
 
-def _stored_in_attribute(scope: Scope, name: str) -> Optional[cst.Assign]:
+def _stored_in_attribute(scope: Scope, name: str) -> cst.Assign | None:
     """`args.gpu = gpu`: the rank parameter copied into an attribute other functions read."""
     for use in scope.uses.get(name, []):
         line = use.statement.node

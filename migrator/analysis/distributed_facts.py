@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 import libcst as cst
 
@@ -67,7 +66,7 @@ class RankName:
     scope: Scope
     name: str
     kind: str  # process_index | local_process_index | num_processes
-    binding: Optional[Binding] = None  # None: a parameter of the spawned function
+    binding: Binding | None = None  # None: a parameter of the spawned function
 
 
 @dataclass(eq=False)
@@ -77,15 +76,15 @@ class Wrap:
     site: CallSite
     target: str
     inner: cst.BaseExpression
-    inner_name: Optional[str]  # the wrapped model's name, seen through `.to(...)`/`.cuda(...)`
+    inner_name: str | None  # the wrapped model's name, seen through `.to(...)`/`.cuda(...)`
     dropped_options: list[str] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class Sampler:
     site: CallSite  # the DistributedSampler(...) call
-    binding: Optional[Binding]  # None when built inline in `DataLoader(sampler=...)`
-    shuffle: Optional[cst.BaseExpression]  # None: DistributedSampler's default, True
+    binding: Binding | None  # None when built inline in `DataLoader(sampler=...)`
+    shuffle: cst.BaseExpression | None  # None: DistributedSampler's default, True
     loader_args: list[tuple[cst.Call, cst.Arg]] = field(default_factory=list)
 
 
@@ -95,7 +94,7 @@ class Spawn:
     target: Scope
     removed_params: list[str]
     arguments: list[cst.BaseExpression]  # what the direct call passes on
-    nprocs: Optional[cst.BaseExpression]
+    nprocs: cst.BaseExpression | None
 
 
 @dataclass(eq=False)
@@ -142,7 +141,7 @@ class DistributedFacts:
                     self.rank_attributes, self.barriers, self.reductions,
                     self.collectives))  # fmt: skip
 
-    def unwrapped(self, scope: Scope, name: str) -> Optional[str]:
+    def unwrapped(self, scope: Scope, name: str) -> str | None:
         """`model` for `ddp_model` when `ddp_model = DDP(model, ...)` in `scope`."""
         for wrap in self.wraps:
             if wrap.site.scope is scope and wrap.target == name and wrap.inner_name not in (
@@ -160,7 +159,7 @@ class DistributedFacts:
         return any(r.binding is None and r.scope is scope and r.name == name
                    for r in self.rank_names)  # fmt: skip
 
-    def kind_of(self, scope: Scope, name: str) -> Optional[str]:
+    def kind_of(self, scope: Scope, name: str) -> str | None:
         for rank_name in self.rank_names:
             if rank_name.scope is scope and rank_name.name == name:
                 return rank_name.kind
@@ -171,7 +170,7 @@ def whole_statement(site: CallSite) -> bool:
     return isinstance(site.small, cst.Expr) and site.small.value is site.node
 
 
-def keyword_value(call: cst.Call, name: str, position: Optional[int] = None):
+def keyword_value(call: cst.Call, name: str, position: int | None = None):
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg.value

@@ -8,7 +8,6 @@ the call sites that pass it (`train_epoch(model, loader, ...)` from `main()`), a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import libcst as cst
 
@@ -29,7 +28,7 @@ class DataRegion:
     """Code that holds loader batches: a loop over a prepared loader, or a helper receiving one."""
 
     scope: Scope
-    loop: Optional[Loop]  # None: the whole body of `scope` (a helper called with batch data)
+    loop: Loop | None  # None: the whole body of `scope` (a helper called with batch data)
     loader: Origin
     seeds: set[str]
     names: set[str] = field(default_factory=set)  # seeds plus names derived by pure access
@@ -44,7 +43,7 @@ class DataRegion:
 class SchedulerRole:
     name: str
     per_step: bool
-    binding: Optional[Binding]
+    binding: Binding | None
 
 
 @dataclass(eq=False)
@@ -53,7 +52,7 @@ class TrainingFacts:
     accelerator_names: set[str] = field(default_factory=set)
     accelerator_bindings: list[Binding] = field(default_factory=list)
     prepared_already: set[str] = field(default_factory=set)
-    owner: Optional[Scope] = None
+    owner: Scope | None = None
     training_loops: list[Loop] = field(default_factory=list)
     eval_loops: list[Loop] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
@@ -67,7 +66,7 @@ class TrainingFacts:
     training_scopes: list[Scope] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     blocked: bool = False  # a finding says the file cannot be migrated safely
-    origins: dict[tuple[int, str], Optional[Origin]] = field(default_factory=dict)
+    origins: dict[tuple[int, str], Origin | None] = field(default_factory=dict)
     distributed: DistributedFacts = field(default_factory=DistributedFacts)  # MIG010
 
     @property
@@ -81,10 +80,10 @@ class TrainingFacts:
             return existing[0]
         return "self.accelerator" if is_method(self.owner) else "accelerator"
 
-    def origin(self, scope: Scope, name: str) -> Optional[Origin]:
+    def origin(self, scope: Scope, name: str) -> Origin | None:
         return _origin(self, scope, name, frozenset())
 
-    def role(self, scope: Scope, name: str) -> Optional[str]:
+    def role(self, scope: Scope, name: str) -> str | None:
         """model / optimizer / loader / scheduler for a name as seen from `scope`."""
         found = self.origin(scope, name)
         if found is None or found.scope is not self.owner:
@@ -101,7 +100,7 @@ class TrainingFacts:
 
     def device_names(self, scope: Scope) -> set[str]:
         names: set[str] = set()
-        current: Optional[Scope] = scope
+        current: Scope | None = scope
         while current is not None:
             for binding in self.device_bindings:
                 if binding.statement.block.scope is current:
@@ -113,13 +112,13 @@ class TrainingFacts:
             current = current.parent
         return names
 
-    def rank_kind(self, scope: Scope, name: str) -> Optional[str]:
+    def rank_kind(self, scope: Scope, name: str) -> str | None:
         """process_index / local_process_index / num_processes for a name holding one (MIG010)."""
         found = self.origin(scope, name)
         return self.distributed.kind_of(found.scope, found.name) if found is not None else None
 
 
-def is_method(scope: Optional[Scope]) -> bool:
+def is_method(scope: Scope | None) -> bool:
     return (
         scope is not None
         and scope.kind == "function"
@@ -128,7 +127,7 @@ def is_method(scope: Optional[Scope]) -> bool:
     )
 
 
-def instance_origin(scope: Scope, name: str) -> Optional[Origin]:
+def instance_origin(scope: Scope, name: str) -> Origin | None:
     """Where a Trainer's `self.x` is made: `__init__`, else the one method that binds it."""
     while scope is not None and not is_method(scope):
         scope = scope.parent
@@ -148,14 +147,14 @@ def class_methods(scope: Scope) -> list[Scope]:
     return [m for m in scope.parent.children if m.kind == "function"]
 
 
-def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> Optional[Origin]:
+def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> Origin | None:
     key = (id(scope), name)
     if key in facts.origins:
         return facts.origins[key]
     if key in seen:
         return None
     seen = seen | {key}
-    result: Optional[Origin]
+    result: Origin | None
     if name.startswith(patterns.SELF + "."):
         result = instance_origin(scope, name)
     elif facts.distributed.launch_param(scope, name):  # the rank `mp.spawn` passes
@@ -197,7 +196,7 @@ def call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
     ]
 
 
-def argument_for(call: cst.Call, function: Scope, param: str) -> Optional[cst.BaseExpression]:
+def argument_for(call: cst.Call, function: Scope, param: str) -> cst.BaseExpression | None:
     positional = [p for p in function.params if not p.startswith("*")]
     if is_method(function):
         positional = positional[1:]  # `self` is not passed
@@ -211,13 +210,13 @@ def argument_for(call: cst.Call, function: Scope, param: str) -> Optional[cst.Ba
     return None
 
 
-def bindings_of(origin: Optional[Origin]) -> list[Binding]:
+def bindings_of(origin: Origin | None) -> list[Binding]:
     if origin is None:
         return []
     return origin.scope.assigns(origin.name)
 
 
-def value_call(binding: Binding) -> Optional[cst.Call]:
+def value_call(binding: Binding) -> cst.Call | None:
     value = binding.element if binding.element is not None else binding.value
     if binding.unpacked and binding.element is None:
         return None

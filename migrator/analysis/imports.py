@@ -46,7 +46,7 @@ def import_entries(small: cst.CSTNode) -> list[ImportEntry]:
     return entries
 
 
-def _asname(alias: cst.ImportAlias) -> "str | None":
+def _asname(alias: cst.ImportAlias) -> str | None:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
     return None

@@ -8,15 +8,14 @@ this index; nothing here knows about models or optimizers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
 
 import libcst as cst
 
 from migrator.analysis.imports import ImportTable
 from migrator.analysis.patterns import SELF, name_of
 
-ScopeNode = Union[cst.Module, cst.FunctionDef, cst.ClassDef]
-LoopNode = Union[cst.For, cst.While]
+ScopeNode = cst.Module | cst.FunctionDef | cst.ClassDef
+LoopNode = cst.For | cst.While
 
 
 @dataclass(eq=False)
@@ -25,8 +24,8 @@ class Block:
 
     holder: cst.CSTNode  # Module, IndentedBlock or SimpleStatementSuite
     statements: list[cst.CSTNode]
-    scope: "Scope"
-    parent: Optional["Statement"]  # the compound statement that owns this block
+    scope: Scope
+    parent: Statement | None  # the compound statement that owns this block
 
     def __post_init__(self) -> None:
         self.positions = {id(node): i for i, node in enumerate(self.statements)}
@@ -38,14 +37,14 @@ class Statement:
     block: Block
     index: int
 
-    def chain(self) -> list["Statement"]:
+    def chain(self) -> list[Statement]:
         """This statement and its enclosing statements, outermost first, within its scope."""
         chain = [self]
         while chain[0].block.parent is not None:
             chain.insert(0, chain[0].block.parent)
         return chain
 
-    def ancestor_in(self, block: Block) -> Optional["Statement"]:
+    def ancestor_in(self, block: Block) -> Statement | None:
         """The statement of `block` that contains this one (itself if it is in `block`)."""
         for statement in self.chain():
             if statement.block is block:
@@ -57,23 +56,23 @@ class Statement:
 class Loop:
     node: LoopNode
     statement: Statement
-    scope: "Scope"
-    parent: Optional["Loop"]
+    scope: Scope
+    parent: Loop | None
     target_names: list[str] = field(default_factory=list)
-    calls: list["CallSite"] = field(default_factory=list)  # calls anywhere inside (this scope)
+    calls: list[CallSite] = field(default_factory=list)  # calls anywhere inside (this scope)
 
     @property
-    def iter(self) -> Optional[cst.BaseExpression]:
+    def iter(self) -> cst.BaseExpression | None:
         return self.node.iter if isinstance(self.node, cst.For) else None
 
-    def ancestors(self) -> list["Loop"]:
+    def ancestors(self) -> list[Loop]:
         loops, loop = [], self.parent
         while loop is not None:
             loops.append(loop)
             loop = loop.parent
         return loops
 
-    def contains(self, other: Optional["Loop"]) -> bool:
+    def contains(self, other: Loop | None) -> bool:
         while other is not None:
             if other is self:
                 return True
@@ -86,11 +85,11 @@ class Binding:
     name: str
     kind: str  # assign | augassign | for | with | comp | param | import | def
     statement: Statement
-    value: Optional[cst.BaseExpression] = None  # the whole right-hand side
-    element: Optional[cst.BaseExpression] = None  # the matching element of a tuple RHS
+    value: cst.BaseExpression | None = None  # the whole right-hand side
+    element: cst.BaseExpression | None = None  # the matching element of a tuple RHS
     unpacked: bool = False  # bound by unpacking (`a, b = value`)
-    loop: Optional[Loop] = None
-    small: Optional[cst.CSTNode] = None  # the small statement that binds it (Assign, ...)
+    loop: Loop | None = None
+    small: cst.CSTNode | None = None  # the small statement that binds it (Assign, ...)
 
 
 @dataclass(eq=False)
@@ -99,22 +98,22 @@ class Use:
     node: cst.CSTNode  # a Name, or the `self.x` Attribute
     kind: str  # iter | call | arg | attr | subscript | other
     statement: Statement
-    loop: Optional[Loop]
-    call: Optional[cst.Call] = None  # for arg/attr-call uses: the call
-    attr: Optional[str] = None  # for attr uses
-    callee: Optional[str] = None  # for arg uses: the callee's qualified name
+    loop: Loop | None
+    call: cst.Call | None = None  # for arg/attr-call uses: the call
+    attr: str | None = None  # for attr uses
+    callee: str | None = None  # for arg uses: the callee's qualified name
 
 
 @dataclass(eq=False)
 class CallSite:
     node: cst.Call
     statement: Statement
-    scope: "Scope"
-    loop: Optional[Loop]
-    callee: Optional[str]  # qualified name of the called expression, if it is a dotted name
-    receiver: Optional[cst.BaseExpression] = None  # for method calls `recv.method(...)`
-    method: Optional[str] = None
-    small: Optional[cst.CSTNode] = None  # the enclosing small statement
+    scope: Scope
+    loop: Loop | None
+    callee: str | None  # qualified name of the called expression, if it is a dotted name
+    receiver: cst.BaseExpression | None = None  # for method calls `recv.method(...)`
+    method: str | None = None
+    small: cst.CSTNode | None = None  # the enclosing small statement
 
 
 @dataclass(eq=False)
@@ -122,14 +121,14 @@ class Scope:
     kind: str  # module | function | class
     node: ScopeNode
     name: str
-    parent: Optional["Scope"]
+    parent: Scope | None
     params: list[str] = field(default_factory=list)
-    body: Optional[Block] = None
+    body: Block | None = None
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     uses: dict[str, list[Use]] = field(default_factory=dict)
     calls: list[CallSite] = field(default_factory=list)
     loops: list[Loop] = field(default_factory=list)
-    children: list["Scope"] = field(default_factory=list)
+    children: list[Scope] = field(default_factory=list)
     declared_global: set[str] = field(default_factory=set)
 
     def assigns(self, name: str) -> list[Binding]:
@@ -138,7 +137,7 @@ class Scope:
     def is_local(self, name: str) -> bool:
         return name in self.bindings and name not in self.declared_global
 
-    def descendants(self) -> list["Scope"]:
+    def descendants(self) -> list[Scope]:
         found = []
         for child in self.children:
             found.append(child)
@@ -177,7 +176,7 @@ def _param_names(node: cst.FunctionDef) -> list[str]:
     return names
 
 
-def _target_names(node: cst.BaseExpression) -> list[tuple[str, Optional[int]]]:
+def _target_names(node: cst.BaseExpression) -> list[tuple[str, int | None]]:
     """Names bound by an assignment target (`self.x` included), with their position in a flat
     tuple target."""
     if name_of(node) is not None:
@@ -204,7 +203,7 @@ class _Indexer(cst.CSTVisitor):
         self.scopes: list[Scope] = []
         self.blocks: list[Block] = []
         self.statements: list[Statement] = []
-        self.loops: list[Optional[Loop]] = []
+        self.loops: list[Loop | None] = []
         self.smalls: list[cst.CSTNode] = []
 
     # -- structure -------------------------------------------------------------------------
@@ -280,9 +279,12 @@ class _Indexer(cst.CSTVisitor):
             self._record_call(node)
         elif isinstance(node, cst.Name):
             self._record_name(node)
-        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
-            if node.value.value == SELF:
-                self._record_name(node, name_of(node))
+        elif (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == SELF
+        ):
+            self._record_name(node, name_of(node))
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -364,7 +366,7 @@ class _Indexer(cst.CSTVisitor):
             loop.calls.append(site)
             loop = loop.parent
 
-    def _record_name(self, node: cst.CSTNode, name: Optional[str] = None) -> None:
+    def _record_name(self, node: cst.CSTNode, name: str | None = None) -> None:
         kind, call, attr, callee = self._classify(node)
         if kind is None:
             return

@@ -5,7 +5,7 @@ A mixin of the analyser (roles.py): it reads `self.index`, `self.imports`, `self
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 import libcst as cst
 
@@ -42,7 +42,7 @@ class LoopAnalysis:
         self._backward_function_ids = found
         return found
 
-    def _callee_scope(self, site: CallSite) -> Optional[Scope]:
+    def _callee_scope(self, site: CallSite) -> Scope | None:
         func = site.node.func
         if isinstance(func, cst.Name):
             return self.index.functions.get(func.value)
@@ -55,7 +55,7 @@ class LoopAnalysis:
         return None
 
     # -- training loops ----------------------------------------------------------------------
-    def _batch_loop_for(self, loop: Optional[Loop]) -> Optional[Loop]:
+    def _batch_loop_for(self, loop: Loop | None) -> Loop | None:
         while loop is not None:
             name, _ = patterns.loader_base(loop.iter, self.imports)
             if name is not None:

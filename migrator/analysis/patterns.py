@@ -7,7 +7,6 @@ the tree. Kept apart from roles.py so rules and analysis share one vocabulary.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import libcst as cst
 
@@ -37,7 +36,7 @@ DEVICE_PRESERVING_METHODS = {
 }  # fmt: skip
 
 
-def last_part(qualified: Optional[str]) -> str:
+def last_part(qualified: str | None) -> str:
     return (qualified or "").rsplit(".", 1)[-1]
 
 
@@ -81,7 +80,7 @@ def is_accelerator_call(call: cst.Call, imports: ImportTable) -> bool:
     return last_part(imports.qualify(call.func)) in ACCELERATOR_CLASSES
 
 
-def _kw(arg: cst.Arg) -> Optional[str]:
+def _kw(arg: cst.Arg) -> str | None:
     return arg.keyword.value if arg.keyword is not None else None
 
 
@@ -107,7 +106,7 @@ def parameter_roots(expr: cst.CSTNode) -> list[str]:
 SELF = "self"
 
 
-def name_of(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+def name_of(expr: cst.BaseExpression | None) -> str | None:
     """The name an expression stands for: `model`, or `self.model` for an instance attribute
     (a Trainer's objects are named that way across its methods)."""
     if isinstance(expr, cst.Name):
@@ -129,7 +128,7 @@ def expression_for(name: str) -> cst.BaseExpression:
     return cst.Name(head)
 
 
-def root_name(expr: cst.BaseExpression) -> Optional[str]:
+def root_name(expr: cst.BaseExpression) -> str | None:
     """`model` for `model`, `model.encoder`, `model.module.encoder`; `self.model` for
     `self.model.encoder`; None otherwise."""
     while isinstance(expr, cst.Attribute):
@@ -139,7 +138,7 @@ def root_name(expr: cst.BaseExpression) -> Optional[str]:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
-def loader_base(expr: Optional[cst.BaseExpression], imports: ImportTable):
+def loader_base(expr: cst.BaseExpression | None, imports: ImportTable):
     """(name, through_enumerate) of the loader a `for` iterates, unwrapping enumerate/tqdm/iter."""
     through_enumerate = False
     while isinstance(expr, cst.Call):
@@ -155,11 +154,11 @@ def loader_base(expr: Optional[cst.BaseExpression], imports: ImportTable):
     return None, False
 
 
-def string_value(expr: cst.BaseExpression) -> Optional[str]:
+def string_value(expr: cst.BaseExpression) -> str | None:
     if isinstance(expr, cst.SimpleString):
         try:
             value = expr.evaluated_value
-        except Exception:  # pragma: no cover - malformed literal
+        except (ValueError, SyntaxError):  # pragma: no cover - malformed literal
             return None
         return value if isinstance(value, str) else None
     return None
@@ -214,7 +213,7 @@ def is_devicey(expr: cst.BaseExpression, device_names: set[str], imports: Import
     return is_device_constructor(expr, imports)
 
 
-def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable) -> Optional[str]:
+def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable) -> str | None:
     """ "to" for `x.to(device, ...)`, "cuda" for `x.cuda()`, None for anything else.
 
     `.to(torch.float16)` (a dtype) and `.cuda(1)` (an explicit index: a finding, not ours) are
@@ -272,7 +271,7 @@ HALF_DTYPES = {"torch.float16", "torch.half"}
 BF16_DTYPES = {"torch.bfloat16"}
 
 
-def keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return next((a for a in call.args if _kw(a) == name), None)
 
 
@@ -280,9 +279,7 @@ def positional(call: cst.Call) -> list[cst.Arg]:
     return [a for a in call.args if a.keyword is None and not a.star]
 
 
-def autocast_precision(
-    call: cst.Call, imports: ImportTable
-) -> Optional[tuple[Optional[str], bool]]:
+def autocast_precision(call: cst.Call, imports: ImportTable) -> tuple[str | None, bool] | None:
     """(precision, cuda_only) of an autocast call: fp16 / bf16, or None for a dtype that is not
     a literal one; None if it is not autocast."""
     qualified = imports.qualify(call.func) or ""

@@ -10,7 +10,6 @@ left unprepared, with a note saying why.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import libcst as cst
 
@@ -33,10 +32,10 @@ NEUTRAL_CALLEES = {"print", "isinstance", "type", "id", "repr", "str", "hasattr"
 @dataclass
 class PreparePlan:
     objects: list[str] = field(default_factory=list)
-    block: Optional[Block] = None
+    block: Block | None = None
     index: int = 0  # insert before block.statements[index]
     notes: list[Finding] = field(default_factory=list)
-    conflict: Optional[Finding] = None
+    conflict: Finding | None = None
 
     def prepares(self, name: str) -> bool:
         return name in self.objects
@@ -118,7 +117,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     return plan
 
 
-def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> Optional[str]:
+def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:
     if id(use.statement.node) in def_nodes and use.kind != "iter":
         return None  # `optimizer = AdamW(model.parameters())`, `model = model.to(device)`
     if use.kind == "attr":
@@ -132,7 +131,7 @@ def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> Opti
     return "hard"
 
 
-def _common_block(events: list[Statement], body: Block) -> Optional[Block]:
+def _common_block(events: list[Statement], body: Block) -> Block | None:
     """The deepest block that holds every event (in possibly different statements)."""
     if not events:
         return body

@@ -9,8 +9,6 @@ Rules read these facts; none re-derives them.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis import patterns
@@ -171,7 +169,7 @@ class _Analyser(LoopAnalysis):
                 schedulers.append(name)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
 
-    def _scaler_step_target(self, call: CallSite) -> Optional[Origin]:
+    def _scaler_step_target(self, call: CallSite) -> Origin | None:
         """`scaler.step(optimizer)`: the optimizer is the argument."""
         argument = patterns.name_of(call.node.args[0].value) if call.node.args else None
         receiver_name = patterns.name_of(call.receiver)
@@ -182,7 +180,7 @@ class _Analyser(LoopAnalysis):
             return None
         return self.facts.origin(call.scope, argument)
 
-    def _is_scaler(self, origin: Optional[Origin]) -> bool:
+    def _is_scaler(self, origin: Origin | None) -> bool:
         if origin is None:
             return False
         for binding in bindings_of(origin):
@@ -191,7 +189,7 @@ class _Analyser(LoopAnalysis):
                 return True
         return "scaler" in origin.name.lower()
 
-    def _step_kind(self, origin: Origin, stepped: bool) -> Optional[str]:
+    def _step_kind(self, origin: Origin, stepped: bool) -> str | None:
         """optimizer / scheduler / None for a name the loop calls `.step()` (stepped) or only
         `.zero_grad()` on. Modules have `zero_grad()` too: that alone never makes an optimizer."""
         built_by_unknown = False
@@ -385,7 +383,7 @@ class _Analyser(LoopAnalysis):
         return any(name in scope.uses for scope in self.facts.training_scopes)
 
     # -- findings ----------------------------------------------------------------------------
-    def _block(self, node: cst.CSTNode, name: Optional[str]) -> None:
+    def _block(self, node: cst.CSTNode, name: str | None) -> None:
         self._finding(
             node,
             "MIG900",

@@ -18,7 +18,6 @@ accumulating"), and the two ways DDP scripts skip the all-reduce on accumulating
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import libcst as cst
 
@@ -31,7 +30,7 @@ def code_of(node: cst.CSTNode) -> str:
     return "".join(CODEGEN.code_for_node(node).split())
 
 
-def modulo_test(test: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, bool]]:
+def modulo_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
     """(k, steps_when_true) for `(i + 1) % k == 0` (True), `(i + 1) % k != 0` and the bare
     `(i + 1) % k` (False); `A or B` steps when either does (`... or i == len(loader) - 1`)."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
@@ -56,13 +55,16 @@ def modulo_test(test: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, 
     return (k, False) if k is not None else None
 
 
-def _counter_modulo(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+def _counter_modulo(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """k of `(i + 1) % k`."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
         counter = node.left
-        if isinstance(counter, cst.BinaryOperation) and isinstance(counter.operator, cst.Add):
-            if code_of(counter.right) == "1":
-                return node.right
+        if (
+            isinstance(counter, cst.BinaryOperation)
+            and isinstance(counter.operator, cst.Add)
+            and code_of(counter.right) == "1"
+        ):
+            return node.right
     return None
 
 
@@ -77,7 +79,7 @@ class NoSyncBranches:
     steps_when_true: bool  # the syncing branch is the `if` body (else the `else` body)
 
 
-def no_sync_branches(node: cst.If) -> Optional[NoSyncBranches]:
+def no_sync_branches(node: cst.If) -> NoSyncBranches | None:
     found = modulo_test(node.test)
     if found is None:
         return None

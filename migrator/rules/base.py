@@ -7,7 +7,7 @@ it never re-derives roles and never mutates the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 import libcst as cst
 
@@ -33,7 +33,7 @@ class AcceleratorNeed:
     scope: Scope
     block: Block
     index: int
-    soft: Optional[cst.CSTNode] = None
+    soft: cst.CSTNode | None = None
 
 
 @dataclass(eq=False)
@@ -59,7 +59,7 @@ class RuleContext:
     # (module, name, asname) imports to drop once nothing uses them (RemoveImportsVisitor)
     unused_imports: list[ImportEntry] = field(default_factory=list)
     accelerator_created: bool = False
-    extra_imports: list[tuple[str, Optional[str]]] = field(default_factory=list)
+    extra_imports: list[tuple[str, str | None]] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all
     unwrapped_nodes: set[int] = field(default_factory=set)  # ids `unwrap` already wrapped
 
@@ -71,7 +71,7 @@ class RuleContext:
     def import_source(self) -> str:
         return IMPORT_SOURCES[self.target]
 
-    def accelerator_expr(self, attribute: Optional[str] = None) -> cst.BaseExpression:
+    def accelerator_expr(self, attribute: str | None = None) -> cst.BaseExpression:
         name = expression_for(self.accelerator)
         return cst.Attribute(value=name, attr=cst.Name(attribute)) if attribute else name
 
@@ -120,7 +120,7 @@ class RuleContext:
             code = origin.name + code[len(root) :]
         return code, (origin.name,)
 
-    def local_name(self, scope: Scope, origin_name: str) -> Optional[str]:
+    def local_name(self, scope: Scope, origin_name: str) -> str | None:
         """The name `scope` uses for the owner's object `origin_name`."""
         owner = self.facts.owner
         for name in [origin_name, *scope.params, *scope.bindings]:
@@ -170,10 +170,10 @@ class RuleContext:
             return True
         return "MIG006" in self.selected and self.plan.prepares(origin_name)
 
-    def role(self, scope: Scope, name: str) -> Optional[str]:
+    def role(self, scope: Scope, name: str) -> str | None:
         return self.facts.role(scope, name)
 
-    def prepared_role(self, scope: Scope, name: str) -> Optional[str]:
+    def prepared_role(self, scope: Scope, name: str) -> str | None:
         """The role of `name` in `scope` if the object it names is (or will be) prepared."""
         role = self.facts.role(scope, name)
         found = self.facts.origin(scope, name)

@@ -12,8 +12,6 @@ stop the migration (a finding) when they are not.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from migrator.analysis.facts import class_methods, is_method
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.placement import after_imports, is_docstring, is_import
@@ -102,7 +100,7 @@ class CreateAccelerator(Rule):
         context.edits.insert(body.holder, index, statement, priority=-10)
 
     @staticmethod
-    def _creation_index(block: Block, dependencies: set[str], start: Optional[int]) -> int:
+    def _creation_index(block: Block, dependencies: set[str], start: int | None) -> int:
         limit = len(block.statements)
         index = after_imports(block, limit) if start is None else start
         for name in dependencies:
@@ -146,7 +144,7 @@ def _body_start(block: Block) -> int:
     return 1 if block.statements and is_docstring(block.statements[0]) else 0
 
 
-def _position_in(need: AcceleratorNeed, block: Block) -> Optional[int]:
+def _position_in(need: AcceleratorNeed, block: Block) -> int | None:
     """Where, in `block`, the code with this need runs (None: elsewhere, or later)."""
     if need.block is block:
         return need.index

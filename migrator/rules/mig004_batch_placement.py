@@ -82,9 +82,12 @@ class _CallCollector(cst.CSTVisitor):
         self.targets, self.found = targets, found
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
-            if data_root(node.func.value, self.targets) is not None:
-                self.found.add(id(node))
+        if (
+            isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in ("to", "cuda")
+            and data_root(node.func.value, self.targets) is not None
+        ):
+            self.found.add(id(node))
 
 
 def _names(target: cst.BaseExpression) -> list[str]:

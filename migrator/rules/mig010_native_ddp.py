@@ -14,8 +14,6 @@ comment saying how to launch. Runs after MIG003/MIG004 so that `.to(rank)` they 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis.distributed import is_pure
@@ -107,7 +105,7 @@ class _Migration:
         self._unused_imports()
 
     # -- statements that go ------------------------------------------------------------------
-    def _remove(self, small: Optional[cst.CSTNode], statement: Statement) -> None:
+    def _remove(self, small: cst.CSTNode | None, statement: Statement) -> None:
         self.edits.remove(small)
         # `if torch.cuda.is_available(): torch.cuda.set_device(rank)` goes with its body; an
         # `if`/`else` whose branches both empty (`model = DDP(model, ids)` / `DDP(model)`) too.
@@ -324,7 +322,7 @@ class _Migration:
             return
         self.context.need_accelerator_at(statement)
 
-    def _device_context(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    def _device_context(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The expression to replace by `accelerator.device` when a rank names a device."""
         parent = self.parents.get(id(node))
         if isinstance(parent, cst.FormattedStringExpression):

@@ -11,8 +11,6 @@ A dynamic `enabled=` becomes part of the same condition.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis import patterns
@@ -109,7 +107,7 @@ class MixedPrecision(Rule):
         return True
 
     # -- GradScaler --------------------------------------------------------------------------
-    def _scalers(self, context, scopes, conditions, depends) -> Optional[bool]:
+    def _scalers(self, context, scopes, conditions, depends) -> bool | None:
         """Remove scalers and their dance; True if one was found, None if one can't be."""
         facts = context.facts
         imports = facts.index.imports
@@ -187,7 +185,7 @@ def _step_of_first_argument(updated: cst.CSTNode) -> cst.CSTNode:
     return cst.Call(func=cst.Attribute(value=optimizer, attr=cst.Name("step")))
 
 
-def _expression_statement(context: RuleContext, use) -> Optional[cst.CSTNode]:
+def _expression_statement(context: RuleContext, use) -> cst.CSTNode | None:
     statement = use.statement.node
     if isinstance(statement, cst.SimpleStatementLine):
         for small in statement.body:

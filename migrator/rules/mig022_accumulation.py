@@ -16,8 +16,6 @@ A conditional step without the division is not the same recipe: a finding, never
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis.index import Loop, Statement
@@ -137,7 +135,7 @@ class Accumulation(Rule):
         return True
 
     @staticmethod
-    def _model(context: RuleContext, loop: Loop) -> Optional[cst.BaseExpression]:
+    def _model(context: RuleContext, loop: Loop) -> cst.BaseExpression | None:
         facts = context.facts
         name = context.local_name(loop.scope, facts.models[0]) if facts.models else None
         return cst.parse_expression(name) if name is not None else None
@@ -195,7 +193,7 @@ def _step_conditions(loop: Loop):
                     yield statement.node
 
 
-def _conditional_step(loop: Loop) -> Optional[tuple[cst.If, cst.BaseExpression]]:
+def _conditional_step(loop: Loop) -> tuple[cst.If, cst.BaseExpression] | None:
     """The `if (i + 1) % k == 0:` that holds the optimizer step, and k."""
     for node in _step_conditions(loop):
         found = modulo_test(node.test)
@@ -204,7 +202,7 @@ def _conditional_step(loop: Loop) -> Optional[tuple[cst.If, cst.BaseExpression]]
     return None
 
 
-def _no_sync_branches(loop: Loop) -> Optional[NoSyncBranches]:
+def _no_sync_branches(loop: Loop) -> NoSyncBranches | None:
     found = (no_sync_branches(node) for node in _step_conditions(loop))
     return next((branches for branches in found if branches is not None), None)
 

@@ -11,8 +11,6 @@ checkpoint. In training code:
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis import patterns
@@ -116,7 +114,7 @@ def _model_states(context: RuleContext, scope: Scope, expr: cst.CSTNode) -> list
     return found
 
 
-def _statement_of(context: RuleContext, call: cst.Call) -> Optional[cst.CSTNode]:
+def _statement_of(context: RuleContext, call: cst.Call) -> cst.CSTNode | None:
     for site in context.facts.index.calls():
         if site.node is call:
             return site.statement.node

@@ -20,8 +20,6 @@ size that turned such a sum into a mean (`acc /= world_size`).
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis.distributed_facts import NUM_PROCESSES
@@ -108,7 +106,7 @@ class _Walker:
         self.gathered.update(names)
         self.metrics.add(_accumulator(small))
 
-    def _accumulation(self, small: cst.CSTNode) -> Optional[cst.CSTNode]:
+    def _accumulation(self, small: cst.CSTNode) -> cst.CSTNode | None:
         """The expression a metric accumulates, if `small` accumulates one."""
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             return small.value
@@ -118,7 +116,7 @@ class _Walker:
                 return small.value.with_changes(func=cst.Name("_"))  # only the arguments count
         return None
 
-    def _collective(self, value: Optional[cst.CSTNode]) -> bool:
+    def _collective(self, value: cst.CSTNode | None) -> bool:
         return (
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
@@ -143,7 +141,7 @@ class _Walker:
         return _Finder.found
 
 
-def _accumulator(small: cst.CSTNode) -> Optional[str]:
+def _accumulator(small: cst.CSTNode) -> str | None:
     """`correct` of `correct += ...`, `preds` of `preds.append(...)`."""
     if isinstance(small, cst.AugAssign):
         return name_of(small.target)
@@ -167,18 +165,24 @@ def _drop_hand_reductions(context: RuleContext, scope: Scope, metrics: set[str])
                 metrics.add(name)
                 grew = True
     for reduction in context.facts.distributed.reductions:
-        if reduction.tensor in metrics and reduction.site.scope is scope:
-            if reduction.site.small is not None:
-                context.edits.remove(reduction.site.small)
-                _drop_world_size_division(context, scope, reduction.tensor)
+        if (
+            reduction.tensor in metrics
+            and reduction.site.scope is scope
+            and reduction.site.small is not None
+        ):
+            context.edits.remove(reduction.site.small)
+            _drop_world_size_division(context, scope, reduction.tensor)
 
 
 def _drop_world_size_division(context: RuleContext, scope: Scope, tensor: str) -> None:
     for binding in scope.bindings.get(tensor, []):
         small = binding.small
-        if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.DivideAssign):
-            if _is_world_size(context, scope, small.value):
-                context.edits.remove(small)
+        if (
+            isinstance(small, cst.AugAssign)
+            and isinstance(small.operator, cst.DivideAssign)
+            and _is_world_size(context, scope, small.value)
+        ):
+            context.edits.remove(small)
 
 
 def _is_world_size(context: RuleContext, scope: Scope, expr: cst.BaseExpression) -> bool:
@@ -190,7 +194,7 @@ def _is_world_size(context: RuleContext, scope: Scope, expr: cst.BaseExpression)
                for site, kind in facts.distributed.rank_calls)  # fmt: skip
 
 
-def _body_block(context: RuleContext, loop: Loop) -> Optional[Block]:
+def _body_block(context: RuleContext, loop: Loop) -> Block | None:
     body = loop.node.body
     if not isinstance(body, cst.IndentedBlock) or not body.body:
         return None

@@ -7,8 +7,6 @@ pinning a GPU is not ours to judge.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis import patterns
@@ -43,7 +41,7 @@ class DeviceIndex(Rule):
                 ))  # fmt: skip
 
 
-def explicit_index(call: cst.Call, imports) -> Optional[str]:
+def explicit_index(call: cst.Call, imports) -> str | None:
     func = call.func
     args = patterns.positional(call)
     if not args:
@@ -57,11 +55,11 @@ def explicit_index(call: cst.Call, imports) -> Optional[str]:
     return None
 
 
-def _integer(expr: cst.BaseExpression) -> Optional[str]:
+def _integer(expr: cst.BaseExpression) -> str | None:
     return expr.value if isinstance(expr, cst.Integer) else None
 
 
-def _indexed_string(expr: cst.BaseExpression) -> Optional[str]:
+def _indexed_string(expr: cst.BaseExpression) -> str | None:
     value = patterns.string_value(expr)
     if value is not None:
         return repr(value) if value.startswith("cuda:") else None

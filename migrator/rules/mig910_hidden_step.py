@@ -14,8 +14,6 @@ Accelerator."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrator.analysis import patterns
@@ -79,7 +77,7 @@ class HiddenStep(Rule):
         context.findings.append(Finding(code=self.code, message=message, node=node))
 
 
-def _foreign_callee(site: CallSite, facts: TrainingFacts) -> Optional[str]:
+def _foreign_callee(site: CallSite, facts: TrainingFacts) -> str | None:
     """The name of a function imported from another module (absolute or relative), not torch."""
     dotted = dotted_name(site.node.func)
     if dotted is None:
@@ -94,7 +92,7 @@ def _foreign_callee(site: CallSite, facts: TrainingFacts) -> Optional[str]:
     return None if qualified.split(".")[0] == "torch" else qualified
 
 
-def _built_by(facts: TrainingFacts, scope: Scope, name: Optional[str]) -> Optional[str]:
+def _built_by(facts: TrainingFacts, scope: Scope, name: str | None) -> str | None:
     """ "optimizer" / "loader" when `name`, seen from `scope`, is an object this file builds as
     one."""
     if name is None:

@@ -22,4 +22,5 @@ def run_migrate(*args: str, cwd: Path | None = None, stdin: bytes | None = None)
         capture_output=True,
         env=env,
         timeout=300,
+        check=False,
     )

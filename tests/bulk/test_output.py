@@ -107,7 +107,7 @@ def test_small_files_share_chunks_and_big_ones_go_first():
 
 
 def test_no_pool_for_zero_files(tmp_path, monkeypatch):
-    import migrator.runner as runner
+    from migrator import runner
 
     def no_pool(*args, **kwargs):
         raise AssertionError("a pool was started")
@@ -125,7 +125,7 @@ def _die(chunk, options):
 
 
 def test_a_dead_worker_is_an_error_for_its_files_not_a_crash(tree, monkeypatch):
-    import migrator.runner as runner
+    from migrator import runner
 
     root = _repo(tree, count=4)
     monkeypatch.setattr(runner, "CHUNK_BYTES", 1)  # one file per chunk: a pool of 2 starts

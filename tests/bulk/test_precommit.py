@@ -47,6 +47,7 @@ def _pre_commit(repo: Path, env, *args: str) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
 
 
