@@ -1,6 +1,6 @@
 """The default command's work: files in, results out, one exit code. The CLI only parses.
 
-configuration -> discovery -> runner (prefilter here, LibCST in a pool) -> results sorted by
+configuration -> discovery -> runner (prefilter here, analysis in a pool) -> results sorted by
 path -> diffs / messages / writes -> JSON and summary -> exit code (exit_codes.py decides).
 """
 

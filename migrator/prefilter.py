@@ -1,6 +1,6 @@
-"""Which files could need migration, decided as cheaply as possible, before LibCST sees them.
+"""Which files could need migration, decided as cheaply as possible, before the analysis.
 
-Two stages, each a superset of what the LibCST pipeline changes or reports:
+Two stages, each a superset of what the full pipeline (engine.migrate_tree) changes or reports:
 
 1. bytes: a file must contain one of the selected rules' declared `triggers` (derived from the
    rule classes, so a new rule cannot forget its own). A trigger that the analysis only ever
@@ -8,21 +8,23 @@ Two stages, each a superset of what the LibCST pipeline changes or reports:
    then `(` (or `)` or a comment), with only whitespace or line continuations between, or
    `backward` first on a line (after a comment line, say); a dot on a line that starts with
    `#` or `>>>` (a comment, a doctest) does not count.
-2. ast (`ast.parse` is ~10x cheaper than LibCST): when the only triggers present are method
-   triggers, the file must hold a real call `<expr>.backward(...)` and a real call
-   `<expr>.step(...)` (every rule acts only where a loop trains, and the one note, MIG905,
-   needs an optimizer step in the backward's function). When no training loop is possible
-   the only output can be MIG905 notes; outside methods this stage computes them itself,
-   exactly as `migrator.analysis.loops` does (see `screen`). MIG910's trigger `DataLoader`
-   passes only if a loader class is called and so is a function imported from outside torch
-   (its finding needs both). Anything the gate cannot parse goes on to LibCST, which reports
-   it.
+2. ast: on the tree the analysis will use (the file is parsed once), when the only triggers
+   present are method triggers, the file must hold a real call `<expr>.backward(...)` and a
+   real call `<expr>.step(...)` (every rule acts only where a loop trains, and the one note,
+   MIG905, needs an optimizer step in the backward's function). When no training loop is
+   possible the only output can be MIG905 notes; outside methods this stage computes them
+   itself, exactly as `migrator.analysis.loops` does (see `screen`). MIG910's trigger
+   `DataLoader` passes only if a loader class is called and so is a function imported from
+   outside torch (its finding needs both). One walk of the tree recording calls, where the
+   index records everything: on torch's own sources it spares the index and the analysis of
+   two files in three that pass the byte stage.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -35,7 +37,7 @@ LOADER_SUFFIX = "DataLoader"  # every loader class patterns knows ends so (tests
 
 @cache
 def triggers(rules: frozenset) -> tuple[bytes, ...]:
-    from migrator.rule_table import rule_triggers  # the rules' own triggers, without LibCST
+    from migrator.rule_table import rule_triggers  # the rules' own triggers, read statically
 
     found: list[bytes] = []
     for code, declared in rule_triggers().items():
@@ -98,47 +100,49 @@ def needs_syntax_gate(present: set[str]) -> bool:
     return present <= METHOD_TRIGGERS | {HIDDEN_STEP_TRIGGER}
 
 
-SKIP, LIBCST, NOTES = "skip", "libcst", "notes"
+SKIP, ANALYSE, NOTES = "skip", "analyse", "notes"
 # The analysis's only finding for a backward call that no loop can train (loops.py).
 MIG905 = ("MIG905", "backward() outside a loop over a DataLoader; migrate this step by hand")
 
 
 @dataclass
 class Screening:
-    verdict: str  # SKIP: nothing to change or report; LIBCST: run it; NOTES: exactly `notes`
+    verdict: str  # SKIP: nothing to change or report; ANALYSE: run it; NOTES: exactly `notes`
     notes: list = field(default_factory=list)
 
 
 def could_train_or_report(text: str, present: frozenset = METHOD_TRIGGERS) -> bool:
-    """From `ast`: could the LibCST analysis find a training loop or report a backward call
-    (or, with MIG910's trigger present, a training step in another module)?"""
+    """From a walk of the tree: could the analysis find a training loop or report a backward
+    call (or, with MIG910's trigger present, a training step in another module)?"""
     return screen(text, present).verdict != SKIP
 
 
-def screen(text: str, present: frozenset = METHOD_TRIGGERS) -> Screening:
-    """The ast stage (see the module docstring). Besides SKIP and LIBCST it answers NOTES when
-    LibCST could only report MIG905 notes and every note's conditions are decided here, as
-    migrator.analysis.loops decides them: no training loop possible, no `Accelerator` in the
-    file, no backward inside a method (a `self.fit()` call site is LibCST's to resolve); then a
-    backward call gives a note unless its function is called by name, its receiver resolves to
-    torch.autograd, a loop of its scope iterates a (wrapped) name, or its function reaches no
-    optimizer `.step(...)` through calls by name. tests/bulk checks these notes equal LibCST's
-    on every fixture and on torch's sources."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return Screening(LIBCST)  # LibCST decides (and reports the error if it cannot parse)
+def screen(text: str, present: frozenset = METHOD_TRIGGERS, tree: ast.Module | None = None):
+    """The ast stage (see the module docstring), on `tree` (parsed from `text` if not given).
+    Besides SKIP and ANALYSE it answers NOTES when the analysis could only report MIG905 notes
+    and every note's conditions are decided here, as migrator.analysis.loops decides them: no
+    training loop possible, no `Accelerator` in the file, no backward inside a method (a
+    `self.fit()` call site is the analysis's to resolve); then a backward call gives a note
+    unless its function is called by name, its receiver resolves to torch.autograd, a loop of
+    its scope iterates a (wrapped) name, or its function reaches no optimizer `.step(...)`
+    through calls by name. tests/bulk checks these notes equal the analysis's on every fixture
+    and on torch's sources."""
+    if tree is None:
+        try:
+            tree = _parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return Screening(ANALYSE)  # the pipeline reports why it cannot parse
     hidden_step = HIDDEN_STEP_TRIGGER in present
     facts = _CallFacts(callees=hidden_step)
     facts.visit(tree)
     if hidden_step and facts.could_hide_step():
-        return Screening(LIBCST)  # MIG910 may report a training step in another module
+        return Screening(ANALYSE)  # MIG910 may report a training step in another module
     if not facts.backward_sites or not facts.has_step:
         return Screening(SKIP)  # no training loop, and a note needs an optimizer step too
     if _training_possible(facts) or "Accelerator" in text:
-        return Screening(LIBCST)
+        return Screening(ANALYSE)
     if any(site.scope.is_method for site in facts.backward_sites):
-        return Screening(LIBCST)
+        return Screening(ANALYSE)
     noted = [
         site for site in facts.backward_sites
         if not (site.scope.kind == "function" and site.scope.name in facts.called_names)
@@ -147,6 +151,12 @@ def screen(text: str, present: frozenset = METHOD_TRIGGERS) -> Screening:
         and facts.reaches_step(site.scope)
     ]  # fmt: skip
     return Screening(NOTES, _notes(text, noted)) if noted else Screening(SKIP)
+
+
+def _parse(text: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
 
 
 def _training_possible(facts: _CallFacts) -> bool:
@@ -203,14 +213,18 @@ def _is_batch_loop(loop: ast.stmt, aliases: dict[str, str]) -> bool:
         if isinstance(first, ast.keyword):
             if first.arg is not None:
                 return False  # the first argument is a keyword: not a wrapped loader
-            first = first.value  # `**kw`: LibCST's Arg value, star aside
+            first = first.value  # `**kw`: its value, star aside
         elif isinstance(first, ast.Starred):
             first = first.value
         expr = first
-    return isinstance(expr, ast.Name) or (  # `self.loader` too, as patterns.name_of
-        isinstance(expr, ast.Attribute)
-        and isinstance(expr.value, ast.Name)
-        and expr.value.id == "self"
+    return (
+        isinstance(expr, ast.Name)
+        or (  # `self.loader` too, as patterns.name_of
+            isinstance(expr, ast.Attribute)
+            and isinstance(expr.value, ast.Name)
+            and expr.value.id == "self"
+        )
+        or (isinstance(expr, ast.Constant) and (expr.value is None or isinstance(expr.value, bool)))
     )
 
 
@@ -236,7 +250,7 @@ def _notes(text: str, sites: list[_BackwardSite]) -> list:
 
 @dataclass(eq=False)
 class _Scope:
-    kind: str  # module | function | class, as LibCST's index has scopes
+    kind: str  # module | function | class, as the index has scopes
     name: str
     is_method: bool = False
     has_step: bool = False
@@ -248,12 +262,12 @@ class _BackwardSite:
     node: ast.Call
     scope: _Scope
     in_loop: bool  # inside some loop, in any scope (an over-approximation)
-    loops: tuple = ()  # the enclosing for/while statements of its own scope, as LibCST's index
+    loops: tuple = ()  # the enclosing for/while statements of its own scope, as the index
 
 
 class _CallFacts(ast.NodeVisitor):
     """Backward calls, `.step(...)` calls and calls by name, each with its innermost def scope
-    (as LibCST's index sees scopes: module, function, class) and whether a loop encloses it."""
+    (as the index sees scopes: module, function, class) and whether a loop encloses it."""
 
     def __init__(self, callees: bool = False) -> None:
         self.scope = _Scope("module", "<module>")

@@ -1,9 +1,9 @@
 """Each rule's code and byte triggers, read from the rule modules' source without importing them.
 
-Importing the rules imports LibCST (0.15-0.4 s). A run whose files are all rejected by the
+Importing the rules imports the whole analysis. A run whose files are all rejected by the
 prefilter needs only the codes (for --select) and the triggers, so this reads them from the
-class bodies in `migrator/rules/*.py` with `ast` (a few milliseconds): a class with a string
-`code = "MIG..."` is a rule; its `triggers` is its own tuple literal, else its base class's.
+class bodies in `migrator/rules/*.py` with `ast`: a class with a string `code = "MIG..."` is a
+rule; its `triggers` is its own tuple literal, else its base class's.
 Anything this reader does not understand makes it fall back to importing the rule classes, so
 the table can never disagree with them (tests/bulk checks that both agree).
 """

@@ -1,4 +1,5 @@
-"""Many files through the engine: cheap checks in this process, LibCST work in a process pool.
+"""Many files through the engine: cheap checks in this process, parsing and analysis in a
+process pool.
 
 The parent reads every file and runs the byte prefilter (0.2 s for 46 MB), so only candidates
 cross a process boundary. Candidates go out largest first, in chunks (small files must not pay
@@ -93,7 +94,7 @@ def run_files(
     workers = min(jobs, len(chunks))
     if workers <= 1:
         enabled = gc.isenabled()
-        gc.disable()  # as in the workers: 10-20% of LibCST time is cycle collection
+        gc.disable()  # as in the workers: cycle collection between files, not during them
         try:
             for chunk in chunks:
                 outcome.results.extend(migrate_chunk(chunk, options))
@@ -106,7 +107,7 @@ def run_files(
         return outcome
     context = _context()
     if context.get_start_method() == "fork":
-        import migrator.rules  # noqa: F401 - LibCST and the analysis, imported once for all workers
+        import migrator.rules  # noqa: F401 - the analysis and the rules, imported once for all workers
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_worker_init
     ) as pool:
@@ -137,7 +138,7 @@ def migrate_chunk(chunk: list[Candidate], options: Options) -> list[FileResult]:
             result.source = b""  # nothing to diff or write: do not ship the bytes back
         results.append(result)
         if not result.skipped:
-            gc.collect()  # LibCST trees are large; collect between files, not during them
+            gc.collect()  # an analysed file leaves cycles; collect between files, not during
     return results
 
 

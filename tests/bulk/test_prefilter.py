@@ -1,4 +1,4 @@
-"""The prefilter stages are supersets of what the LibCST pipeline changes or reports."""
+"""The prefilter stages are supersets of what the full pipeline changes or reports."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from migrator.rules.catalogue import RULE_CODES
 
 ALL = frozenset(RULE_CODES)
 
-# Shapes around the gate's conditions: each is run through the gate and through LibCST.
+# Shapes around the gate's conditions: each is run through the gate and the whole pipeline.
 GATE_CASES = {
     "no_backward": "import torch\nx = torch.ones(2)\n",
     "def_backward_only": (
@@ -69,7 +69,7 @@ def _assert_superset(text: str) -> None:
         output, findings = migrate_text(text, Options())
     except MigrationError:  # unparsable input: nothing for either stage to act on
         return
-    assert output is None and findings == [], "the gate rejected a file LibCST would act on"
+    assert output is None and findings == [], "the gate rejected a file the pipeline acts on"
 
 
 @pytest.mark.parametrize("name", sorted(GATE_CASES))
@@ -95,7 +95,7 @@ def test_gate_keeps_files_whose_backward_could_be_reported():
     for name in ("backward_module_level", "backward_in_uncalled_method", "py312_syntax"):
         stepping = GATE_CASES[name] + "\noptimizer.step()\n"  # MIG905 needs an optimizer step
         assert not _gate_rejects(stepping), name
-        if name != "py312_syntax":  # Python 3.11's ast cannot read it: LibCST decides
+        if name != "py312_syntax":  # Python 3.11's ast cannot read it: the pipeline reports it
             assert _gate_rejects(GATE_CASES[name]), name
 
 
@@ -168,7 +168,7 @@ def test_the_hidden_step_gate_knows_every_loader_class():
 
 
 HIDDEN_STEP_CASES = {
-    # (text, the ast stage must hand it to LibCST)
+    # (text, the ast stage must hand it to the analysis)
     "loader_and_imported_helper": (
         (
             "from torch.utils.data import DataLoader as DL\nfrom engine import fit\n"
@@ -195,12 +195,12 @@ HIDDEN_STEP_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(HIDDEN_STEP_CASES))
-def test_the_ast_stage_passes_possible_hidden_steps_to_libcst(name):
+def test_the_ast_stage_passes_possible_hidden_steps_to_the_analysis(name):
     text, expected = HIDDEN_STEP_CASES[name]
     present = prefilter.matched_triggers(text.encode(), ALL)
     assert present == {"DataLoader"}
     verdict = prefilter.screen(text, frozenset(present)).verdict
-    assert (verdict == prefilter.LIBCST) is expected
+    assert (verdict == prefilter.ANALYSE) is expected
     if not expected:
         assert _assert_skip_means_nothing(text)
 
@@ -247,13 +247,13 @@ SKIP_CASES = {
 
 
 def _assert_skip_means_nothing(text: str) -> bool:
-    """True if the ast stage decided without LibCST (SKIP or NOTES); then LibCST changes
-    nothing and its findings equal the notes (none for SKIP)."""
+    """True if the ast stage decided without the analysis (SKIP or NOTES); then the pipeline
+    changes nothing and its findings equal the notes (none for SKIP)."""
     present = prefilter.matched_triggers(text.encode("utf-8"), Options().rules)
     if present is None or not prefilter.needs_syntax_gate(present):
         return False  # the byte stage decided, or the ast stage does not apply
     screening = prefilter.screen(text, frozenset(present))
-    if screening.verdict == prefilter.LIBCST:
+    if screening.verdict == prefilter.ANALYSE:
         return False
     output, findings = migrate_text(text, Options())
     rendered = lambda fs: [(f.code, f.message, f.level, f.line, f.col) for f in fs]
@@ -277,31 +277,31 @@ NOTES_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(NOTES_CASES))
-def test_notes_from_the_ast_stage_equal_libcst_findings(name):
+def test_notes_from_the_ast_stage_equal_the_analysis_findings(name):
     assert _assert_skip_means_nothing(NOTES_CASES[name])
 
 
-def test_a_backward_in_a_method_goes_to_libcst():
+def test_a_backward_in_a_method_goes_to_the_analysis():
     text = "class T:\n    def fit(self, loss):\n        loss.backward()\n        self.opt.step()\n"
-    assert prefilter.screen(text).verdict == prefilter.LIBCST
+    assert prefilter.screen(text).verdict == prefilter.ANALYSE
 
 
 @pytest.mark.parametrize("name", sorted(SKIP_CASES))
-def test_files_without_an_optimizer_step_are_skipped_and_libcst_agrees(name):
+def test_files_without_an_optimizer_step_are_skipped_and_the_analysis_agrees(name):
     assert _assert_skip_means_nothing(SKIP_CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(GATE_CASES))
-def test_skip_verdict_on_gate_cases_equals_libcst(name):
+def test_skip_verdict_on_gate_cases_equals_the_pipeline(name):
     _assert_skip_means_nothing(GATE_CASES[name])
 
 
 @pytest.mark.parametrize("path", _python_sources(), ids=lambda p: str(p.relative_to(REPO)))
-def test_skip_verdict_on_every_fixture_equals_libcst(path):
+def test_skip_verdict_on_every_fixture_equals_the_pipeline(path):
     _assert_skip_means_nothing(path.read_text(encoding="utf-8", errors="replace"))
 
 
-def test_skip_verdict_on_real_code_equals_libcst():
+def test_skip_verdict_on_real_code_equals_the_pipeline():
     torch = pytest.importorskip("torch")
     checked = 0
     for path in sorted(Path(torch.__file__).parent.rglob("*.py")):
@@ -312,9 +312,9 @@ def test_skip_verdict_on_real_code_equals_libcst():
     assert checked >= 3  # several real files mention backward yet are skipped
 
 
-def test_files_that_could_train_or_note_go_to_libcst():
+def test_files_that_could_train_or_note_go_to_the_analysis():
     for text in (
         "for b in loader:\n    loss.backward()\n    opt.step()\n",  # could train
         "class T:\n    def f(self):\n        loss.backward()\n        opt.step()\n",  # a method
     ):
-        assert prefilter.screen(text).verdict == prefilter.LIBCST, text
+        assert prefilter.screen(text).verdict == prefilter.ANALYSE, text
