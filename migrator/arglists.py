@@ -119,11 +119,7 @@ def call_items(renderer, call: ast.Call, func_text: str | None = None) -> ItemLi
     lead, items = split_items(text, open_paren + 1, close, spans, texts, call_args(call))
     if func_text is None:
         func_text = renderer.span_text(func_start, func_end)
-    head = func_text + text[func_end : open_paren + 1]
-    call_start = source.start(call)
-    if call_start < func_start:  # `(f)(x)`: a parenthesis before the called expression
-        head = text[call_start:func_start] + head
-    return ItemList(head, lead, items, ")")
+    return ItemList(func_text + text[func_end : open_paren + 1], lead, items, ")")
 
 
 def parameter_items(renderer, function) -> ItemList:

@@ -100,10 +100,6 @@ class Renderer:
         start, end, _ = self.span_of(node, inner=not parens)
         return self.span_text(start, end)
 
-    def original(self, node) -> str:
-        """A node's original code with its own parentheses (edits ignored)."""
-        return self.source.text_of(node)
-
     def span_text(self, start: int, end: int) -> str:
         text = self.source.text
         pieces = []

@@ -130,12 +130,6 @@ class Source:
         text = self.line_text(line)
         return text[: len(text) - len(text.lstrip(" \t\f"))]
 
-    @cached_property
-    def string_lines(self) -> frozenset[int]:
-        """Lines that start inside a string literal or after a backslash continuation: their
-        leading whitespace is code, never indentation."""
-        return frozenset(continuation_lines(self.text))
-
 
 def continuation_lines(text: str) -> set[int]:
     """1-based lines of `text` that start inside a multi-line string token or continue a line

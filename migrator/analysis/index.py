@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass, field
 
 from migrator.analysis.imports import ImportTable
-from migrator.analysis.syntax import SELF, call_args, name_of
+from migrator.analysis.syntax import call_args, name_of
 from migrator.source import Source
 
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -258,14 +258,6 @@ def target_names(node: ast.expr) -> list[tuple[str, int | None]]:
     if isinstance(node, ast.Starred):
         return target_names(node.value)
     return []
-
-
-def is_self_attribute(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == SELF
-    )
 
 
 __all__ = [

@@ -76,11 +76,6 @@ def name_value(expr: ast.AST | None) -> str | None:
     return None
 
 
-def is_name(expr: ast.AST | None, identifier: str | None = None) -> bool:
-    value = name_value(expr)
-    return value is not None and (identifier is None or value == identifier)
-
-
 def name_of(expr: ast.AST | None) -> str | None:
     """The name an expression stands for: `model`, or `self.model` for an instance attribute
     (a Trainer's objects are named that way across its methods)."""
@@ -139,12 +134,6 @@ def _children(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.Call):
         return [node.func, *(a.node for a in call_args(node))]
     return list(ast.iter_child_nodes(node))
-
-
-def names_in(node: ast.AST) -> Iterator[ast.Name]:
-    for current in preorder(node):
-        if isinstance(current, ast.Name):
-            yield current
 
 
 def contains(tree: ast.AST, node: ast.AST) -> bool:

@@ -177,6 +177,9 @@ class RuleContext:
 
 
 class Rule:
+    """Declare `code`, `name`, `summary`, `triggers` (and `detector`) as class attributes
+    before any method: migrator/rule_table.py reads them from the source, without importing."""
+
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]
