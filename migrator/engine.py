@@ -81,9 +81,9 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[str | None, l
 
 
 def migrate_tree(
-    text: str, tree: ast.Module, options: Options = Options()
+    text: str, tree: ast.Module, options: Options = Options(), index=None
 ) -> tuple[str | None, list[Finding]]:
-    """`migrate_text` for a module already parsed from `text`."""
+    """`migrate_text` for a module already parsed from `text` (and indexed, if `index`)."""
     from migrator.analysis import analyse
     from migrator.analysis.placement import PreparePlan, plan_prepare
     from migrator.edits import EditSet
@@ -91,8 +91,8 @@ def migrate_tree(
     from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext
     from migrator.source import Source
 
-    source = Source(text)
-    facts = analyse(tree, source)
+    source = index.source if index is not None else Source(text)
+    facts = analyse(tree, source, index)
     findings = list(facts.findings)
     context = RuleContext(
         tree=tree, source=source, facts=facts, plan=PreparePlan(), edits=EditSet(),
@@ -172,15 +172,19 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
             result.skipped = True
             return result
         tree = parse(text)
+        index = None
         if prefilter.needs_syntax_gate(present):
-            screening = prefilter.screen(text, frozenset(present), tree)
-            if screening.verdict == prefilter.SKIP:
+            if not prefilter.could_step(data, present):
                 result.skipped = True
                 return result
-            if screening.verdict == prefilter.NOTES:  # the analysis would only report these
-                result.findings = screening.notes
+            from migrator.analysis.index import ModuleIndex
+            from migrator.source import Source
+
+            index = ModuleIndex(tree, Source(text))
+            if not prefilter.gate(index, frozenset(present)):
+                result.skipped = True
                 return result
-        output, result.findings = migrate_tree(text, tree, options)
+        output, result.findings = migrate_tree(text, tree, options, index)
         if output is not None:
             result.migrated = encode(output, encoding)
     except MigrationError as error:

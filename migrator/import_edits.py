@@ -18,7 +18,7 @@ import ast
 from migrator.analysis.index import COMPOUND, Block, Line
 from migrator.analysis.indexer import group_statements
 from migrator.arglists import Item, has_comma
-from migrator.layout import Layout, blocks_in_order, first_line, is_suite
+from migrator.layout import Layout, blocks_in_order, first_line, is_suite, semicolon_end
 from migrator.source import Source, skip_space_and_comments
 
 
@@ -294,7 +294,7 @@ def _statement_removals(source: Source, tree: ast.Module, removed: set[int]):
             else:
                 for small in entry.body:
                     if id(small) in removed:
-                        edits.append((source.start(small), _semicolon_end(source, small), ""))
+                        edits.append((source.start(small), semicolon_end(source, small), ""))
         if emptied and kind == "body":
             at = source.line_end(shape.statements[-1].last_line)
             edits.append((at, at, shape.indent + "pass" + source.newline))
@@ -303,21 +303,8 @@ def _statement_removals(source: Source, tree: ast.Module, removed: set[int]):
 
 def _suite_removals(source: Source, smalls: list, removed: set[int]):
     if all(id(s) in removed for s in smalls):
-        return [(source.start(smalls[0]), _semicolon_end(source, smalls[-1]), "pass")]
-    return [(source.start(s), _semicolon_end(source, s), "") for s in smalls if id(s) in removed]
-
-
-def _semicolon_end(source: Source, small: ast.stmt) -> int:
-    text = source.text
-    end = index = source.end(small)
-    while index < len(text) and text[index] in " \t\f":
-        index += 1
-    if index < len(text) and text[index] == ";":
-        index += 1
-        while index < len(text) and text[index] in " \t\f":
-            index += 1
-        return index
-    return end
+        return [(source.start(smalls[0]), semicolon_end(source, smalls[-1]), "pass")]
+    return [(source.start(s), semicolon_end(source, s), "") for s in smalls if id(s) in removed]
 
 
 def _all_blocks(tree: ast.Module, is_elif):

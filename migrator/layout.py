@@ -48,7 +48,9 @@ def is_code(text: str) -> bool:
 def is_suite(source: Source, first: ast.stmt) -> bool:
     """Does a block's first statement sit on its header's line (`if x: pass`)?"""
     line_start = source.line_starts[first.lineno - 1]
-    if source.text[line_start : source.start(first)].strip(" \t\f"):
+    # Byte column as characters: exact when what precedes is indentation (ASCII), and
+    # anything else makes the prefix not blank either way.
+    if source.text[line_start : line_start + first.col_offset].strip(" \t\f"):
         return True
     if first.lineno == 1:
         return False
@@ -84,6 +86,20 @@ def first_line(node: ast.AST) -> int:
     if decorators:
         return decorators[0].lineno
     return node.lineno
+
+
+def semicolon_end(source: Source, small: ast.stmt) -> int:
+    """The offset after a simple statement and its trailing `;` (and the blanks after it)."""
+    text = source.text
+    end = index = source.end(small)
+    while index < len(text) and text[index] in " \t\f":
+        index += 1
+    if index < len(text) and text[index] == ";":
+        index += 1
+        while index < len(text) and text[index] in " \t\f":
+            index += 1
+        return index
+    return end
 
 
 def first_offset(source: Source, node: ast.AST) -> int:

@@ -26,6 +26,7 @@ from migrator.layout import (
     blocks_in_order,
     first_offset,
     is_suite,
+    semicolon_end,
 )
 from migrator.source import (
     Source,
@@ -67,18 +68,15 @@ class Renderer:
         self._block_regions: dict[int, Region] = {}
         self._blank = LeadingLine(self.newline, False)
         regions: list[Region] = []
-        for key, renders in edits.replacements.items():
-            node = edits.nodes[key]
-            start, end, rank = self.span_of(node, inner=False)
-            region = Region(start, end, rank, node, renders)
-            self._whole[key] = region
-            regions.append(region)
-        for key, renders in edits.rewrites.items():
-            node = edits.nodes[key]
-            start, end, rank = self.span_of(node, inner=True)
-            region = Region(start, end, rank, node, renders)
-            self._inner[key] = region
-            regions.append(region)
+        for renders_by_node, regions_by_node, inner in (
+            (edits.replacements, self._whole, False),
+            (edits.rewrites, self._inner, True),
+        ):
+            for key, renders in renders_by_node.items():
+                node = edits.nodes[key]
+                region = Region(*self.span_of(node, inner=inner), node, renders)
+                regions_by_node[key] = region
+                regions.append(region)
         for block in self._structural_blocks():
             regions.append(self._block_region(block))
         regions.sort(key=lambda r: (r.start, -r.end, r.rank))
@@ -234,7 +232,7 @@ class Renderer:
         if block.kind == "suite":
             first = block.statements[0]
             start = self.source.start(first)
-            end = self._semicolon_end(block.statements[-1])
+            end = semicolon_end(self.source, block.statements[-1])
         else:
             start, end = layout.start, layout.end
         region = Region(start, end, RANK_BLOCK, block=block)
@@ -331,7 +329,7 @@ class Renderer:
             if position < len(kept) - 1:
                 following = smalls[smalls.index(small) + 1]
                 parts.append(text[source.end(small) : source.start(following)])
-        tail_start = self._semicolon_end(smalls[-1])
+        tail_start = semicolon_end(self.source, smalls[-1])
         parts.append(text[tail_start:end])
         return "".join(parts)
 
@@ -349,20 +347,6 @@ class Renderer:
                 following = smalls[smalls.index(small) + 1]
                 parts.append(source.text[source.end(small) : source.start(following)])
         return "".join(parts)
-
-    def _semicolon_end(self, small: ast.stmt) -> int:
-        """The offset after `small` and its trailing `;` (and the blanks after it), if any."""
-        text = self.source.text
-        end = self.source.end(small)
-        index = end
-        while index < len(text) and text[index] in " \t\f":
-            index += 1
-        if index < len(text) and text[index] == ";":
-            index += 1
-            while index < len(text) and text[index] in " \t\f":
-                index += 1
-            return index
-        return end
 
     def _branches_emptied(self, node) -> bool:
         index = self.index

@@ -95,6 +95,7 @@ def run_files(
     if workers <= 1:
         enabled = gc.isenabled()
         gc.disable()  # as in the workers: cycle collection between files, not during them
+        gc.freeze()  # and of what a file left, not of every module imported so far
         try:
             for chunk in chunks:
                 outcome.results.extend(migrate_chunk(chunk, options))
@@ -102,6 +103,7 @@ def run_files(
                 if on_progress is not None:
                     on_progress(done, total)
         finally:
+            gc.unfreeze()
             if enabled:
                 gc.enable()
         return outcome
@@ -177,6 +179,7 @@ def _context():
 def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     gc.disable()  # re-enabled per file by migrate_chunk's explicit collections
+    gc.freeze()  # the collections then scan what a file left (~0 ms), not every module (~5 ms)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:

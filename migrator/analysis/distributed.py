@@ -195,6 +195,8 @@ class _Reader(ObjectReader):
         return patterns.string_value(target.slice) in LAUNCH_ENV
 
     def _sets_launch_environment(self, call: ast.Call) -> bool:
+        if not isinstance(call.func, ast.Attribute) or call.func.attr != "setdefault":
+            return False  # (the cheap test first: this runs for every call of the file)
         if self.imports.qualify(call.func) != "os.environ.setdefault":
             return False
         args = call_args(call)

@@ -12,6 +12,11 @@ import ast
 
 def dotted_name(node: ast.expr | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
+    kind = node.__class__
+    if kind is ast.Name:
+        return node.id
+    if kind is ast.Attribute and node.value.__class__ is ast.Name:
+        return f"{node.value.id}.{node.attr}"
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -52,6 +57,7 @@ class ImportTable:
     """Local name -> fully qualified name, from every import statement in the module."""
 
     def __init__(self) -> None:
+        self._qualified: dict[int, str | None] | None = None  # once complete: id -> qualify
         self.aliases: dict[str, str] = {}
         self.from_imports: set[tuple[str, str]] = set()  # (module, name) of `from m import n`
         self.relative: dict[str, str] = {}  # local name -> `.module.name` of relative imports
@@ -84,12 +90,25 @@ class ImportTable:
 
         Names that were not imported come back as written (`Net`, `model.parameters`).
         """
+        cache = self._qualified
+        if cache is not None:
+            found = cache.get(id(node), cache)
+            if found is not cache:
+                return found
         dotted = dotted_name(node)
         if dotted is None:
-            return None
-        head, _, rest = dotted.partition(".")
-        resolved = self.aliases.get(head, head)
-        return f"{resolved}.{rest}" if rest else resolved
+            result = None
+        else:
+            head, _, rest = dotted.partition(".")
+            resolved = self.aliases.get(head, head)
+            result = f"{resolved}.{rest}" if rest else resolved
+        if cache is not None:
+            cache[id(node)] = result
+        return result
+
+    def complete(self) -> None:
+        """Every import is in: answers can be remembered (the nodes outlive the table)."""
+        self._qualified = {}
 
     def imported(self, local: str) -> bool:
         return local in self.aliases

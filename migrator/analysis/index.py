@@ -72,7 +72,7 @@ class Block:
         return self
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Statement:
     node: ast.AST  # a Line, a compound statement, or a simple statement of a suite
     block: Block
@@ -121,7 +121,7 @@ class Loop:
         return False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Binding:
     name: str
     kind: str  # assign | augassign | for | with | param | def
@@ -133,7 +133,7 @@ class Binding:
     small: ast.stmt | None = None  # the simple statement that binds it (Assign, ...)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Use:
     name: str
     node: ast.AST  # a Name, or the `self.x` Attribute
@@ -145,7 +145,7 @@ class Use:
     callee: str | None = None  # for arg uses: the callee's qualified name
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CallSite:
     node: ast.Call
     statement: Statement

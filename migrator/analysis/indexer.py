@@ -55,6 +55,7 @@ class Indexer:
         tree = self.index.tree
         self._open_scope("module", tree, "<module>")
         self._block(tree.body, "module", tree, "body")
+        self.imports.complete()
 
     # -- structure -------------------------------------------------------------------------
     def _open_scope(self, kind: str, node, name: str) -> Scope:
@@ -255,7 +256,10 @@ class Indexer:
         elif kind is ast.Delete:
             for target in node.targets:
                 self._expr(target, OTHER)
-        else:  # Return, Raise, Assert, Pass, Break, Continue, Nonlocal
+        elif kind is ast.Return:
+            if node.value is not None:
+                self._expr(node.value, OTHER)
+        else:  # Raise, Assert, Pass, Break, Continue, Nonlocal
             self._generic(node)
         self.small = None
 
@@ -301,6 +305,8 @@ class Indexer:
         if kind is ast.Name:
             if slot not in _SILENT:
                 self._use(node.id, node, slot)
+        elif kind is ast.Constant:
+            return
         elif kind is ast.Attribute:
             value = node.value
             if slot not in _SILENT and type(value) is ast.Name and value.id == SELF:
@@ -314,8 +320,6 @@ class Indexer:
                 self._expr(element, slot)
         elif kind is ast.Starred:
             self._expr(node.value, slot)
-        elif kind is ast.Constant:
-            return
         elif kind is ast.Subscript:
             self._expr(node.value, SUBSCRIPT)
             self._expr(node.slice, OTHER)
@@ -341,6 +345,18 @@ class Indexer:
                 if key is not None:
                     self._expr(key, OTHER)
                 self._expr(value, OTHER)
+        elif kind is ast.BinOp:  # the common operators, without the generic field walk
+            self._expr(node.left, OTHER)
+            self._expr(node.right, OTHER)
+        elif kind is ast.Compare:
+            self._expr(node.left, OTHER)
+            for comparator in node.comparators:
+                self._expr(comparator, OTHER)
+        elif kind is ast.BoolOp:
+            for value in node.values:
+                self._expr(value, OTHER)
+        elif kind is ast.UnaryOp:
+            self._expr(node.operand, OTHER)
         else:
             self._generic(node)
 

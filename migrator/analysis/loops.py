@@ -42,11 +42,18 @@ class LoopAnalysis:
         return found
 
     def _callee_scope(self, site: CallSite) -> Scope | None:
+        """The function of this module a call runs (by name, or a sibling method)."""
+        key = id(site)
+        if key not in self._callees:
+            self._callees[key] = self._find_callee_scope(site)
+        return self._callees[key]
+
+    def _find_callee_scope(self, site: CallSite) -> Scope | None:
         func = site.node.func
         if isinstance(func, ast.Name):
             return self.index.functions.get(func.id)
         name = patterns.name_of(func)
-        if name is not None and is_method(site.scope):  # `self.train_epoch()`
+        if name is not None and "." in name and is_method(site.scope):  # `self.train_epoch()`
             method = name.split(".", 1)[1]
             for sibling in class_methods(site.scope):
                 if sibling.name == method:

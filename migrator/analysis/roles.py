@@ -31,10 +31,11 @@ from migrator.source import Source
 
 
 class _Analyser(LoopAnalysis):
-    def __init__(self, tree: ast.Module, source: Source) -> None:
-        self.index = ModuleIndex(tree, source)
+    def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
+        self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
         self.imports = self.index.imports
+        self._callees: dict[int, Scope | None] = {}  # id(call site) -> the function it calls
 
     # -- entry point -------------------------------------------------------------------------
     def run(self) -> TrainingFacts:
@@ -399,5 +400,5 @@ class _Analyser(LoopAnalysis):
             self.facts.blocked = True
 
 
-def analyse(tree: ast.Module, source: Source) -> TrainingFacts:
-    return _Analyser(tree, source).run()
+def analyse(tree: ast.Module, source: Source, index: ModuleIndex | None = None) -> TrainingFacts:
+    return _Analyser(tree, source, index).run()
