@@ -8,8 +8,11 @@ read on an accelerator object (`accelerator.x`, `self.accelerator.x`, or a name 
 as a class or instance attribute (names that `runtime` answers with NotImplementedError, such as
 the DeepSpeed ones, do not count).
 
-    python benchmarks/api_coverage.py /work/corpus-accelerate            # any number of trees
-    python benchmarks/api_coverage.py TREE --top 40 --json coverage.json
+    python benchmarks/api_coverage.py TREE [TREE...] [--top 40] [--json coverage.json]
+    python benchmarks/api_coverage.py --manifest benchmarks/accelerate_corpus.txt CORPUS
+
+With `--manifest`, the tree is CORPUS/owner+name/ for each repository of the manifest, limited
+to the folders the manifest names (library repositories: their examples, not their internals).
 
 Prints the shares; no threshold is asserted here.
 """
@@ -105,6 +108,20 @@ def scan(trees: list[Path]) -> tuple[Counter, int, list[str]]:
     return total, files, unparsable
 
 
+def manifest_trees(manifest: Path, corpus: Path) -> list[Path]:
+    """The folders a manifest names, under CORPUS/owner+name/ (see accelerate_corpus.txt)."""
+    trees = []
+    for line in manifest.read_text().splitlines():
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        repository = corpus / fields[0].replace("/", "+")
+        if not repository.is_dir():
+            sys.exit(f"api_coverage: error: {repository}: not fetched (see {manifest})")
+        trees += [repository / folder for folder in fields[2:]] or [repository]
+    return trees
+
+
 def has_attribute(instance: object, name: str) -> bool:
     """A class or instance attribute, found without running properties or `__getattr__`.
 
@@ -131,10 +148,13 @@ def share(uses: Counter, instance: object) -> tuple[float, Counter]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs="+", type=Path)
+    parser.add_argument("trees", nargs="+", type=Path, help="trees to scan (or the corpus root)")
+    parser.add_argument("--manifest", type=Path, help="scan the manifest's folders under TREE")
     parser.add_argument("--top", type=int, default=30, help="missing names to list")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if args.manifest:
+        args.trees = [t for root in args.trees for t in manifest_trees(args.manifest, root)]
     for tree in args.trees:
         if not tree.exists():
             sys.exit(f"api_coverage: error: {tree}: no such file or directory")
