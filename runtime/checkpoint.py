@@ -1,64 +1,119 @@
-"""save_state / load_state: models, optimizers, schedulers, scaler, RNG states, loader positions.
+"""save_state / load_state: HF Accelerate's checkpoint layout, hooks and registered objects.
 
-Layout of a checkpoint directory (written by the main process, except RNG files, one per rank):
-  model.bin, model_1.bin, ...        unwrapped state dicts of the prepared models
-  optimizer.bin, optimizer_1.bin, ...
-  scheduler.bin, scheduler_1.bin, ...
-  scaler.pt                           when fp16 uses a GradScaler
-  loaders.bin                         position of each prepared loader inside its epoch
-  random_states_{rank}.pkl            python / numpy / torch / cuda RNG states and the step
+A checkpoint directory (HF's file names, so either runtime loads the other's checkpoints):
+  model.safetensors, model_1.safetensors, ...   the prepared models (pytorch_model*.bin when
+                                                safe_serialization=False or no safetensors)
+  optimizer.bin, optimizer_1.bin, ...           scheduler.bin, ...   scaler.pt (fp16)
+  random_states_{rank}.pkl                      python / numpy / torch / cuda RNG and `step`
+  custom_checkpoint_{i}.pkl                     objects given to register_for_checkpointing
+  loaders.bin                                   runtime only: where each loader's epoch stood
+Save hooks run before the models are written, with (models, weights, output_dir); a hook that
+pops from `weights` saves that model itself. Load hooks get (models, input_dir) and pop the
+models they load themselves. Everything but the RNG files is written by the main process
+(each node's main process with `ProjectConfiguration(save_on_each_node=True)`).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
+import shutil
 import sys
 from pathlib import Path
 
 import torch
 
-from runtime.wrappers import unwrap_model
+from runtime import serialization
 
 
-def _numbered(stem: str, index: int, suffix: str = ".bin") -> str:
+def _numbered(stem: str, index: int, suffix: str) -> str:
     return f"{stem}{suffix}" if index == 0 else f"{stem}_{index}{suffix}"
 
 
-def rng_states() -> dict:
-    states = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if "numpy" in sys.modules:  # numpy is only seeded/saved if the script uses it
-        states["numpy"] = sys.modules["numpy"].random.get_state()
+def rng_states(step: int) -> dict:
+    """HF's `random_states_{rank}.pkl` content."""
+    states = {"step": step, "random_state": random.getstate()}
+    numpy = _numpy()
+    if numpy is not None:
+        states["numpy_random_seed"] = numpy.random.get_state()
+    states["torch_manual_seed"] = torch.get_rng_state()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
+        states["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()
     return states
 
 
 def set_rng_states(states: dict) -> None:
-    random.setstate(states["python"])
-    torch.set_rng_state(states["torch"])
-    if "numpy" in states:
+    random.setstate(states["random_state"])
+    if "numpy_random_seed" in states and _numpy() is not None:
+        _numpy().random.set_state(states["numpy_random_seed"])
+    torch.set_rng_state(states["torch_manual_seed"])
+    if "torch_cuda_manual_seed" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["torch_cuda_manual_seed"])
+
+
+def _numpy():
+    if "numpy" in sys.modules:
+        return sys.modules["numpy"]
+    try:
         import numpy
+    except ImportError:
+        return None
+    return numpy
 
-        numpy.random.set_state(states["numpy"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+
+def _checkpoint_number(folder: str) -> int:
+    numbers = re.findall(r"(\d+)(?=[^/\\]*$)", folder)
+    return int(numbers[-1]) if numbers else -1
 
 
-def save_state(accelerator, output_dir: str | os.PathLike) -> Path:
+def automatic_directory(accelerator) -> str:
+    """project_dir/checkpoints/checkpoint_<iteration>, dropping the oldest past total_limit."""
+    config = accelerator.project_configuration
+    if not config.project_dir:
+        raise ValueError("automatic_checkpoint_naming needs a project_dir")
+    root = os.path.join(config.project_dir, "checkpoints")
+    os.makedirs(root, exist_ok=True)
+    folders = sorted((os.path.join(root, f) for f in os.listdir(root)), key=_checkpoint_number)
+    limit = config.total_limit
+    if limit is not None and len(folders) + 1 > limit and accelerator.is_main_process:
+        for folder in folders[: len(folders) + 1 - limit]:
+            shutil.rmtree(folder)
+    directory = os.path.join(root, f"checkpoint_{config.iteration}")
+    if os.path.exists(directory):
+        raise ValueError(
+            f"Checkpoint directory {directory} ({config.iteration}) already exists; set "
+            "accelerator.project_configuration.iteration to the iteration to start from"
+        )
+    accelerator.wait_for_everyone()
+    return directory
+
+
+def latest_automatic_directory(accelerator) -> str:
+    root = os.path.join(accelerator.project_configuration.project_dir, "checkpoints")
+    folders = sorted((os.path.join(root, f) for f in os.listdir(root)), key=_checkpoint_number)
+    if not folders:
+        raise ValueError(f"load_state: no checkpoint in {root}")
+    return folders[-1]
+
+
+def save_state(accelerator, output_dir: str | os.PathLike, safe_serialization: bool) -> Path:
     directory = Path(output_dir)
-    state = accelerator.state
-    if state.is_main_process:
-        directory.mkdir(parents=True, exist_ok=True)
-    accelerator.wait_for_everyone()  # the directory exists before any rank writes
-    if state.is_main_process:
-        for index, model in enumerate(accelerator._models):
-            weights = unwrap_model(model).state_dict()
-            torch.save(weights, directory / _numbered("model", index))
+    directory.mkdir(parents=True, exist_ok=True)
+    writes = accelerator.writes_checkpoints
+    safe = safe_serialization and serialization.has_safetensors()
+    weights = [model.state_dict() for model in accelerator._models]
+    for hook in list(accelerator._save_model_state_pre_hook.values()):
+        hook(accelerator._models, weights, str(directory))
+    if writes:
+        for index, state_dict in enumerate(weights):
+            suffix = ".safetensors" if safe else ".bin"
+            name = _numbered("model" if safe else "pytorch_model", index, suffix)
+            serialization.write(state_dict, directory / name, safe)
         for index, optimizer in enumerate(accelerator._optimizers):
-            torch.save(optimizer.state_dict(), directory / _numbered("optimizer", index))
+            torch.save(optimizer.state_dict(), directory / _numbered("optimizer", index, ".bin"))
         for index, scheduler in enumerate(accelerator._schedulers):
-            torch.save(scheduler.state_dict(), directory / _numbered("scheduler", index))
+            torch.save(scheduler.state_dict(), directory / _numbered("scheduler", index, ".bin"))
         if accelerator.scaler is not None:
             torch.save(accelerator.scaler.state_dict(), directory / "scaler.pt")
         loaders = [
@@ -69,26 +124,29 @@ def save_state(accelerator, output_dir: str | os.PathLike) -> Path:
             for loader in accelerator._dataloaders
         ]
         torch.save(loaders, directory / "loaders.bin")
-    random_states = rng_states()
-    random_states["step"] = accelerator.gradient_state.step
-    torch.save(random_states, directory / f"random_states_{state.process_index}.pkl")
+        for index, obj in enumerate(accelerator._custom_objects):
+            torch.save(obj.state_dict(), directory / f"custom_checkpoint_{index}.pkl")
+    states = rng_states(accelerator.step)
+    torch.save(states, directory / f"random_states_{accelerator.process_index}.pkl")
     accelerator.wait_for_everyone()  # the checkpoint is complete when save_state returns
     return directory
 
 
-def load_state(accelerator, input_dir: str | os.PathLike) -> None:
+def load_state(accelerator, input_dir: str | os.PathLike, strict: bool = True) -> None:
     directory = Path(input_dir)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"load_state: no checkpoint directory at {directory}")
     device = accelerator.device
-    for index, model in enumerate(accelerator._models):
-        weights = torch.load(directory / _numbered("model", index), map_location=device)
-        unwrap_model(model).load_state_dict(weights)
+    models = list(accelerator._models)
+    for hook in list(accelerator._load_model_state_pre_hook.values()):
+        hook(models, str(directory))
+    for index, model in enumerate(models):
+        safe = directory / _numbered("model", index, ".safetensors")
+        path = safe if safe.exists() else directory / _numbered("pytorch_model", index, ".bin")
+        model.load_state_dict(serialization.read(path, map_location=device), strict=strict)
     for index, optimizer in enumerate(accelerator._optimizers):
-        saved = torch.load(directory / _numbered("optimizer", index), map_location=device)
+        saved = torch.load(directory / _numbered("optimizer", index, ".bin"), map_location=device)
         optimizer.load_state_dict(saved)
     for index, scheduler in enumerate(accelerator._schedulers):
-        scheduler.load_state_dict(torch.load(directory / _numbered("scheduler", index)))
+        scheduler.load_state_dict(torch.load(directory / _numbered("scheduler", index, ".bin")))
     if accelerator.scaler is not None and (directory / "scaler.pt").exists():
         accelerator.scaler.load_state_dict(torch.load(directory / "scaler.pt"))
     if (directory / "loaders.bin").exists():
@@ -97,8 +155,18 @@ def load_state(accelerator, input_dir: str | os.PathLike) -> None:
             loader.resume_from = saved["position"]
             for generator, generator_state in zip(loader.generators, saved["generators"]):
                 generator.set_state(generator_state)
+    custom = [f for f in os.listdir(directory) if re.fullmatch(r"custom_checkpoint_\d+\.pkl", f)]
+    if len(custom) != len(accelerator._custom_objects):
+        raise RuntimeError(
+            f"load_state: {directory} holds {len(custom)} custom checkpoints, but "
+            f"{len(accelerator._custom_objects)} objects are registered for checkpointing; "
+            "register the same objects as when the checkpoint was saved"
+        )
+    for index, obj in enumerate(accelerator._custom_objects):
+        path = directory / f"custom_checkpoint_{index}.pkl"
+        obj.load_state_dict(torch.load(path, map_location="cpu", weights_only=False))
     rank_file = directory / f"random_states_{accelerator.process_index}.pkl"
     if rank_file.exists():
-        random_states = torch.load(rank_file, weights_only=False)
-        set_rng_states(random_states)
-        accelerator.gradient_state.step = random_states.get("step", 0)
+        states = torch.load(rank_file, weights_only=False)
+        set_rng_states(states)
+        accelerator.step = states.get("step", 0)
