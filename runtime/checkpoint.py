@@ -4,9 +4,10 @@ A checkpoint directory (HF's file names, so either runtime loads the other's che
   model.safetensors, model_1.safetensors, ...   the prepared models (pytorch_model*.bin when
                                                 safe_serialization=False or no safetensors)
   optimizer.bin, optimizer_1.bin, ...           scheduler.bin, ...   scaler.pt (fp16)
-  random_states_{rank}.pkl                      python / numpy / torch / cuda RNG and `step`
+  random_states_{rank}.pkl                      python / numpy / torch / cuda RNG and `step`,
+                                                and (runtime only; HF ignores the key) where
+                                                each prepared loader's epoch stood
   custom_checkpoint_{i}.pkl                     objects given to register_for_checkpointing
-  loaders.bin                                   runtime only: where each loader's epoch stood
 Save hooks run before the models are written, with (models, weights, output_dir); a hook that
 pops from `weights` saves that model itself. Load hooks get (models, input_dir) and pop the
 models they load themselves. Everything but the RNG files is written by the main process
@@ -25,6 +26,8 @@ from pathlib import Path
 import torch
 
 from runtime import serialization
+
+LOADERS_KEY = "runtime_loaders"
 
 
 def _numbered(stem: str, index: int, suffix: str) -> str:
@@ -116,17 +119,13 @@ def save_state(accelerator, output_dir: str | os.PathLike, safe_serialization: b
             torch.save(scheduler.state_dict(), directory / _numbered("scheduler", index, ".bin"))
         if accelerator.scaler is not None:
             torch.save(accelerator.scaler.state_dict(), directory / "scaler.pt")
-        loaders = [
-            {
-                "position": loader.position(),
-                "generators": [g.get_state() for g in loader.generators],
-            }
-            for loader in accelerator._dataloaders
-        ]
-        torch.save(loaders, directory / "loaders.bin")
         for index, obj in enumerate(accelerator._custom_objects):
             torch.save(obj.state_dict(), directory / f"custom_checkpoint_{index}.pkl")
     states = rng_states(accelerator.step)
+    states[LOADERS_KEY] = [
+        {"position": loader.position(), "generators": [g.get_state() for g in loader.generators]}
+        for loader in accelerator._dataloaders
+    ]
     torch.save(states, directory / f"random_states_{accelerator.process_index}.pkl")
     accelerator.wait_for_everyone()  # the checkpoint is complete when save_state returns
     return directory
@@ -149,12 +148,6 @@ def load_state(accelerator, input_dir: str | os.PathLike, strict: bool = True) -
         scheduler.load_state_dict(torch.load(directory / _numbered("scheduler", index, ".bin")))
     if accelerator.scaler is not None and (directory / "scaler.pt").exists():
         accelerator.scaler.load_state_dict(torch.load(directory / "scaler.pt"))
-    if (directory / "loaders.bin").exists():
-        loaders = torch.load(directory / "loaders.bin", weights_only=False)
-        for loader, saved in zip(accelerator._dataloaders, loaders):
-            loader.resume_from = saved["position"]
-            for generator, generator_state in zip(loader.generators, saved["generators"]):
-                generator.set_state(generator_state)
     custom = [f for f in os.listdir(directory) if re.fullmatch(r"custom_checkpoint_\d+\.pkl", f)]
     if len(custom) != len(accelerator._custom_objects):
         raise RuntimeError(
@@ -170,3 +163,7 @@ def load_state(accelerator, input_dir: str | os.PathLike, strict: bool = True) -
         states = torch.load(rank_file, weights_only=False)
         set_rng_states(states)
         accelerator.step = states.get("step", 0)
+        for loader, saved in zip(accelerator._dataloaders, states.get(LOADERS_KEY, [])):
+            loader.resume_from = saved["position"]
+            for generator, generator_state in zip(loader.generators, saved["generators"]):
+                generator.set_state(generator_state)

@@ -271,15 +271,22 @@ def resolve(log_with: Any, logging_dir: str | None) -> list:
     """The trackers `log_with` asks for: tracker objects and names, in order, each once."""
     if log_with is None:
         return []
-    entries = log_with if isinstance(log_with, (list, tuple)) else [log_with]
+    entries = list(log_with) if isinstance(log_with, (list, tuple)) else [log_with]
     names = [str(getattr(e, "value", e)).lower() for e in entries if not _is_tracker_object(e)]
-    chosen: list = [entry for entry in entries if _is_tracker_object(entry)]
     if "all" in names:
-        names = [n for n in TRACKERS if n != "jsonl" and is_installed(n)]
-        names += ["jsonl"] if logging_dir is not None else []
-    for name in dict.fromkeys(names):
+        entries = [e for e in entries if _is_tracker_object(e)]
+        entries += [n for n in TRACKERS if n != "jsonl" and is_installed(n)]
+        entries += ["jsonl"] if logging_dir is not None else []
+    chosen: list = []
+    for entry in entries:
+        if _is_tracker_object(entry):
+            chosen.append(entry)
+            continue
+        name = str(getattr(entry, "value", entry)).lower()
+        if name in chosen:
+            continue
         if name not in TRACKERS and name not in PACKAGES:
-            known = ", ".join(["all", *TRACKERS, *PACKAGES.keys() - TRACKERS.keys()])
+            known = ", ".join(["all", *TRACKERS, *sorted(PACKAGES.keys() - TRACKERS.keys())])
             raise ValueError(f"Unsupported logging capability: {name}. Choose between {known}")
         if not is_installed(name):
             logger.debug("log_with=%r: its package is not installed; skipped", name)
