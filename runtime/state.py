@@ -161,7 +161,8 @@ class PartialState:
         """This process's contiguous share of a list, tuple, tensor, dict of those, or dataset.
 
         Shares differ by at most one item (the first processes take the extra ones);
-        `apply_padding` repeats the last item so every process gets as many (for `gather`).
+        `apply_padding` appends the input's last item until every process has as many (so
+        `gather` works; drop the padding afterwards), as HF does.
         """
         if self.num_processes == 1:
             yield inputs
