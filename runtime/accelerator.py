@@ -1,5 +1,9 @@
 """The public `Accelerator`: HF Accelerate 1.x names and semantics, delegating to the modules.
 
+Its methods come by concept: the training step (stepping.py), process control
+(process_control.py), experiment tracking (experiment.py), saving and checkpoints
+(checkpoint.py); this file holds construction, the facts, `prepare`, collectives and models.
+
 Several Accelerators in one process share the process state (`runtime.state`): process
 group, device, mixed precision, GradScaler and gradient-accumulation state; each keeps its own
 prepared objects, `step`, trackers, hooks and checkpoint configuration (docs/runtime.md).
@@ -17,19 +21,21 @@ import gc
 import os
 import warnings
 from collections import OrderedDict
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
-from torch.utils.hooks import RemovableHandle
 
-from runtime import checkpoint, collectives, config, data, state, wrappers
+from runtime import collectives, config, data, options, state, wrappers
+from runtime.checkpoint import Checkpointing
+from runtime.experiment import ExperimentTracking
 from runtime.process_control import ProcessControl
+from runtime.stepping import TrainingStep
 from runtime.unsupported import UNSUPPORTED_ATTRIBUTES, check_backends
 
 
-class Accelerator(ProcessControl):
+class Accelerator(TrainingStep, ProcessControl, ExperimentTracking, Checkpointing):
     """Prepares a training script's objects for N processes launched by torchrun."""
 
     def __init__(
@@ -70,8 +76,10 @@ class Accelerator(ProcessControl):
         self.project_configuration = project_config or config.ProjectConfiguration()
         if project_dir is not None and self.project_configuration.project_dir is None:
             self.project_configuration.set_directories(str(project_dir))
-        self.dataloader_config = _dataloader_config(dataloader_config, split_batches, even_batches)
-        handlers = _kwargs_handlers(kwargs_handlers)
+        self.dataloader_config = options.loader_configuration(
+            dataloader_config, split_batches, even_batches
+        )
+        handlers = options.kwargs_handlers(kwargs_handlers)
         self.ddp_handler = handlers.get("DistributedDataParallelKwargs")
         self.scaler_handler = handlers.get("GradScalerKwargs")
         self.init_handler = handlers.get("InitProcessGroupKwargs")
@@ -88,7 +96,9 @@ class Accelerator(ProcessControl):
                 self.mixed_precision, self.device, **scaler_kwargs
             )
         self.gradient_state = state.GradientState()
-        plugin = _accumulation_plugin(gradient_accumulation_plugin, gradient_accumulation_steps)
+        plugin = options.accumulation_plugin(
+            gradient_accumulation_plugin, gradient_accumulation_steps
+        )
         if plugin is not None:
             self.gradient_state.configure(plugin)
 
@@ -98,7 +108,7 @@ class Accelerator(ProcessControl):
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
         self.trackers: list = []
-        self.log_with = _resolve_trackers(log_with, self.logging_dir)
+        self.log_with = options.trackers(log_with, self.logging_dir)
         self._models: list = []
         self._optimizers: list = []
         self._schedulers: list = []
@@ -300,94 +310,7 @@ class Accelerator(ProcessControl):
         """The loader without its first `num_batches` batches (this rank's, if prepared)."""
         return data.skip_first_batches(dataloader, num_batches)
 
-    # ---- training step -----------------------------------------------------------------
-    def backward(self, loss: torch.Tensor, **kwargs) -> None:
-        """Divides by `gradient_accumulation_steps` (as HF does), then backward (scaled in fp16)."""
-        steps = self.gradient_state.num_steps
-        if steps > 1:
-            inside = self.gradient_state.inside_accumulate
-            if not inside and not self._warned_backward_outside_accumulate:
-                self._warned_backward_outside_accumulate = True
-                warnings.warn(
-                    f"backward() divides the loss by gradient_accumulation_steps={steps}, but it "
-                    "runs outside `with accelerator.accumulate(model):`, so every batch steps "
-                    f"the optimizer with 1/{steps} of the gradient.",
-                    stacklevel=2,
-                )
-            loss = loss / steps
-        kwargs.pop("learning_rate", None)  # HF's LOMO argument; no LOMO optimizer here
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward(**kwargs)
-        else:
-            loss.backward(**kwargs)
-
-    def _do_sync(self) -> None:
-        """One micro-step: sync every k-th, and on a loader's last batch (then restart)."""
-        gradient_state = self.gradient_state
-        if gradient_state.sync_with_dataloader and gradient_state.end_of_dataloader:
-            self.step = 0
-            gradient_state.sync_gradients = True
-        else:
-            self.step += 1
-            gradient_state.sync_gradients = self.step % gradient_state.num_steps == 0
-
-    @contextmanager
-    def accumulate(self, *models: torch.nn.Module):
-        """One micro-step: gradients sync (and optimizers step) every k-th call or at loader end."""
-        self._do_sync()
-        gradient_state = self.gradient_state
-        skip_sync = not gradient_state.sync_gradients and not (
-            gradient_state.sync_each_batch and self.use_distributed
-        )
-        gradient_state.inside_accumulate = True
-        try:
-            with ExitStack() as stack:
-                for model in models if skip_sync else ():
-                    stack.enter_context(wrappers.no_sync(model))
-                yield
-        finally:
-            gradient_state.inside_accumulate = False
-
-    def no_sync(self, model: torch.nn.Module):
-        return wrappers.no_sync(model)
-
-    @staticmethod
-    @contextmanager
-    def trigger_sync_in_backward(model: torch.nn.Module):
-        """Makes the next backward of a DDP model inside `no_sync` all-reduce after all."""
-        if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
-            yield
-            return
-        saved = model.require_backward_grad_sync, model.require_forward_param_sync
-        model.require_backward_grad_sync = model.require_forward_param_sync = True
-        model.reducer.prepare_for_backward([])
-        try:
-            yield
-        finally:
-            model.require_backward_grad_sync, model.require_forward_param_sync = saved
-
-    def autocast(self, autocast_handler: Any = None):
-        handler = autocast_handler or self.autocast_handler
-        kwargs = handler.to_kwargs() if handler is not None else {}
-        return wrappers.autocast_context(self.mixed_precision, self.device, **kwargs)
-
-    def unscale_gradients(self, optimizer=None) -> None:
-        if self.scaler is None or not self.gradient_state.sync_gradients:
-            return
-        targets = [optimizer] if optimizer is not None else self._optimizers
-        for target in targets:
-            self.scaler.unscale_(getattr(target, "optimizer", target))
-
-    def clip_grad_norm_(self, parameters, max_norm: float, norm_type: float = 2):
-        parameters = list(parameters)
-        self.unscale_gradients()
-        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
-
-    def clip_grad_value_(self, parameters, clip_value: float) -> None:
-        parameters = list(parameters)
-        self.unscale_gradients()
-        torch.nn.utils.clip_grad_value_(parameters, clip_value)
-
+    # ---- profiling --------------------------------------------------------------------
     @contextmanager
     def profile(self, profile_handler: Any = None):
         """`torch.profiler.profile` over the block (settings from ProfileKwargs); with
@@ -436,49 +359,6 @@ class Accelerator(ProcessControl):
     ) -> Any:
         return collectives.pad_across_processes(tensor, dim, pad_index, pad_first)
 
-    # ---- trackers ----------------------------------------------------------------------
-    def init_trackers(
-        self, project_name: str, config: dict | None = None, init_kwargs: dict | None = None
-    ) -> None:
-        """Starts the `log_with` trackers (main process only) and stores `config` in them."""
-        if not self.is_main_process:
-            return
-        from runtime import tracking
-
-        for entry in self.log_with:
-            made = tracking.create(entry, project_name, self.logging_dir, init_kwargs or {})
-            self.trackers.append(made)
-        for tracker in self.trackers:
-            tracker.start()
-        if config is not None:
-            for tracker in self.trackers:
-                tracker.store_init_configuration(config)
-
-    def log(self, values: dict, step: int | None = None, log_kwargs: dict | None = None) -> None:
-        """Logs `values` to every tracker (main process only)."""
-        if not self.is_main_process:
-            return
-        for tracker in self.trackers:
-            tracker.log(values, step=step, **(log_kwargs or {}).get(tracker.name, {}))
-
-    def get_tracker(self, name: str, unwrap: bool = False):
-        """The tracker called `name` (its underlying object with `unwrap=True`); a blank
-        tracker that does nothing on the processes that have no trackers."""
-        if not self.trackers:
-            from runtime.tracking import GeneralTracker
-
-            return GeneralTracker(_blank=True)
-        for tracker in self.trackers:
-            if tracker.name == name:
-                return tracker.tracker if unwrap else tracker
-        raise ValueError(f"{name} is not an available tracker stored inside the `Accelerator`.")
-
-    def end_training(self) -> None:
-        """Finishes the trackers, then a barrier and the process group's teardown."""
-        for tracker in self.trackers:
-            tracker.finish()
-        state.shut_down_process_group()
-
     # ---- models and checkpoints --------------------------------------------------------
     def unwrap_model(
         self,
@@ -494,99 +374,6 @@ class Accelerator(ProcessControl):
     def verify_device_map(self, model: torch.nn.Module) -> bool:
         """Whether the model was split over devices with a big-model `device_map`."""
         return any(len(getattr(m, "hf_device_map", {})) > 1 for m in model.modules())
-
-    def save(self, obj: Any, f, safe_serialization: bool = False) -> None:
-        """Saves on the main process only (each node's with save_on_each_node)."""
-        if self.writes_checkpoints:
-            from runtime import serialization
-
-            serialization.write(obj, f, safe_serialization)
-
-    def save_model(
-        self,
-        model: torch.nn.Module,
-        save_directory: str | os.PathLike,
-        max_shard_size: int | str = "10GB",
-        safe_serialization: bool = True,
-    ) -> None:
-        """The unwrapped weights in `save_directory`: `model.safetensors`, or shards of at
-        most `max_shard_size` plus `model.safetensors.index.json` (as HF writes them)."""
-        from runtime import serialization
-
-        if os.path.isfile(save_directory):
-            raise ValueError(f"save_model: {save_directory} is a file, not a directory")
-        if any(p.device.type == "meta" for p in model.parameters()):
-            raise RuntimeError("save_model: some parameters are on the meta device")
-        serialization.save_model(
-            self.get_state_dict(model),
-            save_directory,
-            max_shard_size=max_shard_size,
-            safe_serialization=safe_serialization,
-            writes=self.writes_checkpoints,
-        )
-
-    def register_save_state_pre_hook(self, hook) -> RemovableHandle:
-        """`hook(models, weights, output_dir)` runs in `save_state` before the models are
-        written; popping an entry of `weights` keeps `save_state` from writing that model."""
-        handle = RemovableHandle(self._save_model_state_pre_hook)
-        self._save_model_state_pre_hook[handle.id] = hook
-        return handle
-
-    def register_load_state_pre_hook(self, hook) -> RemovableHandle:
-        """`hook(models, input_dir)` runs in `load_state` first; popping a model from
-        `models` keeps `load_state` from loading it."""
-        handle = RemovableHandle(self._load_model_state_pre_hook)
-        self._load_model_state_pre_hook[handle.id] = hook
-        return handle
-
-    def register_for_checkpointing(self, *objects: Any) -> None:
-        """Objects with `state_dict`/`load_state_dict` that save_state/load_state also keep."""
-        invalid = [
-            type(obj).__name__
-            for obj in objects
-            if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"))
-        ]
-        if invalid:
-            raise ValueError(
-                "register_for_checkpointing: every object needs state_dict() and "
-                f"load_state_dict(); these have not: {', '.join(invalid)}"
-            )
-        self._custom_objects.extend(objects)
-
-    def save_state(
-        self,
-        output_dir: str | os.PathLike | None = None,
-        safe_serialization: bool = True,
-        **save_model_func_kwargs,
-    ):
-        if getattr(self.project_configuration, "automatic_checkpoint_naming", False):
-            output_dir = checkpoint.automatic_directory(self)
-        elif output_dir is None and self.project_dir:
-            output_dir = os.path.join(self.project_dir, "checkpoint")
-        if output_dir is None:
-            raise ValueError("save_state needs an output_dir (or Accelerator(project_dir=...))")
-        saved = checkpoint.save_state(self, output_dir, safe_serialization)
-        self.project_configuration.iteration += 1
-        return saved
-
-    def load_state(
-        self,
-        input_dir: str | os.PathLike | None = None,
-        load_kwargs: dict | None = None,
-        **load_model_func_kwargs,
-    ) -> None:
-        if input_dir is not None:
-            input_dir = os.path.expanduser(input_dir)
-            if not os.path.isdir(input_dir):
-                raise ValueError(f"load_state: tried to find {input_dir} but folder does not exist")
-        elif getattr(self.project_configuration, "automatic_checkpoint_naming", False):
-            input_dir = checkpoint.latest_automatic_directory(self)
-        elif self.project_dir:
-            input_dir = os.path.join(self.project_dir, "checkpoint")
-        else:
-            raise ValueError("load_state needs an input_dir (or Accelerator(project_dir=...))")
-        strict = load_model_func_kwargs.get("strict", True)
-        checkpoint.load_state(self, input_dir, strict=strict)
 
     def free_memory(self, *objects: Any) -> list:
         """Drops this accelerator's references to prepared objects; returns one None per object."""
@@ -609,73 +396,3 @@ class Accelerator(ProcessControl):
 def _is_scheduler(obj: Any) -> bool:
     schedulers = torch.optim.lr_scheduler
     return isinstance(obj, (schedulers.LRScheduler, schedulers.ReduceLROnPlateau))
-
-
-def _dataloader_config(given: Any, split_batches: bool, even_batches: bool):
-    """Our DataLoaderConfiguration from HF's or ours (duck typing) and the env overrides."""
-    if given is not None:
-        for option in ("dispatch_batches", "use_seedable_sampler", "use_stateful_dataloader"):
-            if getattr(given, option, None):
-                raise NotImplementedError(
-                    f"DataLoaderConfiguration({option}=True) is not implemented by runtime"
-                )
-        split_batches = getattr(given, "split_batches", split_batches)
-        even_batches = getattr(given, "even_batches", even_batches)
-    return config.DataLoaderConfiguration(
-        split_batches=bool(state.env_flag("MIGRATE_SPLIT_BATCHES", split_batches)),
-        even_batches=bool(state.env_flag("MIGRATE_EVEN_BATCHES", even_batches)),
-        non_blocking=bool(getattr(given, "non_blocking", False)),
-        data_seed=getattr(given, "data_seed", None),
-    )
-
-
-_HANDLERS = {
-    "DistributedDataParallelKwargs",
-    "GradScalerKwargs",
-    "InitProcessGroupKwargs",
-    "AutocastKwargs",
-    "ProfileKwargs",
-}
-_FP8_HANDLERS = {"FP8RecipeKwargs", "AORecipeKwargs", "TERecipeKwargs", "MSAMPRecipeKwargs"}
-
-
-def _kwargs_handlers(handlers: list | None) -> dict:
-    """Kwargs handlers (ours or HF's) by class name, at most one of each."""
-    found: dict = {}
-    for handler in handlers or []:
-        kind = type(handler).__name__
-        if kind in _FP8_HANDLERS:
-            raise NotImplementedError(f"{kind}: fp8 training (TransformerEngine, torchao, MS-AMP)")
-        if kind not in _HANDLERS:
-            raise TypeError(f"unsupported kwargs handler {kind}; runtime takes {sorted(_HANDLERS)}")
-        if kind in found:
-            raise ValueError(f"You can only pass one {kind} in `kwargs_handlers`.")
-        found[kind] = handler
-    return found
-
-
-def _accumulation_plugin(plugin: Any, steps: int | None):
-    """What this Accelerator sets for accumulation process-wide; None keeps the current one."""
-    if plugin is not None:
-        if steps not in (None, 1):
-            raise ValueError(
-                "You can only pass one of `gradient_accumulation_steps` and "
-                "`gradient_accumulation_plugin`."
-            )
-        return plugin
-    if steps is None:
-        from_env = os.environ.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS")
-        steps = int(from_env) if from_env else None
-    if steps is None:
-        return None
-    if steps < 1:
-        raise ValueError("gradient_accumulation_steps must be at least 1")
-    return config.GradientAccumulationPlugin(num_steps=steps)
-
-
-def _resolve_trackers(log_with: Any, logging_dir: str | None) -> list:
-    if log_with is None:
-        return []
-    from runtime import tracking  # only when trackers are asked for
-
-    return tracking.resolve(log_with, logging_dir)

@@ -22,8 +22,10 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from runtime import serialization
 
@@ -100,7 +102,7 @@ def latest_automatic_directory(accelerator) -> str:
     return folders[-1]
 
 
-def save_state(accelerator, output_dir: str | os.PathLike, safe_serialization: bool) -> Path:
+def write_checkpoint(accelerator, output_dir: str | os.PathLike, safe_serialization: bool) -> Path:
     directory = Path(output_dir)
     directory.mkdir(parents=True, exist_ok=True)
     writes = accelerator.writes_checkpoints
@@ -131,7 +133,7 @@ def save_state(accelerator, output_dir: str | os.PathLike, safe_serialization: b
     return directory
 
 
-def load_state(accelerator, input_dir: str | os.PathLike, strict: bool = True) -> None:
+def read_checkpoint(accelerator, input_dir: str | os.PathLike, strict: bool = True) -> None:
     directory = Path(input_dir)
     device = accelerator.device
     models = list(accelerator._models)
@@ -167,3 +169,96 @@ def load_state(accelerator, input_dir: str | os.PathLike, strict: bool = True) -
             loader.resume_from = saved["position"]
             for generator, generator_state in zip(loader.generators, saved["generators"]):
                 generator.set_state(generator_state)
+
+
+class Checkpointing:
+    """The Accelerator's saving methods: save, save_model, save_state / load_state, hooks."""
+
+    def save(self, obj: Any, f, safe_serialization: bool = False) -> None:
+        """Saves on the main process only (each node's with save_on_each_node)."""
+        if self.writes_checkpoints:
+            serialization.write(obj, f, safe_serialization)
+
+    def save_model(
+        self,
+        model: torch.nn.Module,
+        save_directory: str | os.PathLike,
+        max_shard_size: int | str = "10GB",
+        safe_serialization: bool = True,
+    ) -> None:
+        """The unwrapped weights in `save_directory`: `model.safetensors`, or shards of at
+        most `max_shard_size` plus `model.safetensors.index.json` (as HF writes them)."""
+        if os.path.isfile(save_directory):
+            raise ValueError(f"save_model: {save_directory} is a file, not a directory")
+        if any(p.device.type == "meta" for p in model.parameters()):
+            raise RuntimeError("save_model: some parameters are on the meta device")
+        serialization.save_model(
+            self.get_state_dict(model),
+            save_directory,
+            max_shard_size=max_shard_size,
+            safe_serialization=safe_serialization,
+            writes=self.writes_checkpoints,
+        )
+
+    def register_save_state_pre_hook(self, hook) -> RemovableHandle:
+        """`hook(models, weights, output_dir)` runs in `save_state` before the models are
+        written; popping an entry of `weights` keeps `save_state` from writing that model."""
+        handle = RemovableHandle(self._save_model_state_pre_hook)
+        self._save_model_state_pre_hook[handle.id] = hook
+        return handle
+
+    def register_load_state_pre_hook(self, hook) -> RemovableHandle:
+        """`hook(models, input_dir)` runs in `load_state` first; popping a model from
+        `models` keeps `load_state` from loading it."""
+        handle = RemovableHandle(self._load_model_state_pre_hook)
+        self._load_model_state_pre_hook[handle.id] = hook
+        return handle
+
+    def register_for_checkpointing(self, *objects: Any) -> None:
+        """Objects with `state_dict`/`load_state_dict` that save_state/load_state also keep."""
+        invalid = [
+            type(obj).__name__
+            for obj in objects
+            if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"))
+        ]
+        if invalid:
+            raise ValueError(
+                "register_for_checkpointing: every object needs state_dict() and "
+                f"load_state_dict(); these have not: {', '.join(invalid)}"
+            )
+        self._custom_objects.extend(objects)
+
+    def save_state(
+        self,
+        output_dir: str | os.PathLike | None = None,
+        safe_serialization: bool = True,
+        **save_model_func_kwargs,
+    ):
+        if getattr(self.project_configuration, "automatic_checkpoint_naming", False):
+            output_dir = automatic_directory(self)
+        elif output_dir is None and self.project_dir:
+            output_dir = os.path.join(self.project_dir, "checkpoint")
+        if output_dir is None:
+            raise ValueError("save_state needs an output_dir (or Accelerator(project_dir=...))")
+        saved = write_checkpoint(self, output_dir, safe_serialization)
+        self.project_configuration.iteration += 1
+        return saved
+
+    def load_state(
+        self,
+        input_dir: str | os.PathLike | None = None,
+        load_kwargs: dict | None = None,
+        **load_model_func_kwargs,
+    ) -> None:
+        if input_dir is not None:
+            input_dir = os.path.expanduser(input_dir)
+            if not os.path.isdir(input_dir):
+                raise ValueError(f"load_state: tried to find {input_dir} but folder does not exist")
+        elif getattr(self.project_configuration, "automatic_checkpoint_naming", False):
+            input_dir = latest_automatic_directory(self)
+        elif self.project_dir:
+            input_dir = os.path.join(self.project_dir, "checkpoint")
+        else:
+            raise ValueError("load_state needs an input_dir (or Accelerator(project_dir=...))")
+        strict = load_model_func_kwargs.get("strict", True)
+        read_checkpoint(self, input_dir, strict=strict)
