@@ -88,8 +88,9 @@ class Accelerator(TrainingStep, ProcessControl, ExperimentTracking, Checkpointin
 
         cpu = cpu or bool(state.env_flag("ACCELERATE_USE_CPU", False))
         init_kwargs = self.init_handler.to_kwargs() if self.init_handler else {}
-        self.state = state.accelerator_state_for(mixed_precision, cpu, init_kwargs)
-        wrappers.check_mixed_precision(self.mixed_precision, self.device)
+        self.state = state.accelerator_state_for(
+            mixed_precision, cpu, init_kwargs, check=wrappers.check_mixed_precision
+        )
         if self.state.scaler is None:
             scaler_kwargs = self.scaler_handler.to_kwargs() if self.scaler_handler else {}
             self.state._scaler = wrappers.make_grad_scaler(

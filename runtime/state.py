@@ -389,9 +389,12 @@ _accelerator_state: AcceleratorState | None = None
 
 
 def accelerator_state_for(
-    mixed_precision: str | None, cpu: bool, init_kwargs: dict | None = None
+    mixed_precision: str | None, cpu: bool, init_kwargs: dict | None = None, check=None
 ) -> AcceleratorState:
-    """The AcceleratorState an `Accelerator(...)` joins: created by the first, checked after."""
+    """The AcceleratorState an `Accelerator(...)` joins: created by the first, checked after.
+
+    `check(mixed_precision, device)` may refuse the first one's choice; nothing is kept then.
+    """
     global _accelerator_state
     partial = get_process_state(cpu=cpu, init_kwargs=init_kwargs)
     if is_initialized():
@@ -402,6 +405,8 @@ def accelerator_state_for(
     state.mixed_precision = (
         mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
     ).lower()
+    if check is not None:
+        check(state.mixed_precision, partial.device)
     state._scaler = None
     _accelerator_state = state
     return state

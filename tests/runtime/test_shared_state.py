@@ -90,3 +90,10 @@ def test_state_reads_like_hf_state():
     ]
     assert accelerator.state.deepspeed_plugin is None
     assert getattr(accelerator.state, "fsdp_plugin", None) is None
+
+
+def test_a_refused_first_accelerator_leaves_no_state_behind():
+    with pytest.raises(ValueError, match="fp16"):
+        Accelerator(mixed_precision="fp16", cpu=True)
+    assert not state.is_initialized()
+    assert Accelerator(cpu=True).mixed_precision == "no"
