@@ -1,4 +1,4 @@
-"""Configuration objects with HF Accelerate 1.x names: enums, dataclasses, kwargs handlers.
+"""Configuration objects with HF Accelerate 1.x names: enums, settings, kwargs handlers.
 
 They mirror `accelerate.utils` so that scripts can import them from `runtime` (or
 `runtime.utils`). The `Accelerator` reads configuration by duck typing, so HF's own objects
@@ -8,10 +8,8 @@ They mirror `accelerate.utils` so that scripts can import them from `runtime` (o
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 
@@ -72,20 +70,57 @@ class PrecisionType(str, _ValueEnum):
     BF16 = "bf16"
 
 
-class KwargsHandler:
+class Settings:
+    """Settings with class-level defaults, set by keyword (or position, in field order).
+
+    A light stand-in for a dataclass: `from runtime import Accelerator` pays no code
+    generation for these classes (each @dataclass costs about a millisecond at import).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = self.field_names()
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes at most {len(names)} arguments")
+        kwargs.update(zip(names, args))
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} got unexpected arguments {unknown}")
+        for name in names:
+            setattr(self, name, kwargs.get(name, getattr(type(self), name)))
+        if hasattr(self, "__post_init__"):
+            self.__post_init__()
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [
+            name
+            for klass in reversed(cls.__mro__)
+            for name in vars(klass).get("__annotations__", {})
+        ]
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.field_names())
+        return f"{type(self).__name__}({values})"
+
+
+class KwargsHandler(Settings):
     """`to_kwargs()`: the fields that differ from the class defaults (as HF forwards them)."""
 
     def to_kwargs(self) -> dict:
         defaults = type(self)()
         return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) != getattr(defaults, f.name)
+            name: getattr(self, name)
+            for name in self.field_names()
+            if getattr(self, name) != getattr(defaults, name)
         }
 
 
-@dataclass
-class DataLoaderConfiguration:
+class DataLoaderConfiguration(Settings):
     """How `prepare` shards loaders. `dispatch_batches` and the seedable/stateful samplers are
     not implemented: they must stay at their defaults."""
 
@@ -98,8 +133,7 @@ class DataLoaderConfiguration:
     use_stateful_dataloader: bool = False
 
 
-@dataclass
-class ProjectConfiguration:
+class ProjectConfiguration(Settings):
     """Where checkpoints and logs go; `automatic_checkpoint_naming` numbers `save_state` folders
     `project_dir/checkpoints/checkpoint_<iteration>` and keeps at most `total_limit` of them."""
 
@@ -119,7 +153,6 @@ class ProjectConfiguration:
         self.set_directories(self.project_dir)
 
 
-@dataclass
 class GradientAccumulationPlugin(KwargsHandler):
     num_steps: int | None = None
     adjust_scheduler: bool = True  # accepted; HF 1.x never applies it either
@@ -127,7 +160,6 @@ class GradientAccumulationPlugin(KwargsHandler):
     sync_each_batch: bool = False
 
 
-@dataclass
 class DistributedDataParallelKwargs(KwargsHandler):
     """Arguments forwarded to `DistributedDataParallel` (only those changed from the defaults)."""
 
@@ -140,7 +172,6 @@ class DistributedDataParallelKwargs(KwargsHandler):
     static_graph: bool = False
 
 
-@dataclass
 class GradScalerKwargs(KwargsHandler):
     init_scale: float = 65536.0
     growth_factor: float = 2.0
@@ -149,7 +180,6 @@ class GradScalerKwargs(KwargsHandler):
     enabled: bool = True
 
 
-@dataclass
 class InitProcessGroupKwargs(KwargsHandler):
     """Forwarded to `torch.distributed.init_process_group` (`backend` overrides gloo/nccl)."""
 
@@ -158,13 +188,11 @@ class InitProcessGroupKwargs(KwargsHandler):
     timeout: Any = None
 
 
-@dataclass
 class AutocastKwargs(KwargsHandler):
     enabled: bool = True
     cache_enabled: bool | None = None
 
 
-@dataclass
 class ProfileKwargs(KwargsHandler):
     """`torch.profiler.profile` settings for `Accelerator.profile()`; with `output_trace_dir`
     each process also writes a Chrome trace, `profile_<process_index>.json`."""
