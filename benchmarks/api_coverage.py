@@ -36,11 +36,13 @@ NESTED = ("state", "gradient_state")
 def imports_accelerate(tree: ast.Module) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            if any(alias.name.split(".")[0] == "accelerate" for alias in node.names):
-                return True
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:  # noqa: SIM102
-            if node.module.split(".")[0] == "accelerate":
-                return True
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module or ""]
+        else:
+            continue
+        if any(module.split(".")[0] == "accelerate" for module in modules):
+            return True
     return False
 
 

@@ -158,3 +158,20 @@ def test_importing_runtime_loads_no_tracker_or_safetensors():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_get_logger_prefixes_the_rank_and_logs_on_the_main_process(caplog):
+    from runtime.logging import get_logger
+
+    Accelerator()
+    logger = get_logger("compat.test", log_level="INFO")
+    with caplog.at_level("INFO", logger="compat.test"):
+        logger.info("hello")
+        logger.info("everywhere", main_process_only=False)
+        logger.warning_once("once")
+        logger.warning_once("once")
+    assert [r.getMessage() for r in caplog.records] == [
+        "[RANK 0] hello",
+        "[RANK 0] everywhere",
+        "[RANK 0] once",
+    ]
