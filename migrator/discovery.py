@@ -5,9 +5,9 @@
 - `.gitignore` files are honoured as git does: each applies below its own directory, nested
   ones included, up from the walk root to the repository root (the directory holding `.git`).
   A directory named on the command line is walked even if an ignore file above it ignores it.
-- Default excludes (`.git`, `.venv`, `build`, ...) are replaced by `exclude` and extended by
-  `extend-exclude`: gitignore-style globs, relative to the project root (where the
-  pyproject.toml with `[tool.migrate]` is, else the current directory).
+- Default excludes (`.git`, `.venv`, `build`, `.migrate_cache`...) are replaced by `exclude`
+  and extended by `extend-exclude`: gitignore-style globs, relative to the project root
+  (where the pyproject.toml with `[tool.migrate]` is, else the current directory).
 - Files named on the command line are processed as given, unless `force_exclude` is set: then
   excludes and ignore files apply to them too (what pre-commit hooks want).
 """
@@ -25,6 +25,7 @@ from pathspec import GitIgnoreSpec
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "node_modules", "__pycache__",
     "site-packages", ".tox", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+    ".migrate_cache",
 )  # fmt: skip
 SOURCE_SUFFIXES = (".py",)
 NOTEBOOK_SUFFIX = ".ipynb"

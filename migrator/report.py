@@ -110,6 +110,7 @@ class Summary:
     errors: int = 0
     findings: Counter = field(default_factory=Counter)  # code -> count
     seconds: float = 0.0
+    cached: int = 0  # answered by the verdict cache
 
     def count(self, result: FileResult) -> None:
         self.skipped += int(result.skipped)
@@ -124,6 +125,7 @@ class Summary:
             "changed": self.changed,
             "errors": self.errors,
             "findings": dict(sorted(self.findings.items())),
+            "cached": self.cached,
             "seconds": round(self.seconds, 3),
         }
 
