@@ -19,7 +19,7 @@ Where: `.migrate_cache/` at the project root (the directory of the pyproject.tom
   migrated as a unit, their sorted (path, digest) pairs join the key and nothing else changes).
   Entries are content-addressed: a copy of a file, or a file moved back, hits.
 
-An entry holds the verdict (skipped / findings / error) and, for a changed file, the
+An entry holds the verdict (skipped / findings / error / note) and, for a changed file, the
 migrated bytes, so `--diff` and `--write` are answered too; a hit is keyed by the bytes just
 read, and `--write` still refuses a file that changed before it is replaced. Internal errors
 (a crashed rule, a dead worker) are not cached.
@@ -155,6 +155,7 @@ class VerdictCache:
             "changed": result.changed,
             "skipped": result.skipped,
             "error": result.error,
+            "note": getattr(result, "note", None),
             "findings": [finding.to_json() for finding in result.findings],
         }
         content = json.dumps(header).encode() + b"\n" + (result.migrated if result.changed else b"")
@@ -176,6 +177,8 @@ class VerdictCache:
         result.skipped = bool(header["skipped"])
         result.error = header["error"]
         result.findings = [_finding(entry) for entry in header["findings"]]
+        if header["note"] is not None:
+            result.note = header["note"]  # a NotebookResult: why it was skipped
         return result
 
 
@@ -235,10 +238,18 @@ def prune(cache: VerdictCache, now: float | None = None) -> None:
 
 
 def _new_result(kind: str, path: str, data: bytes) -> FileResult:
+    if kind == "notebook":
+        from migrator.notebook import NotebookResult
+
+        return NotebookResult(path=path, source=data)
     return FileResult(path=path, source=data)
 
 
 def _finding(entry: dict) -> Finding:
+    if "cell" in entry:
+        from migrator.notebook import NotebookFinding
+
+        return NotebookFinding(**entry)
     return Finding(**entry)
 
 

@@ -71,9 +71,6 @@ def run_fix(request: FixRequest) -> int:
         root=config.root,
     )
     found = discover(request.paths, settings)
-    if not request.quiet:
-        for path, note in found.notes:
-            report.print_message(f"{path}: {note}")
     from migrator.runner import default_jobs, run_files
 
     cache = _open_cache(request, config, options) if found.files else None
@@ -117,6 +114,8 @@ def _report(request: FixRequest, results, problems, started: float, cached: int 
             report.print_error(result.path, result.error)
             continue
         summary.count(result)
+        if not request.quiet:
+            report.print_note(result)
         report.print_findings(result)
         if not result.changed:
             continue
@@ -149,11 +148,11 @@ def _report(request: FixRequest, results, problems, started: float, cached: int 
 
 
 def _run_stdin(request: FixRequest, options) -> int:
-    from migrator.engine import migrate_bytes
+    from migrator.runner import migrate_file
 
     name = request.stdin_filename or "<stdin>"
     data = sys.stdin.buffer.read()
-    result = migrate_bytes(data, name, options)
+    result = migrate_file(data, name, options)  # a notebook when --stdin-filename says so
     if result.error is not None:
         report.print_error(name, result.error)
         return EXIT_ERROR

@@ -24,6 +24,12 @@ def _console(stream: TextIO):
 
 
 def unified_diff(result: FileResult) -> str:
+    from migrator.discovery import NOTEBOOK_SUFFIX
+
+    if result.path.endswith(NOTEBOOK_SUFFIX) and result.migrated is not None:
+        from migrator.notebook import cell_diff
+
+        return cell_diff(result.path, result.source, result.migrated)
     before = _text(result.source)
     after = _text(result.migrated or result.source)
     lines = difflib.unified_diff(
@@ -68,6 +74,13 @@ def print_findings(result: FileResult, stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     for finding in result.findings:
         stream.write(finding.render(result.path) + "\n")
+
+
+def print_note(result: FileResult, stream: TextIO | None = None) -> None:
+    """Why a file was skipped, when the user should know (a notebook in another language)."""
+    note = getattr(result, "note", None)
+    if note:
+        (stream or sys.stderr).write(f"{result.path}: {note}\n")
 
 
 def print_error(path: str, message: str, stream: TextIO | None = None) -> None:
@@ -160,6 +173,8 @@ def print_json(results: list[FileResult], summary: Summary, stream: TextIO | Non
             "error": result.error,
             "findings": [f.to_json() for f in result.findings],
         }
+        if getattr(result, "note", None):
+            entry["note"] = result.note
         if result.changed and summary.mode == "diff":
             entry["diff"] = unified_diff(result)
         files.append(entry)

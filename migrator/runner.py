@@ -5,7 +5,8 @@ it can from the verdict cache (`migrator/cache.py`), so only the remaining candi
 process boundary. Candidates go out largest first, in chunks (small files must not pay IPC one
 by one), to workers started once; each worker stores its verdicts in the cache; results come
 back in any order and are sorted by path by the caller. Workers ignore SIGINT: Ctrl-C reaches
-the parent, which stops the pool.
+the parent, which stops the pool. Notebooks skip the byte prefilter (their code is JSON-escaped
+until `migrator/notebook` reads it) and go to the workers whole.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from migrator.discovery import NOTEBOOK_SUFFIX
 from migrator.engine import FileResult, MigrationError, Options, decode, migrate_bytes
 
 if TYPE_CHECKING:
@@ -35,7 +37,10 @@ class Candidate:
     path: str
     data: bytes
     key: str | None = None  # its cache entry, when the run has a cache
-    kind: str = "python"
+
+    @property
+    def kind(self) -> str:
+        return "notebook" if self.path.endswith(NOTEBOOK_SUFFIX) else "python"
 
 
 @dataclass
@@ -67,6 +72,8 @@ def read_and_prefilter(path: Path, options: Options) -> tuple[FileResult | None,
         return FileResult(
             path=name, source=b"", error="cannot decode: binary file (contains NUL bytes)"
         ), None
+    if name.endswith(NOTEBOOK_SUFFIX):
+        return None, Candidate(name, data)
     if not prefilter.could_need_migration(data, options.rules):
         try:
             decode(data)  # undecodable files are errors wherever they are
@@ -151,7 +158,7 @@ def migrate_chunk(
     """The per-chunk work of a worker (top level: it is pickled by reference)."""
     results = []
     for candidate in chunk:
-        result = migrate_bytes(candidate.data, candidate.path, options)
+        result = migrate_file(candidate.data, candidate.path, options)
         if cache is not None and candidate.key is not None:
             cache.store(candidate.key, result)
         if not result.changed:
@@ -160,6 +167,15 @@ def migrate_chunk(
         if not result.skipped:
             gc.collect()  # LibCST trees are large; collect between files, not during them
     return results
+
+
+def migrate_file(data: bytes, path: str, options: Options) -> FileResult:
+    """One file's bytes through the engine; a notebook's code cells as one program."""
+    if path.endswith(NOTEBOOK_SUFFIX):
+        from migrator.notebook import migrate_notebook
+
+        return migrate_notebook(data, path, options)
+    return migrate_bytes(data, path, options)
 
 
 def _chunk_results(future, chunk: list[Candidate]) -> list[FileResult]:

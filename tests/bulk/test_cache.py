@@ -66,6 +66,7 @@ def test_a_warm_run_gives_the_same_results_without_calling_the_engine(tree, tmp_
     cache = open_cache(tmp_path / "cache", Options())
     cold = run_files(paths, Options(), jobs=1, cache=cache)
     assert cold.cached == 0
+    monkeypatch.setattr(runner, "migrate_file", _no_engine)
     monkeypatch.setattr(runner, "migrate_bytes", _no_engine)
     warm = run_files(paths, Options(), jobs=1, cache=cache)
     assert warm.cached == 3  # train, fragment, broken; util.py never passes the prefilter
