@@ -42,7 +42,7 @@ def migrate_notebook(data: bytes, path: str, options) -> NotebookResult:
     result = NotebookResult(path=path, source=data)
     try:
         notebook = Notebook.parse(data)
-        if notebook.language.lower() != "python":
+        if not notebook.language.lower().startswith("python"):
             result.skipped = True
             result.note = f"a {notebook.language} notebook, not Python; skipped"
             return result

@@ -183,6 +183,14 @@ def test_a_notebook_in_another_language_is_skipped_with_a_note(tmp_path):
     assert b"analysis.ipynb: a R notebook, not Python; skipped" in done.stderr
 
 
+@pytest.mark.parametrize("language", ["Python", "python3"])
+def test_python_kernels_by_any_spelling_are_migrated(language):
+    document = json.loads(CLASSIFIER.read_bytes())
+    document["metadata"]["kernelspec"]["language"] = language
+    result = migrate_notebook(_jupyter(document).encode(), "nb.ipynb", Options())
+    assert result.changed and result.note is None
+
+
 def test_stdin_with_a_notebook_name(tmp_path):
     done = run_migrate(
         "--stdin-filename", "nb.ipynb", "-", cwd=tmp_path, stdin=CLASSIFIER.read_bytes()
