@@ -48,6 +48,7 @@ from pathlib import Path
 from migrator import __version__
 from migrator.engine import FileResult
 from migrator.findings import Finding
+from migrator.writer import TEMP_SUFFIX, WriteError, replace_atomically
 
 FORMAT = 1
 MAGIC = b"migrate-cache 1\n"  # then the checksum of the rest, the header, the migrated bytes
@@ -56,7 +57,6 @@ ENVIRONMENT_VARIABLE = "MIGRATE_CACHE_DIR"
 # Third-party packages whose code decides results; their installed files are fingerprinted.
 RESULT_PACKAGES = ("libcst",)
 UNUSED_SECONDS = 30 * 24 * 3600
-TEMP_SUFFIX = ".tmp"
 GITIGNORE = b"# Automatically created by migrate.\n*\n"
 CACHEDIR_TAG = (
     b"Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -160,7 +160,11 @@ class VerdictCache:
         }
         content = json.dumps(header).encode() + b"\n" + (result.migrated if result.changed else b"")
         checksum = hashlib.sha256(content).hexdigest().encode()
-        _write_atomically(self.directory / key, MAGIC + checksum + b"\n" + content)
+        entry = MAGIC + checksum + b"\n" + content
+        try:
+            replace_atomically(self.directory / key, entry, 0o644, durable=False)
+        except WriteError:
+            pass  # a full disk, a directory removed meanwhile: the next run recomputes
 
     def _decode(self, stored: bytes, key: str, path: str, data: bytes, kind: str):
         if not stored.startswith(MAGIC):
@@ -259,23 +263,3 @@ def _create_once(path: Path, content: bytes) -> None:
             handle.write(content)
     except FileExistsError:
         pass
-
-
-def _write_atomically(path: Path, payload: bytes) -> None:
-    """Temp file in the same directory, then rename: readers see no entry or a whole one."""
-    temp_name = None
-    try:
-        fd, temp_name = tempfile.mkstemp(dir=path.parent, suffix=TEMP_SUFFIX)
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide entries from a CI job's other users
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.replace(temp_name, path)
-        temp_name = None
-    except OSError:
-        pass  # a full disk or a directory removed meanwhile: the next run recomputes
-    finally:
-        if temp_name is not None:
-            try:
-                os.unlink(temp_name)
-            except OSError:
-                pass

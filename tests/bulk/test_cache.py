@@ -241,7 +241,7 @@ def test_concurrent_runs_share_one_cache(tree, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     runs = [subprocess.Popen(command, cwd=root, env=env) for _ in range(3)]
     assert [run.wait(timeout=300) for run in runs] == [1, 1, 1]
-    assert not list((tmp_path / "cache").rglob("*.tmp"))
+    assert not list((tmp_path / "cache").rglob("*-tmp"))
     summary, _ = _summary(root, "--cache-dir", str(tmp_path / "cache"))
     assert summary["cached"] == 6
 
