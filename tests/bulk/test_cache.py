@@ -204,12 +204,13 @@ def test_a_missing_cache_directory_is_created_with_its_gitignore(tree, tmp_path)
 )
 def test_corrupt_entries_are_misses_not_errors(tree, tmp_path, damage):
     root = tree({"train.py": TRAIN_SCRIPT})
-    flags = ("--cache-dir", str(tmp_path / "cache"))
-    _, cold_files = _summary(root, *flags)
-    (entry,) = (tmp_path / "cache").glob("*/*/*")
+    paths = [root / "train.py"]
+    cache = open_cache(tmp_path / "cache", Options())
+    cold = run_files(paths, Options(), jobs=1, cache=cache)
+    (entry,) = cache.directory.iterdir()
     entry.write_bytes(damage(entry.read_bytes()))
-    summary, files = _summary(root, *flags)
-    assert summary["cached"] == 0 and files == cold_files
+    again = run_files(paths, Options(), jobs=1, cache=cache)
+    assert again.cached == 0 and _verdicts(again.results) == _verdicts(cold.results)
 
 
 def test_unreadable_entries_are_misses(tmp_path):
@@ -222,15 +223,20 @@ def test_unreadable_entries_are_misses(tmp_path):
 def test_a_foreign_entry_is_a_miss(tree, tmp_path):
     """An entry copied under another file's name (or from another environment) is ignored."""
     root = tree({"a.py": TRAIN_SCRIPT, "b.py": FRAGMENT})
-    flags = ("--cache-dir", str(tmp_path / "cache"))
-    _, cold_files = _summary(root, *flags)
-    entries = sorted((tmp_path / "cache").glob("*/*/*"))
+    paths = sorted(root.glob("*.py"))
+    cache = open_cache(tmp_path / "cache", Options())
+    cold = run_files(paths, Options(), jobs=1, cache=cache)
+    entries = sorted(cache.directory.iterdir())
     assert len(entries) == 2
     first, second = (entry.read_bytes() for entry in entries)
     entries[0].write_bytes(second)
     entries[1].write_bytes(first)
-    summary, files = _summary(root, *flags)
-    assert summary["cached"] == 0 and files == cold_files
+    again = run_files(paths, Options(), jobs=1, cache=cache)
+    assert again.cached == 0 and _verdicts(again.results) == _verdicts(cold.results)
+    other = open_cache(tmp_path / "cache", Options(target="accelerate"))
+    for entry in entries:  # another environment's entries under this environment's names
+        (other.directory / entry.name).write_bytes(entry.read_bytes())
+    assert run_files(paths, Options(target="accelerate"), jobs=1, cache=other).cached == 0
 
 
 def test_concurrent_runs_share_one_cache(tree, tmp_path):
