@@ -11,8 +11,8 @@ Where: `.migrate_cache/` at the project root (the directory of the pyproject.tom
 - **environment** = a digest of everything besides the file that decides a verdict: the cache
   format, the tool version, a fingerprint of the installed migrator code (sizes and mtimes of
   `migrator/**/*.py`, so an editable install being edited never serves stale verdicts), the
-  Python version (the parser), the installed version of the third-party packages the engine
-  uses, and every `Options` field (target, selected rules; not the mode: one entry serves
+  Python version (the parser), the size and mtime of the installed entry point of each
+  third-party package the engine runs (`RESULT_PACKAGES`), and every `Options` field (target, selected rules; not the mode: one entry serves
   `--check`, `--diff` and `--write`).
 - **entry** = a digest of the file's kind (python or notebook), its bytes, and the digests of
   the files its result depends on (none today; when programs spanning several files are
@@ -27,9 +27,9 @@ read, and `--write` still refuses a file that changed before it is replaced. Int
 Safety: every entry is written to a temp file in its directory and renamed into place
 (`os.replace`), so concurrent runs and the workers of one run never see half an entry; an
 entry carries its full key and a checksum of its content, and anything unreadable, corrupt,
-truncated or foreign is a miss, never an error. A cache directory that cannot be
-created or written makes the run go on without writing (one warning). Environments unused for
-30 days are removed at the end of every run that uses the cache.
+truncated or foreign is a miss, never an error. A cache directory that cannot be created or
+written makes the run go on without writing (one warning). Environments unused for 30 days
+are removed at the end of every run that uses the cache.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ ENVIRONMENT_VARIABLE = "MIGRATE_CACHE_DIR"
 # Third-party packages whose code decides results; their installed files are fingerprinted.
 RESULT_PACKAGES = ("libcst",)
 UNUSED_SECONDS = 30 * 24 * 3600
+PACKAGE = Path(__file__).resolve().parent  # the installed migrator, fingerprinted
 GITIGNORE = b"# Automatically created by migrate.\n*\n"
 CACHEDIR_TAG = (
     b"Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -72,9 +73,6 @@ def cache_directory(flag: str | None, configured: Path | None, root: Path | None
     if chosen:
         return Path(chosen)
     return (root or Path.cwd()) / DIRECTORY_NAME
-
-
-PACKAGE = Path(__file__).resolve().parent
 
 
 def code_fingerprint(package: Path = PACKAGE) -> str:

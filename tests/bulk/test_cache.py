@@ -315,3 +315,14 @@ def test_unused_environments_are_pruned(tmp_path):
     prune(current)
     assert not (tmp_path / "0.0.1").exists()
     assert recent.exists() and current.directory.exists()
+
+
+def test_cache_dir_in_the_configuration_is_relative_to_it_and_must_be_a_path(tmp_path):
+    from migrator.config import ConfigError, parse_config
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.migrate]\ncache-dir = "build/cache"\n')
+    assert parse_config(pyproject).cache_dir == tmp_path / "build" / "cache"
+    pyproject.write_text("[tool.migrate]\ncache-dir = 3\n")
+    with pytest.raises(ConfigError, match="cache-dir must be a path"):
+        parse_config(pyproject)
