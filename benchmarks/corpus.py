@@ -6,8 +6,8 @@
 
 The corpus is a folder of sets (famous/, small/, heldout/, accelerate/, programs/, notebooks/),
 rebuilt from benchmarks/corpus/manifest.json as benchmarks/corpus_fetch.md says. Every file goes
-through `migrator.engine.migrate_bytes`, the function the CLI runs on each file (after the same
-discovery: a notebook is skipped with the CLI's own note), in a process pool. Per set it prints:
+through `migrator.runner.migrate_file`, the function the CLI runs on each file after the same
+discovery (a notebook's code cells as one program), in a process pool. Per set it prints:
 
   files      .py/.ipynb files in the set
   training   files with a `.backward(` and a `.step(` in their text
@@ -18,7 +18,7 @@ discovery: a notebook is skipped with the CLI's own note), in a process pool. Pe
              the target (code that already uses HF Accelerate's or our Accelerator and is left
              alone counts as untouched, which is right for it)
   untouched  unchanged, no finding, and not a training script (or already on the target)
-  skipped    not looked at (the CLI's discovery skips it: notebooks today)
+  skipped    not looked at (the CLI's discovery skips it)
   crashed    an error: unparsable or undecodable input, or an internal error (internal: the
              latter alone, always a bug)
   not-idem   changed files whose output `migrate` changes again (must be 0)
@@ -79,7 +79,8 @@ def is_training(data: bytes) -> bool:
 def measure(job: tuple[str, str, str]) -> FileOutcome:
     """One file, as the CLI would see it (top level: a pool worker pickles it by name)."""
     from migrator.discovery import discover
-    from migrator.engine import migrate_bytes
+    from migrator.engine import Options
+    from migrator.runner import migrate_file
 
     set_name, root, name = job
     path = Path(root) / name
@@ -95,7 +96,7 @@ def measure(job: tuple[str, str, str]) -> FileOutcome:
         outcome.outcome = "skipped"
         outcome.error = "; ".join(note for _, note in found.notes + found.problems) or None
         return outcome
-    result = migrate_bytes(data, str(path))
+    result = migrate_file(data, str(path), Options())
     outcome.findings = [
         {"code": f.code, "level": f.level, "line": f.line, "message": f.message}
         for f in result.findings
@@ -104,8 +105,8 @@ def measure(job: tuple[str, str, str]) -> FileOutcome:
         outcome.outcome, outcome.error = "crashed", result.error
     elif result.changed:
         outcome.outcome = "changed"
-        outcome.parses = _parses(result.migrated)
-        again = migrate_bytes(result.migrated, str(path))
+        outcome.parses = _parses(result.migrated, notebook=path.suffix == ".ipynb")
+        again = migrate_file(result.migrated, str(path), Options())
         outcome.idempotent = again.error is None and not again.changed
     elif any(f.needs_human for f in result.findings):
         outcome.outcome = "refused"
@@ -116,8 +117,12 @@ def measure(job: tuple[str, str, str]) -> FileOutcome:
     return outcome
 
 
-def _parses(data: bytes) -> bool:
+def _parses(data: bytes, notebook: bool = False) -> bool:
+    """Python that parses; for a notebook, JSON with nbformat (the engine checks each changed
+    cell parses, magics aside)."""
     try:
+        if notebook:
+            return "nbformat" in json.loads(data)
         ast.parse(data)
     except (SyntaxError, ValueError):
         return False

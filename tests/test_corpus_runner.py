@@ -10,17 +10,35 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
+SETUP_CELL = """import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(3, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(8, 3), torch.randn(8, 1)), batch_size=4)
+"""
+LOOP_CELL = """%%time
+for x, y in loader:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
 NOTEBOOK = {
     "cells": [
-        {
-            "cell_type": "code",
-            "metadata": {},
-            "source": ["loss.backward()\n", "optimizer.step()\n"],
-            "outputs": [],
-            "execution_count": None,
-        }
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Train\n"]},
+        *(
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": cell.splitlines(keepends=True),
+                "outputs": [],
+                "execution_count": None,
+            }
+            for cell in (SETUP_CELL, LOOP_CELL)
+        ),
     ],
-    "metadata": {},
+    "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
     "nbformat": 4,
     "nbformat_minor": 5,
 }
@@ -94,7 +112,7 @@ def test_counts_every_outcome(tmp_path):
         "plain.py": "changed",
         "py2.py": "crashed",
         "done.py": "untouched",
-        "train.ipynb": "skipped",
+        "train.ipynb": "changed",
     }
     plain = next(f for f in report["files"] if f["name"] == "plain.py")
     assert plain["idempotent"] is True and plain["parses"] is True
@@ -103,7 +121,9 @@ def test_counts_every_outcome(tmp_path):
     done_py = next(f for f in report["files"] if f["name"] == "done.py")
     assert {"prepare", "backward", "autocast"} <= set(done_py["accelerator_names"])
     notebook = report["sets"]["notebooks"]["counts"]
-    assert notebook["skipped"] == 1 and notebook["training"] == 1
+    assert notebook["changed"] == 1 and notebook["training"] == 1
+    trained = next(f for f in report["files"] if f["name"] == "train.ipynb")
+    assert trained["idempotent"] is True and trained["parses"] is True
 
 
 def test_table_sets_and_verbose_lines(tmp_path):
