@@ -107,6 +107,8 @@ def find_causes(
     if comparison is not None and comparison.first_lr_divergence is not None:
         step = comparison.first_lr_divergence
         row = comparison.rows[step - 1]
+        # a changed rate shows in the loss after it; with every loss equal, in the weights
+        affected = step + 1 if comparison.first_loss_divergence is not None else step
         causes.append(
             Cause(
                 "scheduler",
@@ -115,7 +117,7 @@ def find_causes(
                 "original, typically one meant to step once per epoch",
                 "do not pass a per-epoch scheduler to accelerator.prepare (migrate leaves it "
                 "unprepared), or use Accelerator(step_scheduler_with_optimizer=False)",
-                step + 1,
+                affected,
             )
         )
     if comparison is not None and comparison.step_count_problem:

@@ -237,6 +237,24 @@ def _compare(
     runs: list[RunResult],
 ) -> Outcome:
     comparison = compare_runs(original, migrated, rtol=settings.rtol, atol=settings.atol)
+    if comparison.equivalent:
+        notes = causes_module.notes_when_equal(
+            original.observed, nproc=request.nproc, no_dropout=request.no_dropout
+        )
+        weights = comparison.weights
+        drift = (
+            f", {weights.max_drift:.2g} of training's change"
+            if weights.max_drift is not None
+            else ""
+        )
+        reason = (
+            f"{len(comparison.rows)} optimizer steps, max |Δloss| "
+            f"{comparison.max_loss_diff:.3g}, final weights max |Δ| "
+            f"{weights.max_abs_diff:.3g}{drift} ({weights.tensors} tensors)"
+        )
+        if notes:
+            reason += f"; but {notes[0].split(':')[0]} (see note)"
+        return Outcome(EQUIVALENT, reason, settings, comparison, notes=notes, runs=runs)
     found = causes_module.find_causes(
         original.observed,
         comparison,
@@ -244,18 +262,6 @@ def _compare(
         no_dropout=request.no_dropout,
         runtime=request.runtime,
     )
-    if comparison.equivalent:
-        notes = causes_module.notes_when_equal(
-            original.observed, nproc=request.nproc, no_dropout=request.no_dropout
-        )
-        reason = (
-            f"{len(comparison.rows)} optimizer steps, max |Δloss| "
-            f"{comparison.max_loss_diff:.3g}, final weights max |Δ| "
-            f"{comparison.weights.max_abs_diff:.3g} ({comparison.weights.tensors} tensors)"
-        )
-        if notes:
-            reason += f"; but {notes[0].split(':')[0]} (see note)"
-        return Outcome(EQUIVALENT, reason, settings, comparison, notes=notes, runs=runs)
     return Outcome(
         DIVERGED,
         _divergence_reason(comparison, found),
@@ -276,13 +282,33 @@ def _divergence_reason(comparison, found) -> str:
         )
     elif comparison.step_count_problem:
         text = comparison.step_count_problem
+    elif comparison.first_lr_divergence is not None:
+        row = comparison.rows[step - 1]
+        text = (
+            f"every loss agrees but the learning rate differs from step {step} "
+            f"({row.lr_original:.6g} original, {row.lr_migrated:.6g} migrated)"
+        )
     elif comparison.weights.layout_problem:
         text = comparison.weights.layout_problem
     else:
-        text = (
-            f"every loss agrees but the final weights differ: max |Δ| "
-            f"{comparison.weights.max_abs_diff:.3g} in {comparison.weights.worst}"
+        text = "every loss agrees but the final weights differ: " + _weights_problem(
+            comparison.weights
         )
     if found:
         text += f"; likely cause: {found[0].code}"
+    return text
+
+
+def _weights_problem(weights) -> str:
+    if weights.started_apart:
+        return (
+            f"the runs started from different weights ({', '.join(weights.started_apart[:3])} "
+            "differ before the first optimizer step)"
+        )
+    text = f"max |Δ| {weights.max_abs_diff:.3g} in {weights.worst}"
+    if weights.max_drift is not None:
+        text += (
+            f"; {weights.drift_worst} ended {weights.max_drift:.3g} of training's change apart "
+            f"(tolerance {weights.drift_tolerance:.3g})"
+        )
     return text

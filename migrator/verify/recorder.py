@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import random
 import sys
@@ -24,10 +25,19 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from migrator.verify import hooks
-from migrator.verify.records import CONFIG_ENV, PARAMS_DATA, PARAMS_LAYOUT, rank_file
+from migrator.verify.records import (
+    CONFIG_ENV,
+    PARAMS_DATA,
+    PARAMS_INITIAL,
+    PARAMS_LAYOUT,
+    rank_file,
+)
 
 
 class StopTraining(BaseException):
@@ -46,6 +56,8 @@ class Recorder:
         self.backward_calls = 0
         self.optimizers: list = []  # in order of their first step
         self.primary = None  # the first optimizer that steps: its steps are "the" steps
+        # id(parameter) -> its value just before its optimizer's first step (rank 0 only)
+        self.initial: dict[int, torch.Tensor] = {}
         self.observed = hooks.Observations()
 
     def install(self) -> None:
@@ -73,6 +85,8 @@ class Recorder:
             return original_backward(tensors, *args, **kwargs)
 
         torch.autograd.backward = recording_backward
+        if self.rank == 0:
+            register_optimizer_step_pre_hook(self.note_step_start)
         register_optimizer_step_post_hook(self.note_step)
         hooks.watch_functional(F, self.observed, no_dropout=bool(self.config.get("no_dropout")))
         hooks.watch_autocast(self.observed)
@@ -88,6 +102,15 @@ class Recorder:
         self.pending.append(float(value.double().sum().item()))
         self.backward_calls += 1
         self.observed.note_backward()
+
+    def note_step_start(self, optimizer, args, kwargs) -> None:
+        """Snapshots the parameters an optimizer is about to change for the first time: the
+        weights training started from (after any DDP broadcast), the reference for how far
+        training moved each tensor."""
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                if id(parameter) not in self.initial:
+                    self.initial[id(parameter)] = parameter.detach().to("cpu", copy=True)
 
     def note_step(self, optimizer, args, kwargs) -> None:
         if all(optimizer is not seen for seen in self.optimizers):
@@ -124,7 +147,7 @@ class Recorder:
 
     def save_parameters(self, out: Path) -> None:
         names = parameter_names()
-        layout, data, seen = [], array("d"), set()
+        layout, data, initial, seen = [], array("d"), array("d"), set()
         for index, optimizer in enumerate(self.optimizers):
             for group in optimizer.param_groups:
                 for position, parameter in enumerate(group["params"]):
@@ -137,7 +160,13 @@ class Recorder:
                         {"name": name, "shape": list(parameter.shape), "numel": values.numel()}
                     )
                     data.extend(values.tolist())
+                    start = self.initial.get(id(parameter))
+                    if start is None:  # added after its optimizer's first step: unknown
+                        initial.extend([math.nan] * values.numel())
+                    else:
+                        initial.extend(start.to(torch.float64).flatten().tolist())
         (out / PARAMS_DATA).write_bytes(data.tobytes())
+        (out / PARAMS_INITIAL).write_bytes(initial.tobytes())
         (out / PARAMS_LAYOUT).write_text(json.dumps(layout))
 
 
