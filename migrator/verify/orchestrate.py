@@ -216,7 +216,7 @@ def _run_and_compare(
         if batch_problems and not runs[1].timed_out:
             return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
         return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
-    return _compare(request, settings, original, migrated, runs)
+    return _compare(request, settings, script, original, migrated, runs)
 
 
 def _not_comparable(original: RunRecord, nproc: int) -> str | None:
@@ -232,6 +232,7 @@ def _not_comparable(original: RunRecord, nproc: int) -> str | None:
 def _compare(
     request: VerifyRequest,
     settings: Settings,
+    script: Path,
     original: RunRecord,
     migrated: RunRecord,
     runs: list[RunResult],
@@ -261,6 +262,7 @@ def _compare(
         nproc=request.nproc,
         no_dropout=request.no_dropout,
         runtime=request.runtime,
+        summed_at=tuple(_summed_losses(script)),
     )
     return Outcome(
         DIVERGED,
@@ -270,6 +272,15 @@ def _compare(
         causes=found,
         runs=runs,
     )
+
+
+def _summed_losses(script: Path) -> list[str]:
+    from migrator.verify.source import summed_losses
+
+    try:
+        return summed_losses(script.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return []
 
 
 def _divergence_reason(comparison, found) -> str:
