@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 
+NO_GRAD = {"no_grad", "inference_mode"}
 LOSS_NAME = re.compile(r"loss|kld|kl_|bce|mse|nll|err|cost", re.IGNORECASE)
 
 
@@ -17,14 +18,17 @@ def summed_losses(text: str) -> list[str]:
 
     Found: `reduction="sum"` and the legacy `size_average=False` on any call (torch's losses
     and functional losses), and a loss-named assignment whose value sums with `.sum()` or
-    `torch.sum(...)` (a per-sample loss summed by hand, a VAE's KL term).
+    `torch.sum(...)` (a per-sample loss summed by hand, a VAE's KL term). Not counted: code
+    under `torch.no_grad()` / `torch.inference_mode()` and values read with `.item()`, where
+    no backward can follow (an evaluation's `test_loss += F.nll_loss(..., reduction="sum")
+    .item()`).
     """
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return []
     found: dict[int, str] = {}
-    for node in ast.walk(tree):
+    for node in _trained_nodes(tree):
         if isinstance(node, ast.Call):
             for keyword in node.keywords:
                 if _is_constant(keyword.value, "sum") and keyword.arg == "reduction":
@@ -37,6 +41,27 @@ def summed_losses(text: str) -> list[str]:
             if any(name and LOSS_NAME.search(name) for name in names) and _sums(node.value):
                 found.setdefault(node.lineno, f"{names[0]} = ... sum(...)")
     return [f"line {line}: {what}" for line, what in sorted(found.items())]
+
+
+def _trained_nodes(tree: ast.AST):
+    """Every node except those under a no-grad block or read with `.item()`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+            _callee(item.context_expr) in NO_GRAD
+            for item in node.items
+            if isinstance(item.context_expr, ast.Call)
+        ):
+            continue
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "item"
+        ):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 def _is_constant(node: ast.expr, value) -> bool:

@@ -192,3 +192,17 @@ def test_a_sum_in_the_source_is_not_blamed_for_a_later_divergence():
         summed_at=("line 9: x(reduction='sum')",),
     )
     assert "summed-loss" not in codes(found)
+
+
+def test_a_sum_in_the_source_is_not_blamed_when_the_losses_are_not_near_one_nth():
+    # dropout makes step 1 differ, but the migrated loss is nowhere near half the original
+    comparison = scaled_comparison([2.3035, 2.7], [2.3037, 2.45])
+    found = find_causes(
+        observed(loader(), dropout=4),
+        comparison,
+        nproc=2,
+        no_dropout=False,
+        runtime="runtime",
+        summed_at=("line 61: nll_loss(reduction='sum')",),
+    )
+    assert codes(found) == ["dropout"]

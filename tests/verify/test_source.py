@@ -49,3 +49,15 @@ def test_means_counts_and_other_reductions_are_not_sums():
 
 def test_a_file_that_does_not_parse_shows_nothing():
     assert summed_losses("def broken(:\n") == []
+
+
+def test_evaluation_sums_are_not_the_trained_loss():
+    text = (
+        "with torch.no_grad():\n"
+        "    for data, target in test_loader:\n"
+        "        test_loss += F.nll_loss(model(data), target, reduction='sum').item()\n"
+        "total_loss += F.mse_loss(out, y, reduction='sum').item()\n"
+        "with torch.inference_mode():\n"
+        "    val_loss = criterion(out, y).sum()\n"
+    )
+    assert summed_losses(text) == []
