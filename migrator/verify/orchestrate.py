@@ -8,10 +8,11 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from migrator.verify import causes as causes_module
+from migrator.verify import probe as probe_module
 from migrator.verify.compare import compare_runs
 from migrator.verify.records import RunRecord, read_run
 from migrator.verify.runs import RunResult, RunSpec, StartedRun, finish, start, stop_everything
@@ -216,7 +217,7 @@ def _run_and_compare(
         if batch_problems and not runs[1].timed_out:
             return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
         return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
-    return _compare(request, settings, script, original, migrated, runs)
+    return _compare(request, settings, script, original, migrated, runs, work_dir, deadline)
 
 
 def _not_comparable(original: RunRecord, nproc: int) -> str | None:
@@ -236,6 +237,8 @@ def _compare(
     original: RunRecord,
     migrated: RunRecord,
     runs: list[RunResult],
+    work_dir: Path,
+    deadline: float,
 ) -> Outcome:
     comparison = compare_runs(original, migrated, rtol=settings.rtol, atol=settings.atol)
     if comparison.equivalent:
@@ -264,13 +267,34 @@ def _compare(
         runtime=request.runtime,
         summed_at=tuple(_summed_losses(script)),
     )
+    probe, notes = None, []
+    if not found and probe_module.may_explain(comparison):
+        _say(request, "no known cause: probing how this training amplifies rounding")
+        spec = replace(
+            _spec(request, "probe", script, script, None), nudge=True, max_steps=original.steps
+        )
+        result = finish(start(spec, work_dir), deadline)
+        record, _ = _record(result, 1)
+        if record is not None:
+            probe = probe_module.judge(
+                original, record, comparison, rtol=settings.rtol, atol=settings.atol
+            )
+        if probe is not None and probe.explained:
+            reason, note = probe_module.rounding_reason(comparison, probe)
+            return Outcome(
+                EQUIVALENT, reason, settings, comparison, notes=[note], runs=runs, probe=probe
+            )
+        if probe is not None:
+            notes.append(probe_module.not_rounding_note(probe))
     return Outcome(
         DIVERGED,
         _divergence_reason(comparison, found),
         settings,
         comparison,
         causes=found,
+        notes=notes,
         runs=runs,
+        probe=probe,
     )
 
 

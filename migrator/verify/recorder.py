@@ -88,6 +88,8 @@ class Recorder:
         if self.rank == 0:
             register_optimizer_step_pre_hook(self.note_step_start)
         register_optimizer_step_post_hook(self.note_step)
+        if self.config.get("nudge"):
+            register_optimizer_step_post_hook(self.nudge)
         hooks.watch_functional(F, self.observed, no_dropout=bool(self.config.get("no_dropout")))
         hooks.watch_autocast(self.observed)
         hooks.watch_loaders(
@@ -126,6 +128,17 @@ class Recorder:
         self.step_lrs.append(float(lr) if isinstance(lr, (int, float, torch.Tensor)) else None)
         if self.max_steps is not None and len(self.step_losses) >= self.max_steps:
             raise StopTraining()
+
+    def nudge(self, optimizer, args, kwargs) -> None:
+        """The rounding probe: after every step, every parameter moves by one floating-point
+        rounding unit (up after odd steps, down after even ones, so nothing drifts): a change
+        the size of the rounding differences between a 1-process and an N-process run."""
+        towards = math.inf if len(self.step_losses) % 2 else -math.inf
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for parameter in group["params"]:
+                    limit = torch.full_like(parameter, towards)
+                    parameter.copy_(torch.nextafter(parameter, limit))
 
     def save(self, status: str, error: str | None = None) -> None:
         out = Path(self.config["out_dir"])

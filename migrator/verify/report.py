@@ -45,6 +45,7 @@ def outcome_as_dict(outcome: Outcome) -> dict:
         "weights": None,
         "runs": {},
         "findings": outcome.findings,
+        "probe": outcome.probe.as_dict() if outcome.probe is not None else None,
     }
     if comparison is not None:
         data["steps"] = [

@@ -1,0 +1,141 @@
+"""The rounding probe: does this training turn rounding differences into the divergence seen?
+
+A 1-process and an N-process run sum gradients and compute each slice's forward pass in other
+orders, so their values differ in the last bits; some trainings (a high learning rate, long
+recurrences, a loss spike) grow such differences past any fixed tolerance. When runs diverge
+with no cause named, verify runs the original a second time with every parameter moved by
+one floating-point rounding unit after every optimizer step (`Recorder.nudge`) and compares it
+with the first: the probe's differences are what rounding alone does to this training. The
+migrated run's divergence is explained by rounding when, at every step where its loss is out
+of tolerance, its difference stays within PROBE_FACTOR times the probe's (around that step),
+and its final weights within PROBE_FACTOR times the probe's drift.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from migrator.verify.compare import Comparison, close, compare_weights
+from migrator.verify.records import RunRecord
+
+PROBE_FACTOR = 10  # measured: the migrated run's differences are ~1-3x the probe's
+STEP_FACTOR = 100  # and no single step beyond this: a fault starting while the probe is quiet
+WINDOW = 2  # steps either side: chaotic differences rise and fall from one step to the next
+
+
+@dataclass
+class ProbeResult:
+    departs_at: int | None  # first step where the probe's loss is out of tolerance
+    explained: bool  # the migrated run's differences are rounding-sized
+    unexplained_step: int | None  # when not: the first step beyond the probe's
+    ratio: float  # migrated / probe differences: root mean square over out-of-tolerance steps
+    drift: float | None  # the probe's final weights, apart by this much of training's change
+
+    def as_dict(self) -> dict:
+        return {
+            "departs_at": self.departs_at,
+            "explained": self.explained,
+            "unexplained_step": self.unexplained_step,
+            "ratio": self.ratio if math.isfinite(self.ratio) else None,
+            "drift": self.drift,
+        }
+
+
+def judge(
+    original: RunRecord, probe: RunRecord, comparison: Comparison, *, rtol: float, atol: float
+) -> ProbeResult:
+    """Compares the migrated run's differences with the probe's.
+
+    Chaotic differences rise and fall from step to step, so each out-of-tolerance step of the
+    migrated run is set against the largest probe difference within WINDOW steps of it, and
+    the ratio is taken over all of them at once (root mean square): rounding gives ~1-3, a
+    migration fault orders of magnitude more. No single step may exceed STEP_FACTOR times the
+    probe either: a fault that starts while the probe is still at 1e-7 is not averaged away
+    by later steps where both runs are chaotic.
+    """
+    first, second = original.mean_losses(), probe.mean_losses()
+    probe_diffs = [abs(b - a) for a, b in zip(first, second)]
+    departs_at = next(
+        (i + 1 for i, (a, b) in enumerate(zip(first, second)) if not close(a, b, rtol, atol)),
+        None,
+    )
+    migrated_sq, probe_sq, far, first_out = 0.0, 0.0, None, None
+    for index, row in enumerate(comparison.rows):
+        if row.abs_diff is None or close(row.original, row.migrated, rtol, atol):
+            continue
+        first_out = first_out or row.step
+        envelope = max(probe_diffs[max(0, index - WINDOW) : index + WINDOW + 1], default=0.0)
+        migrated_sq += row.abs_diff**2
+        probe_sq += envelope**2
+        if far is None and not row.abs_diff <= STEP_FACTOR * envelope:  # NaN: far
+            far = row.step
+    ratio = math.sqrt(migrated_sq / probe_sq) if probe_sq > 0 else (0.0 if not far else math.inf)
+    explained = far is None and ratio <= PROBE_FACTOR  # False for NaN
+    weights = compare_weights(original.parameters, probe.parameters, rtol=rtol, atol=atol)
+    drift = weights.max_drift
+    migrated = comparison.weights
+    if explained and migrated.mismatched:
+        explained = (
+            drift is not None
+            and migrated.max_drift is not None
+            and not migrated.started_apart
+            and migrated.max_drift <= PROBE_FACTOR * drift
+        )
+        if explained and drift:
+            ratio = max(ratio, migrated.max_drift / drift)
+    unexplained = None if explained else (far or first_out or len(comparison.rows))
+    return ProbeResult(departs_at, explained, unexplained, ratio, drift)
+
+
+def may_explain(comparison: Comparison) -> bool:
+    """Whether rounding could be all there is: the same steps at the same learning rates
+    from the same weights, and step 1 (same weights, same batch: no growth yet) agreeing."""
+    weights = comparison.weights
+    return (
+        comparison.step_count_problem is None
+        and comparison.first_lr_divergence is None
+        and weights.layout_problem is None
+        and not weights.started_apart
+        and comparison.first_loss_divergence != 1
+    )
+
+
+def rounding_reason(comparison: Comparison, probe: ProbeResult) -> tuple[str, str]:
+    """The EQUIVALENT reason and its note when the probe accounts for every difference."""
+    step = comparison.divergence_step
+    where = (
+        f"from step {probe.departs_at}"
+        if probe.departs_at is not None
+        else "to just within the tolerance"
+    )
+    reason = (
+        f"{len(comparison.rows)} optimizer steps, equal up to rounding: the runs leave the "
+        f"tolerance at step {step} (max |Δloss| {comparison.max_loss_diff:.3g}), and the "
+        f"original run again, with its parameters moved by one rounding unit after every step, "
+        f"differs from itself {where}; the migrated run's differences are {probe.ratio:.2g}x "
+        "the probe's (the launched run sums gradients and batch slices in another order)"
+    )
+    limit = min(probe.departs_at or step, step) - 1
+    note = (
+        "this training amplifies rounding differences (a high learning rate, long recurrences, "
+        f"loss spikes): compared to fp32 tolerances it is exact only through step {limit} "
+        f"(--max-steps {limit}); beyond, a difference smaller than rounding's growth cannot be "
+        "seen"
+        if limit >= 1
+        else "this training amplifies rounding differences from its first steps: a "
+        "difference smaller than rounding's growth cannot be seen"
+    )
+    return reason, note
+
+
+def not_rounding_note(probe: ProbeResult) -> str:
+    at = probe.unexplained_step
+    return (
+        "the original run again, with its parameters moved by one rounding unit after every "
+        f"step, differs from itself far less: the migrated run's differences are "
+        f"{probe.ratio:.2g}x the probe's, from step {at}. That points to a real difference; "
+        "only an abrupt jump late in a long, unstable training can still be rounding that "
+        "happened to cross a threshold (a ReLU unit, a near-zero Adam gradient) the probe did "
+        "not cross"
+    )
