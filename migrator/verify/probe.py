@@ -2,13 +2,15 @@
 
 A 1-process and an N-process run sum gradients and compute each slice's forward pass in other
 orders, so their values differ in the last bits; some trainings (a high learning rate, long
-recurrences, a loss spike) grow such differences past any fixed tolerance. When runs diverge
-with no cause named, verify runs the original a second time with every parameter moved by
-one floating-point rounding unit after every optimizer step (`Recorder.nudge`) and compares it
-with the first: the probe's differences are what rounding alone does to this training. The
+recurrences, a loss spike, Adam on near-zero gradients) grow such differences past any fixed
+tolerance. When runs diverge with no cause named, verify runs the original a second time with
+rounding-sized changes at every optimizer step (each gradient element moved by a few rounding
+units of its size, every parameter by one: `Recorder.nudge_gradients`, `nudge_parameters`) and
+compares it with the first: the probe's differences are what rounding alone does here. The
 migrated run's divergence is explained by rounding when, at every step where its loss is out
-of tolerance, its difference stays within PROBE_FACTOR times the probe's (around that step),
-and its final weights within PROBE_FACTOR times the probe's drift.
+of tolerance, its difference stays within PROBE_FACTOR times the probe's (around that step);
+when every loss agrees and only the final weights do not, their drift must stay within
+PROBE_FACTOR times the probe's.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ def judge(
     migrated run is set against the largest probe difference within WINDOW steps of it, and
     the ratio is taken over all of them at once (root mean square): rounding gives ~1-3, a
     migration fault orders of magnitude more. No single step may exceed STEP_FACTOR times the
-    probe either: a fault that starts while the probe is still at 1e-7 is not averaged away
-    by later steps where both runs are chaotic.
+    probe either (a fault that starts while the probe is still at 1e-7 is not averaged away
+    by later steps where both runs are chaotic), unless the next step agrees again.
     """
     first, second = original.mean_losses(), probe.mean_losses()
     probe_diffs = [abs(b - a) for a, b in zip(first, second)]
@@ -68,14 +70,21 @@ def judge(
         envelope = max(probe_diffs[max(0, index - WINDOW) : index + WINDOW + 1], default=0.0)
         migrated_sq += row.abs_diff**2
         probe_sq += envelope**2
+        if transient(comparison, index, rtol, atol):
+            continue  # back within tolerance at the next step: a forward pass's rounding
         if far is None and not row.abs_diff <= STEP_FACTOR * envelope:  # NaN: far
             far = row.step
-    ratio = math.sqrt(migrated_sq / probe_sq) if probe_sq > 0 else (0.0 if not far else math.inf)
+    if probe_sq > 0:
+        ratio = math.sqrt(migrated_sq / probe_sq)
+    else:  # the probe never moved: nothing out of tolerance is rounding's doing
+        ratio = 0.0 if migrated_sq == 0 else math.inf
     explained = far is None and ratio <= PROBE_FACTOR  # False for NaN
     weights = compare_weights(original.parameters, probe.parameters, rtol=rtol, atol=atol)
     drift = weights.max_drift
     migrated = comparison.weights
-    if explained and migrated.mismatched:
+    # once losses part, the final weights part with them (already judged on the losses);
+    # with every loss equal, the weights are all there is to judge
+    if explained and migrated.mismatched and first_out is None:
         explained = (
             drift is not None
             and migrated.max_drift is not None
@@ -86,6 +95,16 @@ def judge(
             ratio = max(ratio, migrated.max_drift / drift)
     unexplained = None if explained else (far or first_out or len(comparison.rows))
     return ProbeResult(departs_at, explained, unexplained, ratio, drift)
+
+
+def transient(comparison: Comparison, index: int, rtol: float, atol: float) -> bool:
+    """Whether the loss of row `index` is out of tolerance alone: the next step's agrees
+    again. The weights then did not take a different step (a fault's difference persists):
+    that loss value alone came out of the forward pass rounded differently."""
+    if index + 1 >= len(comparison.rows):
+        return False
+    after = comparison.rows[index + 1]
+    return after.abs_diff is not None and close(after.original, after.migrated, rtol, atol)
 
 
 def may_explain(comparison: Comparison) -> bool:
@@ -112,8 +131,8 @@ def rounding_reason(comparison: Comparison, probe: ProbeResult) -> tuple[str, st
     reason = (
         f"{len(comparison.rows)} optimizer steps, equal up to rounding: the runs leave the "
         f"tolerance at step {step} (max |Δloss| {comparison.max_loss_diff:.3g}), and the "
-        f"original run again, with its parameters moved by one rounding unit after every step, "
-        f"differs from itself {where}; the migrated run's differences are {probe.ratio:.2g}x "
+        f"original run again, with rounding-sized changes at every step, differs from itself "
+        f"{where}; the migrated run's differences are {probe.ratio:.2g}x "
         "the probe's (the launched run sums gradients and batch slices in another order)"
     )
     limit = min(probe.departs_at or step, step) - 1
@@ -132,8 +151,8 @@ def rounding_reason(comparison: Comparison, probe: ProbeResult) -> tuple[str, st
 def not_rounding_note(probe: ProbeResult) -> str:
     at = probe.unexplained_step
     return (
-        "the original run again, with its parameters moved by one rounding unit after every "
-        f"step, differs from itself far less: the migrated run's differences are "
+        "the original run again, with rounding-sized changes at every step, differs from "
+        f"itself far less: the migrated run's differences are "
         f"{probe.ratio:.2g}x the probe's, from step {at}. That points to a real difference; "
         "only an abrupt jump late in a long, unstable training can still be rounding that "
         "happened to cross a threshold (a ReLU unit, a near-zero Adam gradient) the probe did "

@@ -39,6 +39,8 @@ from migrator.verify.records import (
     rank_file,
 )
 
+GRADIENT_NUDGE = 8  # rounding units: ~sqrt(n) for a batch sum of n ~ 100 partly cancelling terms
+
 
 class StopTraining(BaseException):
     """Raised from the optimizer step hook at --max-steps; a BaseException so that a script's
@@ -89,7 +91,10 @@ class Recorder:
             register_optimizer_step_pre_hook(self.note_step_start)
         register_optimizer_step_post_hook(self.note_step)
         if self.config.get("nudge"):
-            register_optimizer_step_post_hook(self.nudge)
+            # the probe's own generator: the script's random stream is left as it is
+            self.nudges = torch.Generator().manual_seed(int(self.config["seed"]))
+            register_optimizer_step_pre_hook(self.nudge_gradients)
+            register_optimizer_step_post_hook(self.nudge_parameters)
         hooks.watch_functional(F, self.observed, no_dropout=bool(self.config.get("no_dropout")))
         hooks.watch_autocast(self.observed)
         hooks.watch_loaders(
@@ -129,16 +134,33 @@ class Recorder:
         if self.max_steps is not None and len(self.step_losses) >= self.max_steps:
             raise StopTraining()
 
-    def nudge(self, optimizer, args, kwargs) -> None:
-        """The rounding probe: after every step, every parameter moves by one floating-point
-        rounding unit (up after odd steps, down after even ones, so nothing drifts): a change
-        the size of the rounding differences between a 1-process and an N-process run."""
+    def nudge_gradients(self, optimizer, args, kwargs) -> None:
+        """The rounding probe, before every step: each gradient element moves by
+        GRADIENT_NUDGE rounding units of its own size, up or down at random. That is what
+        summing in another order does to a gradient: a sum of n terms that partly cancel is
+        off by ~eps * sqrt(n) relative (and Adam turns it into much larger updates where the
+        gradient is near zero)."""
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for parameter in group["params"]:
+                    grad = parameter.grad
+                    if grad is None or not grad.is_floating_point():
+                        continue
+                    signs = torch.randint(0, 2, grad.shape, generator=self.nudges) * 2 - 1
+                    unit = torch.finfo(grad.dtype).eps * GRADIENT_NUDGE
+                    grad.add_(grad * signs.to(grad.device, grad.dtype) * unit)
+
+    def nudge_parameters(self, optimizer, args, kwargs) -> None:
+        """The rounding probe, after every step: every parameter moves by one rounding unit
+        (up after odd steps, down after even ones, so nothing drifts), as the forward pass on
+        other batch shapes rounds differently."""
         towards = math.inf if len(self.step_losses) % 2 else -math.inf
         with torch.no_grad():
             for group in optimizer.param_groups:
                 for parameter in group["params"]:
-                    limit = torch.full_like(parameter, towards)
-                    parameter.copy_(torch.nextafter(parameter, limit))
+                    if parameter.is_floating_point():
+                        limit = torch.full_like(parameter, towards)
+                        parameter.copy_(torch.nextafter(parameter, limit))
 
     def save(self, status: str, error: str | None = None) -> None:
         out = Path(self.config["out_dir"])

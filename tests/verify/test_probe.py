@@ -62,6 +62,15 @@ def test_a_probe_that_never_moves_explains_nothing():
     assert not result.explained and result.departs_at is None
 
 
+def test_one_loss_out_of_tolerance_alone_is_a_forward_pass_rounding_if_the_probe_moved():
+    blip = list(growing(1.0, start=12))
+    blip[6] += 1e-4  # step 7 alone, 180x the probe there; step 8 agrees again
+    _, result = judged(blip, growing(1.0, start=4))
+    assert result.explained and result.unexplained_step is None
+    _, quiet = judged(blip, ORIGINAL)  # a probe that never moved explains nothing
+    assert not quiet.explained and quiet.ratio == float("inf")
+
+
 def test_final_weights_apart_no_more_than_the_probes_are_rounding():
     _, result = judged(ORIGINAL, ORIGINAL, (1.0, 2.0 + 3e-4), (1.0, 2.0 + 1e-4))
     assert result.explained and abs(result.ratio - 3.0) < 1e-6
