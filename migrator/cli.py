@@ -115,6 +115,12 @@ def fix_command(
         OutputFormat.text, "--format", help="text, or json on stdout (per-file results)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and findings on stderr."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the cache."),
+    cache_dir: str | None = typer.Option(
+        None,
+        "--cache-dir",
+        help="Cache directory (default: $MIGRATE_CACHE_DIR, else .migrate_cache at the root).",
+    ),
 ) -> None:
     from migrator.command import FixRequest, run_fix
 
@@ -134,6 +140,8 @@ def fix_command(
         extend_exclude=_globs(extend_exclude or []),
         force_exclude=force_exclude,
         jobs=jobs,
+        no_cache=no_cache,
+        cache_dir=cache_dir,
     )
     try:
         code = run_fix(request)

@@ -1,7 +1,8 @@
 """The default command's work: files in, results out, one exit code. The CLI only parses.
 
-configuration -> discovery -> runner (prefilter here, analysis in a pool) -> results sorted by
-path -> diffs / messages / writes -> JSON and summary -> exit code (exit_codes.py decides).
+configuration -> discovery -> runner (prefilter and cache here, analysis in a pool) ->
+results sorted by path -> diffs / messages / writes -> JSON and summary -> exit code
+(exit_codes.py decides).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class FixRequest:
     extend_exclude: list[str] = field(default_factory=list)
     force_exclude: bool = False
     jobs: int | None = None
+    no_cache: bool = False
+    cache_dir: str | None = None  # None: $MIGRATE_CACHE_DIR, the configuration, the default
 
 
 def run_fix(request: FixRequest) -> int:
@@ -68,27 +71,39 @@ def run_fix(request: FixRequest) -> int:
         root=config.root,
     )
     found = discover(request.paths, settings)
-    if not request.quiet:
-        for path, note in found.notes:
-            report.print_message(f"{path}: {note}")
     from migrator.runner import default_jobs, run_files
 
+    cache = _open_cache(request, config, options) if found.files else None
     jobs = request.jobs or config.jobs or default_jobs()
     with report.progress(len(found.files), enabled=_wants_progress(request, found.files)) as tick:
-        outcome = run_files(found.files, options, jobs, on_progress=tick)
+        outcome = run_files(found.files, options, jobs, on_progress=tick, cache=cache)
+    if cache is not None:
+        from migrator.cache import prune
+
+        prune(cache)
     results = sorted(outcome.results, key=lambda r: r.path)
-    return _report(request, results, found.problems, started)
+    return _report(request, results, found.problems, started, cached=outcome.cached)
+
+
+def _open_cache(request: FixRequest, config, options):
+    if request.no_cache:
+        return None
+    from migrator.cache import cache_directory, open_cache
+
+    directory = cache_directory(request.cache_dir, config.cache_dir, config.root)
+    warn = None if request.quiet else report.print_message
+    return open_cache(directory, options, warn=warn)
 
 
 def _wants_progress(request: FixRequest, files: list[Path]) -> bool:
     return not request.quiet and len(files) >= PROGRESS_MIN_FILES and sys.stderr.isatty()
 
 
-def _report(request: FixRequest, results, problems, started: float) -> int:
+def _report(request: FixRequest, results, problems, started: float, cached: int = 0) -> int:
     from migrator.writer import WriteError, write_atomically
 
     mode = request.mode or "diff"
-    summary = report.Summary(mode=mode, scanned=len(results))
+    summary = report.Summary(mode=mode, scanned=len(results), cached=cached)
     for path, message in problems:
         report.print_error(path, message)
         summary.errors += 1
@@ -99,6 +114,8 @@ def _report(request: FixRequest, results, problems, started: float) -> int:
             report.print_error(result.path, result.error)
             continue
         summary.count(result)
+        if not request.quiet:
+            report.print_note(result)
         report.print_findings(result)
         if not result.changed:
             continue
@@ -131,11 +148,11 @@ def _report(request: FixRequest, results, problems, started: float) -> int:
 
 
 def _run_stdin(request: FixRequest, options) -> int:
-    from migrator.engine import migrate_bytes
+    from migrator.runner import migrate_file
 
     name = request.stdin_filename or "<stdin>"
     data = sys.stdin.buffer.read()
-    result = migrate_bytes(data, name, options)
+    result = migrate_file(data, name, options)  # a notebook when --stdin-filename says so
     if result.error is not None:
         report.print_error(name, result.error)
         return EXIT_ERROR

@@ -9,10 +9,12 @@ exclude = ["legacy/", "*_pb2.py"]    # replaces the default excludes
 extend-exclude = ["experiments/"]    # adds to them
 force-exclude = true
 jobs = 4
+cache-dir = ".cache/migrate"         # default: .migrate_cache beside this file
 ```
 The nearest pyproject.toml that has a `[tool.migrate]` table wins, searched from the common
-directory of the paths given (the current directory for stdin). Exclude globs are relative to
-that file's directory. Unknown keys are an error: a typo must not silently do nothing.
+directory of the paths given (the current directory for stdin). Exclude globs and cache-dir
+are relative to that file's directory. Unknown keys are an error: a typo must not silently do
+nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ else:  # pragma: no cover - Python 3.10
 TARGETS = ("runtime", "accelerate")
 KNOWN_KEYS = {
     "target", "select", "ignore", "exclude", "extend-exclude", "force-exclude", "jobs",
+    "cache-dir",
     "mixed-precision",  # reserved for the mixed-precision rules
 }  # fmt: skip
 
@@ -50,6 +53,7 @@ class Config:
     extend_exclude: list[str] = field(default_factory=list)
     force_exclude: bool = False
     jobs: int | None = None
+    cache_dir: Path | None = None
 
     @property
     def root(self) -> Path | None:
@@ -100,6 +104,11 @@ def parse_config(path: Path) -> Config:
     if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1):
         raise ConfigError(f"{path}: error: jobs must be a positive integer")
     config.jobs = jobs
+    cache_dir = normalised.get("cache-dir")
+    if cache_dir is not None:
+        if not isinstance(cache_dir, str) or not cache_dir:
+            raise ConfigError(f"{path}: error: cache-dir must be a path")
+        config.cache_dir = path.parent / os.path.expanduser(cache_dir)
     return config
 
 

@@ -1,13 +1,14 @@
 """Which files a run looks at (SPEC §2), in sorted order.
 
-- Directories are walked recursively for `*.py`; symlinks (to files or directories) are never
-  followed, so a walk cannot leave the tree or loop.
+- Directories are walked recursively for `*.py` and `*.ipynb`; symlinks (to files or
+  directories) are never followed, so a walk cannot leave the tree or loop.
 - `.gitignore` files are honoured as git does: each applies below its own directory, nested
   ones included, up from the walk root to the repository root (the directory holding `.git`).
   A directory named on the command line is walked even if an ignore file above it ignores it.
-- Default excludes (`.git`, `.venv`, `build`, ...) are replaced by `exclude` and extended by
-  `extend-exclude`: gitignore-style globs, relative to the project root (where the
-  pyproject.toml with `[tool.migrate]` is, else the current directory).
+- Default excludes (`.git`, `.venv`, `build`, `.migrate_cache`, `.ipynb_checkpoints`...) are
+  replaced by `exclude` and extended by `extend-exclude`: gitignore-style globs, relative to
+  the project root (where the pyproject.toml with `[tool.migrate]` is, else the current
+  directory).
 - Files named on the command line are processed as given, unless `force_exclude` is set: then
   excludes and ignore files apply to them too (what pre-commit hooks want).
 """
@@ -25,9 +26,10 @@ from pathspec import GitIgnoreSpec
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "node_modules", "__pycache__",
     "site-packages", ".tox", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+    ".migrate_cache", ".ipynb_checkpoints",
 )  # fmt: skip
-SOURCE_SUFFIXES = (".py",)
 NOTEBOOK_SUFFIX = ".ipynb"
+SOURCE_SUFFIXES = (".py", NOTEBOOK_SUFFIX)
 
 
 @dataclass
@@ -46,7 +48,6 @@ class DiscoverySettings:
 class Discovery:
     files: list[Path]
     problems: list[tuple[str, str]]  # (path, cause): errors
-    notes: list[tuple[str, str]]  # (path, why it was skipped): not errors
 
 
 def discover(paths: Iterable[str], settings: DiscoverySettings | None = None) -> Discovery:
@@ -54,7 +55,6 @@ def discover(paths: Iterable[str], settings: DiscoverySettings | None = None) ->
     walker = _Walker(settings)
     found: dict[str, Path] = {}
     problems: list[tuple[str, str]] = []
-    notes: list[tuple[str, str]] = []
     for raw in paths:
         path = Path(raw)
         try:
@@ -78,11 +78,8 @@ def discover(paths: Iterable[str], settings: DiscoverySettings | None = None) ->
             continue
         if settings.force_exclude and walker.excluded_explicit(path):
             continue
-        if path.suffix == NOTEBOOK_SUFFIX:
-            notes.append((raw, "notebooks are not migrated yet; skipped"))
-            continue
         found.setdefault(os.path.normpath(path), path)
-    return Discovery(sorted(found.values()), problems, notes)
+    return Discovery(sorted(found.values()), problems)
 
 
 class _Walker:

@@ -24,6 +24,12 @@ def _console(stream: TextIO):
 
 
 def unified_diff(result: FileResult) -> str:
+    from migrator.discovery import NOTEBOOK_SUFFIX
+
+    if result.path.endswith(NOTEBOOK_SUFFIX) and result.migrated is not None:
+        from migrator.notebook import cell_diff
+
+        return cell_diff(result.path, result.source, result.migrated)
     before = _text(result.source)
     after = _text(result.migrated or result.source)
     lines = difflib.unified_diff(
@@ -70,6 +76,13 @@ def print_findings(result: FileResult, stream: TextIO | None = None) -> None:
         stream.write(finding.render(result.path) + "\n")
 
 
+def print_note(result: FileResult, stream: TextIO | None = None) -> None:
+    """Why a file was skipped, when the user should know (a notebook in another language)."""
+    note = getattr(result, "note", None)
+    if note:
+        (stream or sys.stderr).write(f"{result.path}: {note}\n")
+
+
 def print_error(path: str, message: str, stream: TextIO | None = None) -> None:
     (stream or sys.stderr).write(f"{path}: error: {message}\n")
 
@@ -110,6 +123,7 @@ class Summary:
     errors: int = 0
     findings: Counter = field(default_factory=Counter)  # code -> count
     seconds: float = 0.0
+    cached: int = 0  # answered by the verdict cache
 
     def count(self, result: FileResult) -> None:
         self.skipped += int(result.skipped)
@@ -124,6 +138,7 @@ class Summary:
             "changed": self.changed,
             "errors": self.errors,
             "findings": dict(sorted(self.findings.items())),
+            "cached": self.cached,
             "seconds": round(self.seconds, 3),
         }
 
@@ -158,6 +173,8 @@ def print_json(results: list[FileResult], summary: Summary, stream: TextIO | Non
             "error": result.error,
             "findings": [f.to_json() for f in result.findings],
         }
+        if getattr(result, "note", None):
+            entry["note"] = result.note
         if result.changed and summary.mode == "diff":
             entry["diff"] = unified_diff(result)
         files.append(entry)

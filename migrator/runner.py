@@ -1,10 +1,13 @@
 """Many files through the engine: cheap checks in this process, parsing and analysis in a
 process pool.
 
-The parent reads every file and runs the byte prefilter (0.2 s for 46 MB), so only candidates
-cross a process boundary. Candidates go out largest first, in chunks (small files must not pay
-IPC one by one), to workers started once; results come back in any order and are sorted by
-path by the caller. Workers ignore SIGINT: Ctrl-C reaches the parent, which stops the pool.
+The parent reads every file and runs the byte prefilter (0.2 s for 46 MB), then answers what
+it can from the verdict cache (`migrator/cache.py`), so only the remaining candidates cross a
+process boundary. Candidates go out largest first, in chunks (small files must not pay IPC one
+by one), to workers started once; each worker stores its verdicts in the cache; results come
+back in any order and are sorted by path by the caller. Workers ignore SIGINT: Ctrl-C reaches
+the parent, which stops the pool. Notebooks skip the byte prefilter (their code is JSON-escaped
+until `migrator/notebook` reads it) and go to the workers whole.
 """
 
 from __future__ import annotations
@@ -17,8 +20,13 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from migrator.discovery import NOTEBOOK_SUFFIX
 from migrator.engine import FileResult, MigrationError, Options, decode, migrate_bytes
+
+if TYPE_CHECKING:
+    from migrator.cache import VerdictCache
 
 # A chunk holds at most this many bytes (or one larger file) and this many files.
 CHUNK_BYTES = 256 * 1024
@@ -29,12 +37,18 @@ CHUNK_FILES = 64
 class Candidate:
     path: str
     data: bytes
+    key: str | None = None  # its cache entry, when the run has a cache
+
+    @property
+    def kind(self) -> str:
+        return "notebook" if self.path.endswith(NOTEBOOK_SUFFIX) else "python"
 
 
 @dataclass
 class RunOutcome:
     results: list[FileResult] = field(default_factory=list)
     scanned: int = 0
+    cached: int = 0  # answered by the cache
 
 
 def default_jobs() -> int:
@@ -59,6 +73,8 @@ def read_and_prefilter(path: Path, options: Options) -> tuple[FileResult | None,
         return FileResult(
             path=name, source=b"", error="cannot decode: binary file (contains NUL bytes)"
         ), None
+    if name.endswith(NOTEBOOK_SUFFIX):
+        return None, Candidate(name, data)
     if not prefilter.could_need_migration(data, options.rules):
         try:
             decode(data)  # undecodable files are errors wherever they are
@@ -73,12 +89,20 @@ def run_files(
     options: Options,
     jobs: int,
     on_progress: Callable[[int, int], None] | None = None,
+    cache: VerdictCache | None = None,
 ) -> RunOutcome:
-    """Migrate `paths`; results in no particular order. `on_progress(done, total)` per batch."""
+    """Migrate `paths`; results in no particular order. `on_progress(done, total)` per batch.
+    With a `cache`, candidates it knows are answered from it and new verdicts are stored."""
     outcome = RunOutcome(scanned=len(paths))
     candidates: list[Candidate] = []
+    if cache is not None:
+        from migrator.cache import entry_key
     for path in paths:
         result, candidate = read_and_prefilter(path, options)
+        if result is None and cache is not None:
+            candidate.key = entry_key(candidate.kind, candidate.data)
+            result = cache.load(candidate.key, candidate.path, candidate.data, candidate.kind)
+            outcome.cached += result is not None
         if result is not None:
             outcome.results.append(result)
         else:
@@ -98,7 +122,7 @@ def run_files(
         gc.freeze()  # and of what a file left, not of every module imported so far
         try:
             for chunk in chunks:
-                outcome.results.extend(migrate_chunk(chunk, options))
+                outcome.results.extend(migrate_chunk(chunk, options, cache))
                 done += len(chunk)
                 if on_progress is not None:
                     on_progress(done, total)
@@ -113,7 +137,7 @@ def run_files(
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_worker_init
     ) as pool:
-        pending = {pool.submit(migrate_chunk, chunk, options): chunk for chunk in chunks}
+        pending = {pool.submit(migrate_chunk, chunk, options, cache): chunk for chunk in chunks}
         try:
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -131,17 +155,30 @@ def run_files(
     return outcome
 
 
-def migrate_chunk(chunk: list[Candidate], options: Options) -> list[FileResult]:
+def migrate_chunk(
+    chunk: list[Candidate], options: Options, cache: VerdictCache | None = None
+) -> list[FileResult]:
     """The per-chunk work of a worker (top level: it is pickled by reference)."""
     results = []
     for candidate in chunk:
-        result = migrate_bytes(candidate.data, candidate.path, options)
+        result = migrate_file(candidate.data, candidate.path, options)
+        if cache is not None and candidate.key is not None:
+            cache.store(candidate.key, result)
         if not result.changed:
             result.source = b""  # nothing to diff or write: do not ship the bytes back
         results.append(result)
         if not result.skipped:
             gc.collect()  # an analysed file leaves cycles; collect between files, not during
     return results
+
+
+def migrate_file(data: bytes, path: str, options: Options) -> FileResult:
+    """One file's bytes through the engine; a notebook's code cells as one program."""
+    if path.endswith(NOTEBOOK_SUFFIX):
+        from migrator.notebook import migrate_notebook
+
+        return migrate_notebook(data, path, options)
+    return migrate_bytes(data, path, options)
 
 
 def _chunk_results(future, chunk: list[Candidate]) -> list[FileResult]:

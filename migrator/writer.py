@@ -38,7 +38,7 @@ def write_atomically(path: Path, data: bytes, expected: bytes | None = None) -> 
     mode = stat.S_IMODE(info.st_mode)
     _check_writable(target, mode)
     with _signals_deferred():
-        _replace(target, data, mode)
+        replace_atomically(target, data, mode)
 
 
 def _check_writable(target: Path, mode: int) -> None:
@@ -50,7 +50,9 @@ def _check_writable(target: Path, mode: int) -> None:
         raise WriteError(f"cannot write: directory {directory} is read-only")
 
 
-def _replace(target: Path, data: bytes, mode: int) -> None:
+def replace_atomically(target: Path, data: bytes, mode: int, durable: bool = True) -> None:
+    """A temp file beside `target`, then os.replace: readers see the old or the new content,
+    never half of it. `durable`: fsync before the rename (a user's file; not a cache entry)."""
     temp_name = None
     try:
         fd, temp_name = tempfile.mkstemp(
@@ -58,8 +60,9 @@ def _replace(target: Path, data: bytes, mode: int) -> None:
         )
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(temp_name, mode)
         os.replace(temp_name, target)
         temp_name = None

@@ -1,9 +1,17 @@
 """The public `Accelerator`: HF Accelerate 1.x names and semantics, delegating to the modules.
 
+Its methods come by concept: the training step (stepping.py), process control
+(process_control.py), experiment tracking (experiment.py), saving and checkpoints
+(checkpoint.py); this file holds construction, the facts, `prepare`, collectives and models.
+
+Several Accelerators in one process share the process state (`runtime.state`): process
+group, device, mixed precision, GradScaler and gradient-accumulation state; each keeps its own
+prepared objects, `step`, trackers, hooks and checkpoint configuration (docs/runtime.md).
+
 Environment overrides, read here (for `migrate verify` and for users who cannot edit code):
   MIGRATE_SPLIT_BATCHES=1|0   forces `split_batches`      MIGRATE_EVEN_BATCHES=1|0 forces `even_batches`
   ACCELERATE_MIXED_PRECISION  default for `mixed_precision` when the argument is not given
-  ACCELERATE_GRADIENT_ACCUMULATION_STEPS  default when the argument is left at 1
+  ACCELERATE_GRADIENT_ACCUMULATION_STEPS  default when the argument is not given
   ACCELERATE_USE_CPU=1        same as cpu=True
 """
 
@@ -12,16 +20,22 @@ from __future__ import annotations
 import gc
 import os
 import warnings
-from contextlib import ExitStack, contextmanager
+from collections import OrderedDict
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
 
-from runtime import checkpoint, collectives, data, state, wrappers
+from runtime import collectives, config, data, options, state, wrappers
+from runtime.checkpoint import Checkpointing
+from runtime.experiment import ExperimentTracking
+from runtime.process_control import ProcessControl
+from runtime.stepping import TrainingStep
+from runtime.unsupported import UNSUPPORTED_ATTRIBUTES, check_backends
 
 
-class Accelerator:
+class Accelerator(TrainingStep, ProcessControl, ExperimentTracking, Checkpointing):
     """Prepares a training script's objects for N processes launched by torchrun."""
 
     def __init__(
@@ -29,61 +43,148 @@ class Accelerator:
         device_placement: bool = True,
         split_batches: bool = False,
         mixed_precision: str | None = None,
-        gradient_accumulation_steps: int = 1,
+        gradient_accumulation_steps: int | None = None,
         cpu: bool = False,
         dataloader_config: Any = None,
-        step_scheduler_with_optimizer: bool = True,
-        even_batches: bool = True,
-        gradient_accumulation_plugin: Any = None,
-        kwargs_handlers: list | None = None,
+        deepspeed_plugin: Any = None,
+        fsdp_plugin: Any = None,
+        torch_tp_plugin: Any = None,
+        megatron_lm_plugin: Any = None,
         rng_types: list | None = None,
-        project_dir: str | None = None,
         log_with: Any = None,
+        project_dir: str | os.PathLike | None = None,
+        project_config: Any = None,
+        gradient_accumulation_plugin: Any = None,
+        step_scheduler_with_optimizer: bool = True,
+        kwargs_handlers: list | None = None,
+        dynamo_backend: Any = None,
+        dynamo_plugin: Any = None,
+        deepspeed_plugins: Any = None,
+        parallelism_config: Any = None,
+        even_batches: bool = True,
     ) -> None:
-        if dataloader_config is not None:  # HF's DataLoaderConfiguration, read by duck typing
-            split_batches = getattr(dataloader_config, "split_batches", split_batches)
-            even_batches = getattr(dataloader_config, "even_batches", even_batches)
-        self.split_batches = bool(state.env_flag("MIGRATE_SPLIT_BATCHES", split_batches))
-        self.even_batches = bool(state.env_flag("MIGRATE_EVEN_BATCHES", even_batches))
-        if gradient_accumulation_plugin is not None:
-            gradient_accumulation_steps = gradient_accumulation_plugin.num_steps
-        elif gradient_accumulation_steps == 1:
-            env_steps = os.environ.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS")
-            gradient_accumulation_steps = int(env_steps) if env_steps else 1
-        if gradient_accumulation_steps < 1:
-            raise ValueError("gradient_accumulation_steps must be at least 1")
+        check_backends(
+            deepspeed_plugin=deepspeed_plugin or deepspeed_plugins,
+            fsdp_plugin=fsdp_plugin,
+            torch_tp_plugin=torch_tp_plugin,
+            megatron_lm_plugin=megatron_lm_plugin,
+            parallelism_config=parallelism_config,
+            dynamo_backend=dynamo_backend,
+            dynamo_plugin=dynamo_plugin,
+            mixed_precision=mixed_precision,
+        )
+        self.project_configuration = project_config or config.ProjectConfiguration()
+        if project_dir is not None and self.project_configuration.project_dir is None:
+            self.project_configuration.set_directories(str(project_dir))
+        self.dataloader_config = options.loader_configuration(
+            dataloader_config, split_batches, even_batches
+        )
+        handlers = options.kwargs_handlers(kwargs_handlers)
+        self.ddp_handler = handlers.get("DistributedDataParallelKwargs")
+        self.scaler_handler = handlers.get("GradScalerKwargs")
+        self.init_handler = handlers.get("InitProcessGroupKwargs")
+        self.autocast_handler = handlers.get("AutocastKwargs")
+        self.profile_handler = handlers.get("ProfileKwargs")
+
         cpu = cpu or bool(state.env_flag("ACCELERATE_USE_CPU", False))
-        self.state = state.get_process_state(cpu=cpu)
-        self.mixed_precision = (
-            mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
-        ).lower()
-        wrappers.check_mixed_precision(self.mixed_precision, self.device)
-        self.scaler = wrappers.make_grad_scaler(self.mixed_precision, self.device)
+        init_kwargs = self.init_handler.to_kwargs() if self.init_handler else {}
+        self.state = state.accelerator_state_for(
+            mixed_precision, cpu, init_kwargs, check=wrappers.check_mixed_precision
+        )
+        if self.state.scaler is None:
+            scaler_kwargs = self.scaler_handler.to_kwargs() if self.scaler_handler else {}
+            self.state._scaler = wrappers.make_grad_scaler(
+                self.mixed_precision, self.device, **scaler_kwargs
+            )
+        self.gradient_state = state.GradientState()
+        plugin = options.accumulation_plugin(
+            gradient_accumulation_plugin, gradient_accumulation_steps
+        )
+        if plugin is not None:
+            self.gradient_state.configure(plugin)
+
         self.device_placement = device_placement
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
-        self.gradient_state = state.GradientState(gradient_accumulation_steps)
-        self.project_dir = project_dir
-        self.ddp_kwargs: dict = {}
-        for handler in kwargs_handlers or []:
-            if type(handler).__name__ == "DistributedDataParallelKwargs":
-                self.ddp_kwargs = handler.to_kwargs()
+        self.rng_types = rng_types if rng_types is not None else ["generator"]
+        self.step = 0
+        self.flag_tensor: torch.Tensor | None = None
+        self.trackers: list = []
+        self.log_with = options.trackers(log_with, self.logging_dir)
         self._models: list = []
         self._optimizers: list = []
         self._schedulers: list = []
         self._dataloaders: list = []
-        self._inside_accumulate = False
+        self._custom_objects: list = []
+        self._save_model_state_pre_hook: OrderedDict = OrderedDict()
+        self._load_model_state_pre_hook: OrderedDict = OrderedDict()
         self._warned_backward_outside_accumulate = False
 
-    # ---- facts -------------------------------------------------------------------------
+    def __getattr__(self, name: str):
+        if name in UNSUPPORTED_ATTRIBUTES:
+            raise NotImplementedError(f"Accelerator.{name}: {UNSUPPORTED_ATTRIBUTES[name]}")
+        raise AttributeError(f"'Accelerator' object has no attribute {name!r}")
+
+    # ---- facts (process-wide ones come from the shared state) ----------------------------
     device = property(lambda self: self.state.device)
     process_index = property(lambda self: self.state.process_index)
     local_process_index = property(lambda self: self.state.local_process_index)
     num_processes = property(lambda self: self.state.num_processes)
     is_main_process = property(lambda self: self.state.is_main_process)
     is_local_main_process = property(lambda self: self.state.is_local_main_process)
-    use_distributed = property(lambda self: self.state.num_processes > 1)
-    sync_gradients = property(lambda self: self.gradient_state.sync_gradients)
+    is_last_process = property(lambda self: self.state.is_last_process)
+    use_distributed = property(lambda self: self.state.use_distributed)
+    distributed_type = property(lambda self: self.state.distributed_type)
+    mixed_precision = property(lambda self: self.state.mixed_precision)
     end_of_dataloader = property(lambda self: self.gradient_state.end_of_dataloader)
+    split_batches = property(lambda self: self.dataloader_config.split_batches)
+    dispatch_batches = property(lambda self: self.dataloader_config.dispatch_batches)
+    use_seedable_sampler = property(lambda self: self.dataloader_config.use_seedable_sampler)
+    non_blocking = property(lambda self: self.dataloader_config.non_blocking)
+    use_stateful_dataloader = property(lambda self: False)
+    project_dir = property(lambda self: self.project_configuration.project_dir)
+    logging_dir = property(lambda self: self.project_configuration.logging_dir)
+    save_iteration = property(lambda self: self.project_configuration.iteration)
+    should_save_model = property(lambda self: self.is_local_main_process)
+    # HF answers these with None / False unless DeepSpeed, FSDP, TP or fp8 is configured
+    deepspeed_plugin = None
+    parallelism_config = None
+    torch_device_mesh = None
+    fp8_recipe_handler = ao_recipe_handler = te_recipe_handler = msamp_recipe_handler = None
+    is_fsdp2 = is_composable_parallelism_enabled = False
+    fp8_enabled = has_fp8_handler = delayed_fp8_autocast = has_lomo_optimizer = False
+
+    @property
+    def multi_device(self) -> bool:
+        return self.use_distributed and self.distributed_type == config.DistributedType.MULTI_GPU
+
+    @property
+    def native_amp(self) -> bool:
+        """Whether autocast is active: bf16, or fp16 on CUDA (fp16 on CPU is refused)."""
+        return self.mixed_precision in wrappers.AUTOCAST_DTYPES
+
+    @property
+    def scaler(self):
+        return self.state.scaler
+
+    @scaler.setter
+    def scaler(self, scaler) -> None:
+        self.state._scaler = scaler
+
+    @property
+    def even_batches(self) -> bool:
+        return self.dataloader_config.even_batches
+
+    @even_batches.setter
+    def even_batches(self, value: bool) -> None:
+        self.dataloader_config.even_batches = value
+
+    @property
+    def sync_gradients(self) -> bool:
+        return self.gradient_state.sync_gradients
+
+    @sync_gradients.setter
+    def sync_gradients(self, value: bool) -> None:
+        self.gradient_state.sync_gradients = value
 
     @property
     def gradient_accumulation_steps(self) -> int:
@@ -94,12 +195,15 @@ class Accelerator:
         self.gradient_state.num_steps = steps
 
     @property
-    def step(self) -> int:
-        return self.gradient_state.step
-
-    @property
     def optimizer_step_was_skipped(self) -> bool:
         return any(optimizer.step_was_skipped for optimizer in self._optimizers)
+
+    @property
+    def writes_checkpoints(self) -> bool:
+        """The main process, or each node's with ProjectConfiguration(save_on_each_node=True)."""
+        if getattr(self.project_configuration, "save_on_each_node", False):
+            return self.is_local_main_process
+        return self.is_main_process
 
     # ---- prepare -----------------------------------------------------------------------
     def prepare(self, *objects: Any, device_placement: list[bool] | None = None):
@@ -116,9 +220,7 @@ class Accelerator:
         if getattr(obj, "_is_accelerate_prepared", False):
             return obj
         if schedulers:
-            if _is_scheduler(obj):
-                return self.prepare_scheduler(obj)
-            return obj
+            return self.prepare_scheduler(obj) if _is_scheduler(obj) else obj
         if isinstance(obj, DataLoader):
             return self.prepare_data_loader(obj, device_placement=placement)
         if isinstance(obj, torch.nn.Module):
@@ -136,15 +238,21 @@ class Accelerator:
         if getattr(model, "_is_accelerate_prepared", False):
             return model
         placement = self.device_placement if device_placement is None else device_placement
+        ddp_kwargs = self.ddp_handler.to_kwargs() if self.ddp_handler else {}
+        for hook_option in ("comm_hook", "comm_wrapper", "comm_state_option"):
+            ddp_kwargs.pop(hook_option, None)  # HF's handler registers these after wrapping
+        self._models.append(wrappers.unwrap_model(model))  # HF keeps the unwrapped module
         prepared = wrappers.prepare_model(
             model,
-            state=self.state,
+            state=self.state.partial_state,
             mixed_precision=self.mixed_precision,
             device_placement=placement,
             evaluation_mode=evaluation_mode,
-            ddp_kwargs=self.ddp_kwargs,
+            ddp_kwargs=ddp_kwargs,
+            autocast_kwargs=self.autocast_handler.to_kwargs() if self.autocast_handler else {},
         )
-        self._models.append(prepared)
+        if prepared is not model and hasattr(self.ddp_handler, "register_comm_hook"):
+            self.ddp_handler.register_comm_hook(prepared)
         return prepared
 
     def prepare_optimizer(
@@ -170,7 +278,7 @@ class Accelerator:
         placement = self.device_placement if device_placement is None else device_placement
         prepared = data.prepare_data_loader(
             data_loader,
-            state=self.state,
+            state=self.state.partial_state,
             gradient_state=self.gradient_state,
             split_batches=self.split_batches,
             even_batches=self.even_batches,
@@ -199,61 +307,32 @@ class Accelerator:
         self._schedulers.append(prepared)
         return prepared
 
-    # ---- training step -----------------------------------------------------------------
-    def backward(self, loss: torch.Tensor, **kwargs) -> None:
-        """Divides by `gradient_accumulation_steps` (as HF does), then backward (scaled in fp16)."""
-        steps = self.gradient_state.num_steps
-        if steps > 1:
-            if not self._inside_accumulate and not self._warned_backward_outside_accumulate:
-                self._warned_backward_outside_accumulate = True
-                warnings.warn(
-                    f"backward() divides the loss by gradient_accumulation_steps={steps}, but it "
-                    "runs outside `with accelerator.accumulate(model):`, so every batch steps "
-                    f"the optimizer with 1/{steps} of the gradient.",
-                    stacklevel=2,
-                )
-            loss = loss / steps
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward(**kwargs)
-        else:
-            loss.backward(**kwargs)
+    def skip_first_batches(self, dataloader: DataLoader, num_batches: int = 0) -> DataLoader:
+        """The loader without its first `num_batches` batches (this rank's, if prepared)."""
+        return data.skip_first_batches(dataloader, num_batches)
+
+    # ---- profiling --------------------------------------------------------------------
+    @contextmanager
+    def profile(self, profile_handler: Any = None):
+        """`torch.profiler.profile` over the block (settings from ProfileKwargs); with
+        `output_trace_dir`, each process writes `profile_<process_index>.json` there."""
+        handler = profile_handler or self.profile_handler or config.ProfileKwargs()
+        with handler.build() as profiler:
+            yield profiler
+        if handler.output_trace_dir is None:
+            return
+        os.makedirs(handler.output_trace_dir, exist_ok=True)
+        trace = os.path.join(handler.output_trace_dir, f"profile_{self.process_index}.json")
+        profiler.export_chrome_trace(trace)
+        self.wait_for_everyone()
 
     @contextmanager
-    def accumulate(self, *models: torch.nn.Module):
-        """One micro-step: gradients sync (and optimizers step) every k-th call or at loader end."""
-        self.gradient_state.do_sync()
-        self._inside_accumulate = True
-        try:
-            with ExitStack() as stack:
-                if not self.gradient_state.sync_gradients:
-                    for model in models:
-                        stack.enter_context(wrappers.no_sync(model))
-                yield
-        finally:
-            self._inside_accumulate = False
-
-    def no_sync(self, model: torch.nn.Module):
-        return wrappers.no_sync(model)
-
-    def autocast(self, autocast_handler: Any = None):
-        return wrappers.autocast_context(self.mixed_precision, self.device)
-
-    def unscale_gradients(self, optimizer=None) -> None:
-        if self.scaler is None or not self.gradient_state.sync_gradients:
-            return
-        targets = [optimizer] if optimizer is not None else self._optimizers
-        for target in targets:
-            self.scaler.unscale_(getattr(target, "optimizer", target))
-
-    def clip_grad_norm_(self, parameters, max_norm: float, norm_type: float = 2):
-        parameters = list(parameters)
-        self.unscale_gradients()
-        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
-
-    def clip_grad_value_(self, parameters, clip_value: float) -> None:
-        parameters = list(parameters)
-        self.unscale_gradients()
-        torch.nn.utils.clip_grad_value_(parameters, clip_value)
+    def maybe_context_parallel(self, buffers=None, buffer_seq_dims=None, no_restore_buffers=None):
+        """Context parallelism needs FSDP2; as in HF without it, the block runs unchanged."""
+        warnings.warn(
+            "context parallelism is not enabled (it needs FSDP2): no effect", stacklevel=3
+        )
+        yield
 
     # ---- collectives -------------------------------------------------------------------
     def gather(self, tensor: Any) -> Any:
@@ -281,33 +360,6 @@ class Accelerator:
     ) -> Any:
         return collectives.pad_across_processes(tensor, dim, pad_index, pad_first)
 
-    # ---- processes ---------------------------------------------------------------------
-    def print(self, *args, **kwargs) -> None:
-        if self.is_local_main_process:
-            print(*args, **kwargs)
-
-    def wait_for_everyone(self) -> None:
-        self.state.wait_for_everyone()
-
-    @contextmanager
-    def main_process_first(self):
-        if not self.is_main_process:
-            self.wait_for_everyone()
-        yield
-        if self.is_main_process:
-            self.wait_for_everyone()
-
-    @contextmanager
-    def local_main_process_first(self):
-        if not self.is_local_main_process:
-            self.wait_for_everyone()
-        yield
-        if self.is_local_main_process:
-            self.wait_for_everyone()
-
-    def end_training(self) -> None:
-        state.shut_down_process_group()
-
     # ---- models and checkpoints --------------------------------------------------------
     def unwrap_model(
         self,
@@ -320,30 +372,9 @@ class Accelerator:
     def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict:
         return (self.unwrap_model(model) if unwrap else model).state_dict()
 
-    def save(self, obj: Any, f, safe_serialization: bool = False) -> None:
-        """Saves on the main process only."""
-        if not self.is_main_process:
-            return
-        if safe_serialization:
-            from safetensors.torch import save_file
-
-            save_file(obj, f)
-        else:
-            torch.save(obj, f)
-
-    def save_state(self, output_dir: str | os.PathLike | None = None, **kwargs):
-        directory = output_dir or (
-            self.project_dir and os.path.join(self.project_dir, "checkpoint")
-        )
-        if not directory:
-            raise ValueError("save_state needs an output_dir (or Accelerator(project_dir=...))")
-        return checkpoint.save_state(self, directory)
-
-    def load_state(self, input_dir: str | os.PathLike | None = None, **kwargs) -> None:
-        directory = input_dir or (self.project_dir and os.path.join(self.project_dir, "checkpoint"))
-        if not directory:
-            raise ValueError("load_state needs an input_dir (or Accelerator(project_dir=...))")
-        checkpoint.load_state(self, directory)
+    def verify_device_map(self, model: torch.nn.Module) -> bool:
+        """Whether the model was split over devices with a big-model `device_map`."""
+        return any(len(getattr(m, "hf_device_map", {})) > 1 for m in model.modules())
 
     def free_memory(self, *objects: Any) -> list:
         """Drops this accelerator's references to prepared objects; returns one None per object."""
@@ -351,13 +382,16 @@ class Accelerator:
         self._optimizers.clear()
         self._schedulers.clear()
         self._dataloaders.clear()
-        self.gradient_state.step = 0
+        self.step = 0
         gc.collect()
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.empty_cache()
         return [None for _ in objects]
 
     clear = free_memory
+
+    def __deepcopy__(self, memo):
+        return self  # as in HF: a copy of a training setup is the same setup
 
 
 def _is_scheduler(obj: Any) -> bool:

@@ -10,6 +10,8 @@ the epoch so all ranks see equal batches; `gather_for_metrics` later drops those
 
 from __future__ import annotations
 
+import copy
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +33,26 @@ def send_to_device(data: Any, device: torch.device, non_blocking: bool = False) 
         return tensor.to(device, non_blocking=non_blocking)
 
     return apply_to_tensors(move, data)
+
+
+def loader_settings(loader: DataLoader) -> dict:
+    """The DataLoader arguments besides dataset, batching and sampling."""
+    settings = {
+        "num_workers": loader.num_workers,
+        "collate_fn": loader.collate_fn,
+        "pin_memory": loader.pin_memory,
+        "timeout": loader.timeout,
+        "worker_init_fn": loader.worker_init_fn,
+        "multiprocessing_context": loader.multiprocessing_context,
+        "generator": loader.generator,
+        "persistent_workers": loader.persistent_workers,
+        "pin_memory_device": loader.pin_memory_device,
+    }
+    if loader.num_workers:
+        settings["prefetch_factor"] = loader.prefetch_factor
+    if hasattr(loader, "in_order"):
+        settings["in_order"] = loader.in_order
+    return settings
 
 
 def _capture_rng(generators: list[torch.Generator]) -> dict:
@@ -64,24 +86,12 @@ class PreparedDataLoader(DataLoader):
         even_batches: bool,
     ) -> None:
         iterable = isinstance(original.dataset, IterableDataset)
-        extra = {"prefetch_factor": original.prefetch_factor} if original.num_workers else {}
-        if hasattr(original, "in_order"):
-            extra["in_order"] = original.in_order
         super().__init__(
             original.dataset,
             batch_size=1 if not iterable else original.batch_size,
             batch_sampler=batch_shard if not iterable else None,
             drop_last=original.drop_last if iterable else False,
-            num_workers=original.num_workers,
-            collate_fn=original.collate_fn,
-            pin_memory=original.pin_memory,
-            timeout=original.timeout,
-            worker_init_fn=original.worker_init_fn,
-            multiprocessing_context=original.multiprocessing_context,
-            generator=original.generator,
-            persistent_workers=original.persistent_workers,
-            pin_memory_device=original.pin_memory_device,
-            **extra,
+            **loader_settings(original),
         )
         self.original_batch_size = original.batch_size
         if not iterable:
@@ -98,6 +108,7 @@ class PreparedDataLoader(DataLoader):
         self.split_batches = split_batches
         self.even_batches = even_batches
         self.iterable = iterable
+        self.iterable_skip = 0  # IterableDataset: this rank's first batches, skipped each epoch
         self.end_of_dataloader = False
         self.batches_yielded = 0
         self.in_epoch = False
@@ -142,6 +153,24 @@ class PreparedDataLoader(DataLoader):
         if hasattr(self.dataset, "set_epoch"):
             self.dataset.set_epoch(epoch)
 
+    def skipping(self, batches: int) -> PreparedDataLoader:
+        """This loader without its first `batches` batches on this rank, every epoch (HF's
+        `skip_first_batches`). Skipped at index level: those batches are never loaded. A
+        position restored by `load_state` moves to the new loader, so the resumed epoch
+        replays the interrupted one's shuffle."""
+        clone = copy.copy(self)
+        object.__setattr__(clone, "_iterator", None)
+        if self.iterable:
+            clone.iterable_skip = self.iterable_skip + batches
+        else:
+            object.__setattr__(clone, "batch_sampler", self.batch_sampler.skipping(batches))
+        clone.resume_from, self.resume_from = self.resume_from, None
+        clone.end_of_dataloader = clone.in_epoch = False
+        return clone
+
+    def _skipped(self) -> int:
+        return self.iterable_skip if self.iterable else self.batch_sampler.skip_first
+
     def position(self) -> dict | None:
         """Where the current epoch stands, for `save_state`; None between epochs."""
         if not self.in_epoch:
@@ -153,19 +182,19 @@ class PreparedDataLoader(DataLoader):
         generators = self.generators
         resumed_from_rng = None
         if resume is not None and not self.iterable:
-            # replay the epoch's random draws from its start, then skip what was consumed
+            # replay the interrupted epoch's random draws (its shuffle) from its start; the
+            # script skips the batches it had consumed (skip_first_batches), as with HF
             resumed_from_rng = _capture_rng(generators)
             _restore_rng(resume["epoch_start_rng"], generators)
-            self.batch_sampler.skip_batches = resume["batches_yielded"]
         self.epoch_start_rng = _capture_rng(generators)
-        self.batches_yielded = resume["batches_yielded"] if resumed_from_rng is not None else 0
+        self.batches_yielded = self._skipped()
         self.end_of_dataloader = False
         self.in_epoch = True
         self.gradient_state.active_loaders.append(self)
         try:
             batches = super().__iter__()
             if self.iterable:
-                batches = self._iterable_share(batches)
+                batches = itertools.islice(self._iterable_share(batches), self.iterable_skip, None)
             current = next(batches, None)
             if resumed_from_rng is not None:
                 _restore_rng(resumed_from_rng, generators)
@@ -257,3 +286,57 @@ def prepare_data_loader(
         split_batches=split_batches,
         even_batches=even_batches,
     )
+
+
+class _SkipBatches:
+    """A batch sampler without the first `skipped` batches of another (every epoch)."""
+
+    def __init__(self, batch_sampler, skipped: int) -> None:
+        self.batch_sampler = batch_sampler
+        self.skipped = skipped
+
+    @property
+    def sampler(self):
+        return getattr(self.batch_sampler, "sampler", None)
+
+    @property
+    def batch_size(self):
+        return getattr(self.batch_sampler, "batch_size", None)
+
+    @property
+    def drop_last(self):
+        return getattr(self.batch_sampler, "drop_last", False)
+
+    def __iter__(self):
+        return itertools.islice(iter(self.batch_sampler), self.skipped, None)
+
+    def __len__(self) -> int:
+        return max(0, len(self.batch_sampler) - self.skipped)
+
+
+class _SkippingIterableLoader(DataLoader):
+    """A loader over an IterableDataset that drops its first `skipped` batches every epoch."""
+
+    def __init__(self, *args, skipped: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.skipped = skipped
+
+    def __iter__(self):
+        return itertools.islice(super().__iter__(), self.skipped, None)
+
+
+def skip_first_batches(loader: DataLoader, batches: int) -> DataLoader:
+    """A loader like `loader` without its first `batches` batches (on this rank, if prepared)."""
+    if isinstance(loader, PreparedDataLoader):
+        return loader.skipping(batches)
+    settings = loader_settings(loader)
+    if isinstance(loader.dataset, IterableDataset):
+        return _SkippingIterableLoader(
+            loader.dataset,
+            batch_size=loader.batch_size,
+            drop_last=loader.drop_last,
+            skipped=batches,
+            **settings,
+        )
+    sampler = _SkipBatches(loader.batch_sampler, batches)
+    return DataLoader(loader.dataset, batch_sampler=sampler, **settings)

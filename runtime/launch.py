@@ -83,16 +83,16 @@ def launch_script(
 
 
 def _run_in_worker(function: Callable, args: tuple) -> Any:
-    from runtime import state
+    from runtime import state, teardown
 
     state.forget_inherited_state()
     try:
         return function(*args)
     except BaseException as error:
-        state.mark_failed()  # peers are elsewhere: no exit barrier for this rank
+        teardown.mark_failed()  # peers are elsewhere: no exit barrier for this rank
         traceback.print_exc()  # visible at once, not only in the final summary
         sys.stderr.flush()
-        state.let_launcher_stop_this_rank(error)
+        teardown.let_launcher_stop_this_rank(error)
         raise
     finally:
         # forked workers leave through os._exit, so atexit never tears the group down

@@ -8,6 +8,7 @@ tail with samples from the start of the epoch so all ranks see equal batches.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ class BatchShard:
         even_batches: bool,
         batch_size: int | None,
         rng_sync=None,
+        skip_first: int = 0,
     ) -> None:
         self.batch_sampler = batch_sampler
         self.num_processes = num_processes
@@ -43,7 +45,7 @@ class BatchShard:
         self.batch_size = batch_size
         self.drop_last = bool(getattr(batch_sampler, "drop_last", False))
         self.rng_sync = rng_sync
-        self.skip_batches = 0  # set by a resumed loader; consumed by the next iteration
+        self.skip_first = skip_first  # this rank's first batches, skipped every epoch
         if split_batches and batch_size is not None and batch_size % num_processes:
             raise ValueError(
                 f"split_batches=True needs a batch size divisible by the {num_processes} "
@@ -59,7 +61,16 @@ class BatchShard:
             if target is not None and hasattr(target, "set_epoch"):
                 target.set_epoch(epoch)
 
+    def skipping(self, batches: int) -> BatchShard:
+        """The same share without its first `batches` batches (`skip_first_batches`)."""
+        clone = copy.copy(self)
+        clone.skip_first = self.skip_first + batches
+        return clone
+
     def __len__(self) -> int:
+        return max(0, self._share_length() - self.skip_first)
+
+    def _share_length(self) -> int:
         count, N, r = len(self.batch_sampler), self.num_processes, self.process_index
         if N == 1:
             return count
@@ -79,7 +90,6 @@ class BatchShard:
         return len(self.sampler)
 
     def __iter__(self) -> Iterator[list]:
-        skip, self.skip_batches = self.skip_batches, 0
         source = iter(self.batch_sampler)
         with self.rng_sync() if self.rng_sync else _no_context():
             first = next(source, None)  # the sampler draws its permutation here
@@ -92,7 +102,8 @@ class BatchShard:
             mine = self._split(batches)
         else:
             mine = self._unsplit(batches)
-        yield from itertools.islice(mine, skip, None)
+        # skipped at index level: the skipped batches are never loaded
+        yield from itertools.islice(mine, self.skip_first, None)
 
     def _unsplit(self, batches: Iterator[list]) -> Iterator[list]:
         N, r = self.num_processes, self.process_index

@@ -1,22 +1,30 @@
-"""Process facts from the torchrun environment: process group, device, ranks, teardown.
+"""Process-wide state, shared by every `Accelerator` of a process (as HF Accelerate shares it).
 
-One `ProcessState` per process (several `Accelerator` objects share it). A run with no
-launcher (no WORLD_SIZE, or WORLD_SIZE=1) is a 1-process run and creates no process group.
-Under torchrun with WORLD_SIZE > 1 the group is initialised from the environment (env://):
-nccl when this process uses CUDA, gloo otherwise. CPU multi-process needs no flag.
+- `PartialState`: the process group, device and ranks. Created by the first `Accelerator()` or
+  `PartialState()`; every later call returns the same object. A run with no launcher (no
+  WORLD_SIZE, or WORLD_SIZE=1) is a 1-process run and creates no process group; under torchrun
+  with WORLD_SIZE > 1 the group is initialised from the environment (env://): nccl when this
+  process uses CUDA, gloo otherwise (CPU multi-process needs no flag, unlike HF).
+- `AcceleratorState`: what the first `Accelerator` fixed for the process: mixed precision (a
+  second Accelerator asking for another one raises, as in HF) and the fp16 GradScaler (one for
+  the process, so a backward through one Accelerator and a step through another agree).
+- `GradientState`: accumulation settings, whether this micro-step syncs gradients, and the
+  loader being iterated (`end_of_dataloader`, `remainder` for `gather_for_metrics`).
 """
 
 from __future__ import annotations
 
-import atexit
+import functools
 import gc
 import os
-import sys
-import threading
-import time
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from runtime import teardown
+from runtime.config import DistributedType
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", ""}
@@ -35,19 +43,31 @@ def env_flag(name: str, default: bool | None = None) -> bool | None:
     raise ValueError(f"environment variable {name}={raw!r} is not a boolean (use 1 or 0)")
 
 
-class ProcessState:
-    """Rank facts and the process group of this process."""
+def _do_nothing(*args, **kwargs) -> None:
+    return None
 
-    def __init__(self, cpu: bool = False) -> None:
+
+class PartialState:
+    """Rank facts and the process group of this process; `PartialState()` is the shared one."""
+
+    def __new__(cls, cpu: bool = False, **kwargs):
+        return get_process_state(cpu=cpu, init_kwargs=kwargs)
+
+    def __init__(self, cpu: bool = False, **kwargs) -> None:
+        pass  # built once, by get_process_state
+
+    def _setup(self, cpu: bool, init_kwargs: dict) -> None:
         self.use_cpu = cpu
         self.owns_process_group = False
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if dist.is_available() and not dist.is_initialized() and world_size > 1:
-            backend = "gloo" if cpu or not torch.cuda.is_available() else "nccl"
+            init_kwargs = dict(init_kwargs)
+            backend = init_kwargs.pop("backend", None)
+            backend = backend or ("gloo" if cpu or not torch.cuda.is_available() else "nccl")
             if backend == "nccl":
                 # pin the device before the group exists so nccl never guesses device 0
                 torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-            dist.init_process_group(backend=backend)
+            dist.init_process_group(backend=backend, **init_kwargs)
             self.owns_process_group = True
         self.distributed = dist.is_available() and dist.is_initialized()
         if self.distributed:
@@ -66,6 +86,23 @@ class ProcessState:
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
 
+    # ---- facts -------------------------------------------------------------------------
+    @property
+    def distributed_type(self) -> DistributedType:
+        if not self.distributed or self.num_processes == 1:
+            return DistributedType.NO
+        return (
+            DistributedType.MULTI_GPU if self.device.type == "cuda" else DistributedType.MULTI_CPU
+        )
+
+    @property
+    def initialized(self) -> bool:
+        return True
+
+    @property
+    def use_distributed(self) -> bool:
+        return self.distributed and self.num_processes > 1
+
     @property
     def is_main_process(self) -> bool:
         return self.process_index == 0
@@ -74,6 +111,25 @@ class ProcessState:
     def is_local_main_process(self) -> bool:
         return self.local_process_index == 0
 
+    @property
+    def is_last_process(self) -> bool:
+        return self.process_index == self.num_processes - 1
+
+    @property
+    def fork_launched(self) -> bool:
+        return bool(env_flag("FORK_LAUNCHED", False))
+
+    def __repr__(self) -> str:
+        backend = f"  Backend: {self.backend}" if self.backend else ""
+        return (
+            f"Distributed environment: {self.distributed_type}{backend}\n"
+            f"Num processes: {self.num_processes}\n"
+            f"Process index: {self.process_index}\n"
+            f"Local process index: {self.local_process_index}\n"
+            f"Device: {self.device}\n"
+        )
+
+    # ---- synchronisation ---------------------------------------------------------------
     def wait_for_everyone(self) -> None:
         if self.distributed:
             if self.backend == "nccl":
@@ -81,6 +137,62 @@ class ProcessState:
             else:
                 dist.barrier()
 
+    @contextmanager
+    def _goes_first(self, first: bool):
+        if not first:
+            self.wait_for_everyone()
+        yield
+        if first:
+            self.wait_for_everyone()
+
+    def main_process_first(self):
+        return self._goes_first(self.is_main_process)
+
+    def local_main_process_first(self):
+        return self._goes_first(self.is_local_main_process)
+
+    def print(self, *args, **kwargs) -> None:
+        if self.is_local_main_process:
+            print(*args, **kwargs)
+
+    # ---- work sharing ------------------------------------------------------------------
+    @contextmanager
+    def split_between_processes(self, inputs: Any, apply_padding: bool = False):
+        """This process's contiguous share of a list, tuple, tensor, dict of those, or dataset.
+
+        Shares differ by at most one item (the first processes take the extra ones);
+        `apply_padding` appends the input's last item until every process has as many (so
+        `gather` works; drop the padding afterwards), as HF does.
+        """
+        if self.num_processes == 1:
+            yield inputs
+            return
+        yield split_share(inputs, self.num_processes, self.process_index, apply_padding)
+
+    # ---- decorators --------------------------------------------------------------------
+    def _only_if(self, runs_here: bool, function):
+        return function if runs_here or not self.use_distributed else _do_nothing
+
+    def on_main_process(self, function=None):
+        return self._only_if(self.is_main_process, function)
+
+    def on_local_main_process(self, function=None):
+        return self._only_if(self.is_local_main_process, function)
+
+    def on_last_process(self, function):
+        return self._only_if(self.is_last_process, function)
+
+    def on_process(self, function=None, process_index: int | None = None):
+        if function is None:
+            return functools.partial(self.on_process, process_index=process_index)
+        return self._only_if(self.process_index == process_index, function)
+
+    def on_local_process(self, function=None, local_process_index: int | None = None):
+        if function is None:
+            return functools.partial(self.on_local_process, local_process_index=local_process_index)
+        return self._only_if(self.local_process_index == local_process_index, function)
+
+    # ---- teardown ----------------------------------------------------------------------
     def shut_down(self) -> None:
         """Barrier, then destroy the group: gloo aborts at exit when ranks tear down apart."""
         if not (dist.is_available() and dist.is_initialized()):
@@ -88,55 +200,68 @@ class ProcessState:
         # Free unreachable DDP models (reference cycles) now, while the group and the
         # interpreter are alive: freed during finalisation, gloo aborts the process.
         gc.collect()
-        if not _exit_is_failure["failed"]:
+        if not teardown.exit_is_failure():
             self.wait_for_everyone()
         dist.destroy_process_group()
         self.distributed = False
-        _let_gloo_workers_settle()
+        teardown.let_gloo_workers_settle()
+
+    def destroy_process_group(self, group=None) -> None:
+        if group is None:
+            self.shut_down()
+        elif dist.is_initialized():
+            dist.destroy_process_group(group)
+
+    @staticmethod
+    def _reset_state() -> None:
+        """Forgets the process facts (not the process group itself); for tests, as in HF."""
+        global _process_state
+        _process_state = None
 
 
-def _gloo_worker_states() -> list[str]:
-    """Scheduler states (R, S, ...) of gloo's worker threads in this process (Linux only)."""
-    states = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/stat") as handle:
-                stat = handle.read()
-        except OSError:  # the thread just ended
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        if name.startswith(("pt_gloo", "gloo")):
-            states.append(stat[stat.rindex(")") + 2])
-    return states
+def split_share(inputs: Any, processes: int, index: int, apply_padding: bool) -> Any:
+    """Process `index`'s share of `inputs` (see `PartialState.split_between_processes`)."""
+    length = len(inputs) if not isinstance(inputs, dict) else len(next(iter(inputs.values())))
+    if isinstance(inputs, dict) and any(len(v) != length for v in inputs.values()):
+        raise ValueError("split_between_processes: all values of the dict must have one length")
+    per_process, extras = divmod(length, processes)
+    start = index * per_process + min(index, extras)
+    end = start + per_process + (1 if index < extras else 0)
+    longest = per_process + (1 if extras else 0)
+
+    def share(values):
+        if isinstance(values, dict):
+            return {key: share(value) for key, value in values.items()}
+        if hasattr(values, "select") and not isinstance(values, torch.Tensor):  # datasets.Dataset
+            indices = list(range(min(start, len(values)), min(end, len(values))))
+            if apply_padding:
+                indices += [len(values) - 1] * (longest - len(indices))
+            return values.select(indices)
+        if not isinstance(values, (list, tuple, torch.Tensor)):
+            return values
+        part = values[start:end]
+        if apply_padding and len(part) < longest and len(values):
+            if isinstance(values, torch.Tensor):
+                padding = values[-1:].expand(longest - len(part), *values.shape[1:])
+                part = torch.cat([part, padding])
+            else:
+                part = part + type(part)([values[-1]] * (longest - len(part)))
+        return part
+
+    return share(inputs)
 
 
-def _let_gloo_workers_settle(limit_s: float = 1.0) -> None:
-    """Waits (bounded) until gloo's worker threads are idle, with the GIL released.
-
-    DDP keeps a reference to the gloo group after `destroy_process_group`, so its worker
-    threads outlive it; one still releasing the tensors of a finished collective needs the
-    GIL, and if that happens during interpreter finalisation the process aborts
-    ("terminate called without an active exception"). Sleeping releases the GIL to them.
-    """
-    if not os.path.isdir("/proc/self/task"):
-        return
-    deadline = time.monotonic() + limit_s
-    quiet = 0
-    while quiet < 3 and time.monotonic() < deadline:
-        time.sleep(0.002)
-        quiet = quiet + 1 if all(state == "S" for state in _gloo_worker_states()) else 0
+_process_state: PartialState | None = None
 
 
-_process_state: ProcessState | None = None
-_exit_is_failure = {"failed": False}
-
-
-def get_process_state(cpu: bool = False) -> ProcessState:
+def get_process_state(cpu: bool = False, init_kwargs: dict | None = None) -> PartialState:
     """The process-wide state, created on first use."""
     global _process_state
     if _process_state is None or (_process_state.distributed and not dist.is_initialized()):
-        _process_state = ProcessState(cpu=cpu)
-        _install_exit_hooks()
+        state = object.__new__(PartialState)
+        state._setup(cpu, init_kwargs or {})
+        _process_state = state
+        teardown.install_exit_hooks(_shut_down_at_exit)
     elif cpu and _process_state.device.type != "cpu":
         raise ValueError(
             "an Accelerator already runs on "
@@ -150,92 +275,198 @@ def _shut_down_at_exit() -> None:
         _process_state.shut_down()
 
 
-_PEER_FAILURE_SIGNS = (
-    "Connection closed by peer",
-    "Connection reset by peer",
-    "remote worker",
-    "Broken pipe",
-    "communicator was aborted",
-)
-
-
-def is_peer_failure(error: BaseException) -> bool:
-    """A collective that failed because another rank died (not this rank's own bug)."""
-    if isinstance(error, getattr(dist, "DistNetworkError", ())):
-        return True
-    return isinstance(error, RuntimeError) and any(s in str(error) for s in _PEER_FAILURE_SIGNS)
-
-
-def let_launcher_stop_this_rank(error: BaseException) -> None:
-    """On a peer's death, give torchrun's agent (which saw it die) time to stop this rank.
-
-    Exiting at once would race the real failure, and torchrun names the earliest failure
-    (timestamps in whole seconds) the root cause; bounded, so nothing can hang on it.
-    """
-    if is_peer_failure(error) and os.environ.get("TORCHELASTIC_RUN_ID"):
-        threading.Event().wait(PEER_FAILURE_GRACE_S)
-
-
-PEER_FAILURE_GRACE_S = 10.0
-
-
-def _record_failure(exc_type, exc, traceback) -> None:
-    # A failing rank must not wait in the exit barrier: its peers are elsewhere.
-    _exit_is_failure["failed"] = True
-    _previous_excepthook(exc_type, exc, traceback)
-    sys.stderr.flush()
-    let_launcher_stop_this_rank(exc)
-    if os.environ.get("TORCHELASTIC_ERROR_FILE") and isinstance(exc, Exception):
-        # the file torchrun reads to name the root-cause rank and print its traceback
-        from torch.distributed.elastic.multiprocessing.errors import get_error_handler
-
-        handler = get_error_handler()
-        try:
-            raise exc  # record_exception reads the traceback of the exception being handled
-        except Exception as handled:  # noqa: BLE001 - re-raised only to be recorded
-            handler.record_exception(handled)
-
-
-_previous_excepthook = sys.excepthook
-_hooks_installed = {"done": False}
-
-
-def _install_exit_hooks() -> None:
-    global _previous_excepthook
-    if _hooks_installed["done"]:
-        return
-    _hooks_installed["done"] = True
-    _previous_excepthook = sys.excepthook
-    sys.excepthook = _record_failure
-    atexit.register(_shut_down_at_exit)
-
-
-def mark_failed() -> None:
-    """Called by launchers when the function they run raised."""
-    _exit_is_failure["failed"] = True
-
-
-def forget_inherited_state() -> None:
-    """A forked worker must build its own state, not reuse its parent's 1-process one."""
-    global _process_state
-    _process_state = None
-    _exit_is_failure["failed"] = False
-
-
 def shut_down_process_group() -> None:
     """Barrier + destroy for the group this runtime created (used by `end_training`)."""
     if _process_state is not None:
         _process_state.shut_down()
 
 
-class GradientState:
-    """Accumulation bookkeeping and the loader being iterated (for `gather_for_metrics`)."""
+def forget_inherited_state() -> None:
+    """A forked worker must build its own state, not reuse its parent's 1-process one."""
+    global _process_state, _accelerator_state, _gradient_state
+    _process_state = _accelerator_state = _gradient_state = None
+    teardown.forget_failure()
 
-    def __init__(self, num_steps: int = 1) -> None:
-        self.num_steps = num_steps
-        self.step = 0
+
+def is_initialized() -> bool:
+    """Whether an `Accelerator` exists in this process (HF's `accelerate.state.is_initialized`)."""
+    return _accelerator_state is not None and _accelerator_state.partial_state is _process_state
+
+
+class AcceleratorState:
+    """What the first `Accelerator` of the process fixed, plus the process facts.
+
+    `AcceleratorState()` returns it from anywhere once an Accelerator exists; passing a
+    `mixed_precision` other than the one in force, or `cpu=True` on a GPU process, raises.
+    """
+
+    def __new__(cls, mixed_precision: str | None = None, cpu: bool = False, **kwargs):
+        if not is_initialized():
+            raise ValueError(
+                "AcceleratorState() needs an Accelerator: create `accelerator = Accelerator()` "
+                "first (PartialState() gives the process facts without one)"
+            )
+        _accelerator_state.check_compatible(mixed_precision, cpu)
+        return _accelerator_state
+
+    def __init__(self, mixed_precision: str | None = None, cpu: bool = False, **kwargs) -> None:
+        pass  # built once, by accelerator_state_for
+
+    # HF answers these with None unless the backend is configured; runtime never configures it
+    deepspeed_plugin = None
+    deepspeed_plugins = None
+    fsdp_plugin = None
+    megatron_lm_plugin = None
+    torch_tp_plugin = None
+    parallelism_config = None
+    device_mesh = None
+    dynamo_plugin = None
+    is_fsdp2 = False
+    initialized = True
+
+    def check_compatible(self, mixed_precision: str | None, cpu: bool) -> None:
+        flag = None
+        if cpu and self.partial_state.device.type != "cpu":
+            flag = "cpu=True"
+        elif mixed_precision is not None and str(mixed_precision).lower() != self.mixed_precision:
+            flag = f"mixed_precision={str(mixed_precision)!r}"
+        if flag:
+            raise ValueError(
+                f"AcceleratorState has already been initialized (mixed_precision="
+                f"{self.mixed_precision!r}, device {self.partial_state.device}) and cannot be "
+                f"changed: pass {flag} to the first Accelerator of the process"
+            )
+
+    @property
+    def scaler(self):
+        return self._scaler
+
+    def get_deepspeed_plugin(self, name: str):
+        raise NotImplementedError("DeepSpeed is not supported by runtime (DDP only)")
+
+    def select_deepspeed_plugin(self, name: str | None = None):
+        raise NotImplementedError("DeepSpeed is not supported by runtime (DDP only)")
+
+    @staticmethod
+    def _reset_state(reset_partial_state: bool = False) -> None:
+        """Forgets the Accelerator-level state (and the gradient state); for tests, as in HF."""
+        global _accelerator_state, _gradient_state
+        _accelerator_state = _gradient_state = None
+        if reset_partial_state:
+            PartialState._reset_state()
+
+    def __repr__(self) -> str:
+        return f"{self.partial_state!r}\nMixed precision type: {self.mixed_precision}\n"
+
+
+_PROCESS_FACTS = (
+    "device",
+    "num_processes",
+    "process_index",
+    "local_process_index",
+    "distributed_type",
+    "backend",
+    "use_distributed",
+    "is_main_process",
+    "is_local_main_process",
+    "is_last_process",
+    "fork_launched",
+    "wait_for_everyone",
+    "main_process_first",
+    "local_main_process_first",
+    "split_between_processes",
+    "print",
+    "destroy_process_group",
+)
+for _fact in _PROCESS_FACTS:  # AcceleratorState answers these from the PartialState
+    setattr(
+        AcceleratorState,
+        _fact,
+        property(lambda self, name=_fact: getattr(self.partial_state, name)),
+    )
+
+_accelerator_state: AcceleratorState | None = None
+
+
+def accelerator_state_for(
+    mixed_precision: str | None, cpu: bool, init_kwargs: dict | None = None, check=None
+) -> AcceleratorState:
+    """The AcceleratorState an `Accelerator(...)` joins: created by the first, checked after.
+
+    `check(mixed_precision, device)` may refuse the first one's choice; nothing is kept then.
+    """
+    global _accelerator_state
+    partial = get_process_state(cpu=cpu, init_kwargs=init_kwargs)
+    if is_initialized():
+        _accelerator_state.check_compatible(mixed_precision, cpu)
+        return _accelerator_state
+    state = object.__new__(AcceleratorState)
+    state.partial_state = partial
+    state.mixed_precision = (
+        mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
+    ).lower()
+    if check is not None:
+        check(state.mixed_precision, partial.device)
+    state._scaler = None
+    _accelerator_state = state
+    return state
+
+
+class GradientState:
+    """Accumulation settings, `sync_gradients`, and the loader being iterated (shared)."""
+
+    def __new__(cls, gradient_accumulation_plugin: Any = None):
+        global _gradient_state
+        if _gradient_state is None:
+            _gradient_state = object.__new__(cls)
+            _gradient_state._setup()
+        if gradient_accumulation_plugin is not None:
+            _gradient_state.configure(gradient_accumulation_plugin)
+        return _gradient_state
+
+    def __init__(self, gradient_accumulation_plugin: Any = None) -> None:
+        pass  # built once, in __new__
+
+    def _setup(self) -> None:
+        self.num_steps = 1
+        self.sync_with_dataloader = True
+        self.sync_each_batch = False
         self.sync_gradients = True
         self.active_loaders: list = []
+        self.inside_accumulate = False
+
+    def configure(self, plugin: Any) -> None:
+        """Settings from a GradientAccumulationPlugin (ours or HF's); they apply process-wide."""
+        steps = getattr(plugin, "num_steps", None)
+        if steps is not None:
+            if int(steps) < 1:
+                raise ValueError("gradient_accumulation_steps must be at least 1")
+            self.num_steps = int(steps)
+        self.sync_with_dataloader = bool(getattr(plugin, "sync_with_dataloader", True))
+        self.sync_each_batch = bool(getattr(plugin, "sync_each_batch", False))
+
+    initialized = True
+    adjust_scheduler = False  # HF 1.x never applies it either (see docs/runtime.md)
+
+    @property
+    def plugin_kwargs(self) -> dict:
+        return {
+            "num_steps": self.num_steps,
+            "sync_with_dataloader": self.sync_with_dataloader,
+            "sync_each_batch": self.sync_each_batch,
+        }
+
+    @property
+    def active_dataloader(self):
+        return self.active_loaders[-1] if self.active_loaders else None
+
+    @property
+    def dataloader_references(self) -> list:
+        return [None, *self.active_loaders]
+
+    @property
+    def in_dataloader(self) -> bool:
+        return bool(self.active_loaders)
 
     @property
     def end_of_dataloader(self) -> bool:
@@ -245,11 +476,18 @@ class GradientState:
     def remainder(self) -> int:
         return self.active_loaders[-1].remainder if self.active_loaders else -1
 
-    def do_sync(self) -> None:
-        """Advances one micro-step; the last batch of a loader always syncs (then restarts)."""
-        if self.end_of_dataloader:
-            self.step = 0
-            self.sync_gradients = True
-        else:
-            self.step += 1
-            self.sync_gradients = self.step % self.num_steps == 0
+    @staticmethod
+    def _reset_state() -> None:
+        global _gradient_state
+        _gradient_state = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Sync Gradients: {self.sync_gradients}\n"
+            f"At end of current dataloader: {self.end_of_dataloader}\n"
+            f"Extra samples added: {self.remainder}\n"
+            f"Gradient accumulation plugin: {self.plugin_kwargs}\n"
+        )
+
+
+_gradient_state: GradientState | None = None

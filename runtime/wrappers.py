@@ -30,16 +30,17 @@ def check_mixed_precision(mixed_precision: str, device: torch.device) -> None:
         )
 
 
-def autocast_context(mixed_precision: str, device: torch.device):
-    """`torch.autocast` for the configured precision, or a null context."""
+def autocast_context(mixed_precision: str, device: torch.device, **autocast_kwargs):
+    """`torch.autocast` for the configured precision (AutocastKwargs applied), or a null context."""
     if mixed_precision in AUTOCAST_DTYPES:
-        return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[mixed_precision])
+        dtype = AUTOCAST_DTYPES[mixed_precision]
+        return torch.autocast(device_type=device.type, dtype=dtype, **autocast_kwargs)
     return nullcontext()
 
 
-def make_grad_scaler(mixed_precision: str, device: torch.device):
+def make_grad_scaler(mixed_precision: str, device: torch.device, **scaler_kwargs):
     if mixed_precision == "fp16" and device.type == "cuda":
-        return torch.amp.GradScaler("cuda")
+        return torch.amp.GradScaler("cuda", **scaler_kwargs)
     return None
 
 
@@ -57,11 +58,14 @@ def prepare_model(
     device_placement: bool,
     evaluation_mode: bool = False,
     ddp_kwargs: dict | None = None,
+    autocast_kwargs: dict | None = None,
 ) -> torch.nn.Module:
     """Autocast forward (outputs back to fp32), `.to(device)`, then DDP on several processes."""
     if mixed_precision in AUTOCAST_DTYPES and not hasattr(model, "_original_forward"):
         original = model.forward
-        autocast = functools.partial(autocast_context, mixed_precision, state.device)
+        autocast = functools.partial(
+            autocast_context, mixed_precision, state.device, **(autocast_kwargs or {})
+        )
 
         @functools.wraps(original)
         def forward(*args, **kwargs):

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from migrator.verify.compare import Comparison
+
+SCALE_RTOL = 1e-4  # step 1's loss ratio is a pure scale: both runs hold the same weights
+HOLD_RTOL = 1e-3  # later steps: the ratio stays while a scale-invariant optimizer trains on
+NEAR_RTOL = 0.05  # a sum the source shows, under other per-process differences (VAE noise)
 
 
 @dataclass
@@ -44,9 +49,18 @@ def batch_size_problems(observed: dict, nproc: int, *, training_only: bool) -> l
 
 
 def find_causes(
-    original: dict, comparison: Comparison | None, *, nproc: int, no_dropout: bool, runtime: str
+    original: dict,
+    comparison: Comparison | None,
+    *,
+    nproc: int,
+    no_dropout: bool,
+    runtime: str,
+    summed_at: tuple[str, ...] = (),
 ) -> list[Cause]:
-    """Every cause that applies, the one matching the divergence step first."""
+    """Every cause that applies: a loss scale seen in the losses first (it is exact), then
+    the one matching the divergence step.
+
+    `summed_at`: where the original's source sums its loss over the batch (source.py)."""
     causes: list[Cause] = []
     if original.get("dropout_calls") and not no_dropout:
         causes.append(
@@ -107,6 +121,8 @@ def find_causes(
     if comparison is not None and comparison.first_lr_divergence is not None:
         step = comparison.first_lr_divergence
         row = comparison.rows[step - 1]
+        # a changed rate shows in the loss after it; with every loss equal, in the weights
+        affected = step + 1 if comparison.first_loss_divergence is not None else step
         causes.append(
             Cause(
                 "scheduler",
@@ -115,7 +131,7 @@ def find_causes(
                 "original, typically one meant to step once per epoch",
                 "do not pass a per-epoch scheduler to accelerator.prepare (migrate leaves it "
                 "unprepared), or use Accelerator(step_scheduler_with_optimizer=False)",
-                step + 1,
+                affected,
             )
         )
     if comparison is not None and comparison.step_count_problem:
@@ -130,7 +146,107 @@ def find_causes(
         )
     step = comparison.divergence_step if comparison is not None else None
     causes.sort(key=lambda cause: (cause.first_step != step, cause.first_step or math.inf))
-    return causes
+    scale = loss_scale_cause(comparison, nproc, summed_at) if comparison is not None else None
+    ratios = loss_ratios(comparison) if comparison is not None else []
+    if (
+        scale is None
+        and summed_at
+        and nproc > 1
+        and step == 1
+        and ratios
+        and abs(ratios[0] * nproc - 1) <= NEAR_RTOL
+    ):
+        # the source shows it; another difference keeps the losses from showing it exactly
+        scale = summed_loss_cause(nproc, summed_at)
+        scale.message += (
+            f"; here the migrated loss is {ratios[0]:.6g} x the original at step 1, not "
+            f"exactly 1/{nproc}: another difference (see the other causes) changes it too"
+        )
+    return ([scale] if scale else []) + causes
+
+
+def loss_ratios(comparison: Comparison) -> list[float]:
+    """migrated / original per step, while both runs have a nonzero finite loss."""
+    ratios = []
+    for row in comparison.rows:
+        if row.original is None or row.migrated is None or row.original == 0:
+            break
+        ratio = row.migrated / row.original
+        if not math.isfinite(ratio):
+            break
+        ratios.append(ratio)
+    return ratios
+
+
+def loss_scale_cause(comparison: Comparison, nproc: int, summed_at=()) -> Cause | None:
+    """The migrated loss is a constant multiple of the original's.
+
+    At step 1 both runs hold the same weights and see the same global batch, so the ratio of
+    the losses there is exactly the factor between them. A ratio of 1/N is the mark of a loss
+    summed over the batch: under split batches each process sums only its B/N samples."""
+    if comparison.first_loss_divergence != 1:
+        return None
+    ratios = loss_ratios(comparison)
+    if not ratios or ratios[0] <= 0:
+        return None
+    scale = ratios[0]
+    held = next((i for i, r in enumerate(ratios) if abs(r / scale - 1) > HOLD_RTOL), len(ratios))
+    steps = len(comparison.rows)
+    if held == steps and steps > 1:
+        where = f"at every one of the {steps} steps"
+    elif held > 1:
+        where = f"at steps 1 to {held} of {steps}"
+    else:
+        where = "at step 1, where both runs hold the same weights and see the same batch"
+    if nproc > 1 and abs(scale * nproc - 1) <= SCALE_RTOL:
+        seen = f"the migrated loss is {scale:.6g} x the original {where}"
+        if held < steps:
+            seen += (
+                f"; then training drifts apart, each migrated step taking 1/{nproc} of the gradient"
+            )
+        return summed_loss_cause(nproc, summed_at, seen)
+    fraction = Fraction(scale).limit_denominator(8)
+    if fraction not in (0, 1) and (abs(scale / fraction - 1) <= SCALE_RTOL or held >= 3):
+        factor = f"{fraction}" if abs(scale / fraction - 1) <= SCALE_RTOL else f"{scale:.4g}"
+        return Cause(
+            "loss-scale",
+            f"the migrated loss is {factor} x the original {where}: the migrated script "
+            "changed the loss's scale (a factor on the loss, or a different divisor for "
+            "gradient accumulation)",
+            "compare the loss lines of `migrate --diff`; accelerator.backward already divides "
+            "by gradient_accumulation_steps, so a manual `loss / k` must go",
+            1,
+        )
+    return None
+
+
+def summed_loss_cause(nproc: int, summed_at=(), seen: str | None = None) -> Cause:
+    """A loss summed over the batch, shown by the source (`summed_at`), the losses (`seen`:
+    how the recorded ratio shows it), or both."""
+    if summed_at:
+        shown = "; ".join(summed_at[:3]) + (" ..." if len(summed_at) > 3 else "")
+        what = f"the loss is summed over the batch, not averaged ({shown})"
+    else:
+        what = (
+            "the loss is most likely summed over the batch, not averaged (in code this file "
+            "does not show, e.g. an imported loss function), or the migration scaled it by "
+            f"1/{nproc}"
+        )
+    evidence = f": {seen}" if seen else ""
+    return Cause(
+        "summed-loss",
+        f"{what}. Under verify's split batches each of the {nproc} processes sums only its "
+        f"1/{nproc} slice of the batch and DistributedDataParallel averages the {nproc} "
+        f"gradients, so the migrated loss and gradient are 1/{nproc} of the original's"
+        f"{evidence}",
+        f"compare with --nproc 1, or with a mean reduction (reduction='mean', or the sum "
+        f"divided by the batch size). This is an effect of the comparison only: in the real "
+        f"run (split_batches=False) each process sums the loss over its own full batch, the "
+        f"original's scale, and DDP averages the {nproc} sums, so every step's gradient is "
+        f"the mean of {nproc} batch sums (the original's scale, over {nproc}x the samples "
+        "per step); the learning rate needs no change for the sum",
+        1,
+    )
 
 
 def _loader_causes(loader: dict, nproc: int, runtime: str) -> list[Cause]:

@@ -8,10 +8,11 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from migrator.verify import causes as causes_module
+from migrator.verify import probe as probe_module
 from migrator.verify.compare import compare_runs
 from migrator.verify.records import RunRecord, read_run
 from migrator.verify.runs import RunResult, RunSpec, StartedRun, finish, start, stop_everything
@@ -216,7 +217,7 @@ def _run_and_compare(
         if batch_problems and not runs[1].timed_out:
             return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
         return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
-    return _compare(request, settings, original, migrated, runs)
+    return _compare(request, settings, script, original, migrated, runs, work_dir, deadline)
 
 
 def _not_comparable(original: RunRecord, nproc: int) -> str | None:
@@ -232,38 +233,78 @@ def _not_comparable(original: RunRecord, nproc: int) -> str | None:
 def _compare(
     request: VerifyRequest,
     settings: Settings,
+    script: Path,
     original: RunRecord,
     migrated: RunRecord,
     runs: list[RunResult],
+    work_dir: Path,
+    deadline: float,
 ) -> Outcome:
     comparison = compare_runs(original, migrated, rtol=settings.rtol, atol=settings.atol)
+    if comparison.equivalent:
+        notes = causes_module.notes_when_equal(
+            original.observed, nproc=request.nproc, no_dropout=request.no_dropout
+        )
+        weights = comparison.weights
+        drift = (
+            f", {weights.max_drift:.2g} of training's change"
+            if weights.max_drift is not None
+            else ""
+        )
+        reason = (
+            f"{len(comparison.rows)} optimizer steps, max |Δloss| "
+            f"{comparison.max_loss_diff:.3g}, final weights max |Δ| "
+            f"{weights.max_abs_diff:.3g}{drift} ({weights.tensors} tensors)"
+        )
+        if notes:
+            reason += f"; but {notes[0].split(':')[0]} (see note)"
+        return Outcome(EQUIVALENT, reason, settings, comparison, notes=notes, runs=runs)
     found = causes_module.find_causes(
         original.observed,
         comparison,
         nproc=request.nproc,
         no_dropout=request.no_dropout,
         runtime=request.runtime,
+        summed_at=tuple(_summed_losses(script)),
     )
-    if comparison.equivalent:
-        notes = causes_module.notes_when_equal(
-            original.observed, nproc=request.nproc, no_dropout=request.no_dropout
+    probe, notes = None, []
+    if not found and probe_module.may_explain(comparison):
+        _say(request, "no known cause: probing how this training amplifies rounding")
+        spec = replace(
+            _spec(request, "probe", script, script, None), nudge=True, max_steps=original.steps
         )
-        reason = (
-            f"{len(comparison.rows)} optimizer steps, max |Δloss| "
-            f"{comparison.max_loss_diff:.3g}, final weights max |Δ| "
-            f"{comparison.weights.max_abs_diff:.3g} ({comparison.weights.tensors} tensors)"
-        )
-        if notes:
-            reason += f"; but {notes[0].split(':')[0]} (see note)"
-        return Outcome(EQUIVALENT, reason, settings, comparison, notes=notes, runs=runs)
+        result = finish(start(spec, work_dir), deadline)
+        record, _ = _record(result, 1)
+        if record is not None:
+            probe = probe_module.judge(
+                original, record, comparison, rtol=settings.rtol, atol=settings.atol
+            )
+        if probe is not None and probe.explained:
+            reason, note = probe_module.rounding_reason(comparison, probe)
+            return Outcome(
+                EQUIVALENT, reason, settings, comparison, notes=[note], runs=runs, probe=probe
+            )
+        if probe is not None:
+            notes.append(probe_module.not_rounding_note(probe))
     return Outcome(
         DIVERGED,
         _divergence_reason(comparison, found),
         settings,
         comparison,
         causes=found,
+        notes=notes,
         runs=runs,
+        probe=probe,
     )
+
+
+def _summed_losses(script: Path) -> list[str]:
+    from migrator.verify.source import summed_losses
+
+    try:
+        return summed_losses(script.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return []
 
 
 def _divergence_reason(comparison, found) -> str:
@@ -276,13 +317,33 @@ def _divergence_reason(comparison, found) -> str:
         )
     elif comparison.step_count_problem:
         text = comparison.step_count_problem
+    elif comparison.first_lr_divergence is not None:
+        row = comparison.rows[step - 1]
+        text = (
+            f"every loss agrees but the learning rate differs from step {step} "
+            f"({row.lr_original:.6g} original, {row.lr_migrated:.6g} migrated)"
+        )
     elif comparison.weights.layout_problem:
         text = comparison.weights.layout_problem
     else:
-        text = (
-            f"every loss agrees but the final weights differ: max |Δ| "
-            f"{comparison.weights.max_abs_diff:.3g} in {comparison.weights.worst}"
+        text = "every loss agrees but the final weights differ: " + _weights_problem(
+            comparison.weights
         )
     if found:
         text += f"; likely cause: {found[0].code}"
+    return text
+
+
+def _weights_problem(weights) -> str:
+    if weights.started_apart:
+        return (
+            f"the runs started from different weights ({', '.join(weights.started_apart[:3])} "
+            "differ before the first optimizer step)"
+        )
+    text = f"max |Δ| {weights.max_abs_diff:.3g} in {weights.worst}"
+    if weights.max_drift is not None:
+        text += (
+            f"; {weights.drift_worst} ended {weights.max_drift:.3g} of training's change apart "
+            f"(tolerance {weights.drift_tolerance:.3g})"
+        )
     return text

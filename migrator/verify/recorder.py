@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import random
 import sys
@@ -24,10 +25,21 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from migrator.verify import hooks
-from migrator.verify.records import CONFIG_ENV, PARAMS_DATA, PARAMS_LAYOUT, rank_file
+from migrator.verify.records import (
+    CONFIG_ENV,
+    PARAMS_DATA,
+    PARAMS_INITIAL,
+    PARAMS_LAYOUT,
+    rank_file,
+)
+
+GRADIENT_NUDGE = 8  # rounding units: ~sqrt(n) for a batch sum of n ~ 100 partly cancelling terms
 
 
 class StopTraining(BaseException):
@@ -46,6 +58,8 @@ class Recorder:
         self.backward_calls = 0
         self.optimizers: list = []  # in order of their first step
         self.primary = None  # the first optimizer that steps: its steps are "the" steps
+        # id(parameter) -> its value just before its optimizer's first step (rank 0 only)
+        self.initial: dict[int, torch.Tensor] = {}
         self.observed = hooks.Observations()
 
     def install(self) -> None:
@@ -73,7 +87,14 @@ class Recorder:
             return original_backward(tensors, *args, **kwargs)
 
         torch.autograd.backward = recording_backward
+        if self.rank == 0:
+            register_optimizer_step_pre_hook(self.note_step_start)
         register_optimizer_step_post_hook(self.note_step)
+        if self.config.get("nudge"):
+            # the probe's own generator: the script's random stream is left as it is
+            self.nudges = torch.Generator().manual_seed(int(self.config["seed"]))
+            register_optimizer_step_pre_hook(self.nudge_gradients)
+            register_optimizer_step_post_hook(self.nudge_parameters)
         hooks.watch_functional(F, self.observed, no_dropout=bool(self.config.get("no_dropout")))
         hooks.watch_autocast(self.observed)
         hooks.watch_loaders(
@@ -89,6 +110,15 @@ class Recorder:
         self.backward_calls += 1
         self.observed.note_backward()
 
+    def note_step_start(self, optimizer, args, kwargs) -> None:
+        """Snapshots the parameters an optimizer is about to change for the first time: the
+        weights training started from (after any DDP broadcast), the reference for how far
+        training moved each tensor."""
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                if id(parameter) not in self.initial:
+                    self.initial[id(parameter)] = parameter.detach().to("cpu", copy=True)
+
     def note_step(self, optimizer, args, kwargs) -> None:
         if all(optimizer is not seen for seen in self.optimizers):
             self.optimizers.append(optimizer)
@@ -103,6 +133,34 @@ class Recorder:
         self.step_lrs.append(float(lr) if isinstance(lr, (int, float, torch.Tensor)) else None)
         if self.max_steps is not None and len(self.step_losses) >= self.max_steps:
             raise StopTraining()
+
+    def nudge_gradients(self, optimizer, args, kwargs) -> None:
+        """The rounding probe, before every step: each gradient element moves by
+        GRADIENT_NUDGE rounding units of its own size, up or down at random. That is what
+        summing in another order does to a gradient: a sum of n terms that partly cancel is
+        off by ~eps * sqrt(n) relative (and Adam turns it into much larger updates where the
+        gradient is near zero)."""
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for parameter in group["params"]:
+                    grad = parameter.grad
+                    if grad is None or not grad.is_floating_point():
+                        continue
+                    signs = torch.randint(0, 2, grad.shape, generator=self.nudges) * 2 - 1
+                    unit = torch.finfo(grad.dtype).eps * GRADIENT_NUDGE
+                    grad.add_(grad * signs.to(grad.device, grad.dtype) * unit)
+
+    def nudge_parameters(self, optimizer, args, kwargs) -> None:
+        """The rounding probe, after every step: every parameter moves by one rounding unit
+        (up after odd steps, down after even ones, so nothing drifts), as the forward pass on
+        other batch shapes rounds differently."""
+        towards = math.inf if len(self.step_losses) % 2 else -math.inf
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for parameter in group["params"]:
+                    if parameter.is_floating_point():
+                        limit = torch.full_like(parameter, towards)
+                        parameter.copy_(torch.nextafter(parameter, limit))
 
     def save(self, status: str, error: str | None = None) -> None:
         out = Path(self.config["out_dir"])
@@ -124,7 +182,7 @@ class Recorder:
 
     def save_parameters(self, out: Path) -> None:
         names = parameter_names()
-        layout, data, seen = [], array("d"), set()
+        layout, data, initial, seen = [], array("d"), array("d"), set()
         for index, optimizer in enumerate(self.optimizers):
             for group in optimizer.param_groups:
                 for position, parameter in enumerate(group["params"]):
@@ -137,7 +195,13 @@ class Recorder:
                         {"name": name, "shape": list(parameter.shape), "numel": values.numel()}
                     )
                     data.extend(values.tolist())
+                    start = self.initial.get(id(parameter))
+                    if start is None:  # added after its optimizer's first step: unknown
+                        initial.extend([math.nan] * values.numel())
+                    else:
+                        initial.extend(start.to(torch.float64).flatten().tolist())
         (out / PARAMS_DATA).write_bytes(data.tobytes())
+        (out / PARAMS_INITIAL).write_bytes(initial.tobytes())
         (out / PARAMS_LAYOUT).write_text(json.dumps(layout))
 
 

@@ -2,7 +2,8 @@
 
 Each process of a run writes `rank<R>.json` (losses, learning rates, what it observed) into the
 run's folder; rank 0 also writes the final parameters as float64 `params.bin` with their names
-and shapes in `params.json`. The parent process reads these with the standard library only.
+and shapes in `params.json`, and their values before the first optimizer step in
+`params_initial.bin` (NaN where unknown). The parent process reads these with the standard library only.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 CONFIG_ENV = "MIGRATE_VERIFY_CONFIG"
 PARAMS_DATA = "params.bin"
 PARAMS_LAYOUT = "params.json"
+PARAMS_INITIAL = "params_initial.bin"
 
 
 def rank_file(run_dir: Path, rank: int) -> Path:
@@ -26,6 +28,7 @@ class Parameter:
     name: str
     shape: list[int]
     values: array  # float64, flattened
+    initial: array | None = None  # before the first optimizer step; NaN where unknown
 
 
 @dataclass
@@ -80,12 +83,22 @@ def read_parameters(run_dir: Path) -> list[Parameter] | None:
     layout = json.loads(layout_path.read_text())
     values = array("d")
     values.frombytes((run_dir / PARAMS_DATA).read_bytes())
+    initial = None
+    if (run_dir / PARAMS_INITIAL).exists():
+        initial = array("d")
+        initial.frombytes((run_dir / PARAMS_INITIAL).read_bytes())
     parameters, offset = [], 0
     for entry in layout:
+        end = offset + entry["numel"]
         parameters.append(
-            Parameter(entry["name"], entry["shape"], values[offset : offset + entry["numel"]])
+            Parameter(
+                entry["name"],
+                entry["shape"],
+                values[offset:end],
+                initial[offset:end] if initial is not None else None,
+            )
         )
-        offset += entry["numel"]
+        offset = end
     return parameters
 
 

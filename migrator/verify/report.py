@@ -45,6 +45,7 @@ def outcome_as_dict(outcome: Outcome) -> dict:
         "weights": None,
         "runs": {},
         "findings": outcome.findings,
+        "probe": outcome.probe.as_dict() if outcome.probe is not None else None,
     }
     if comparison is not None:
         data["steps"] = [
@@ -67,6 +68,10 @@ def outcome_as_dict(outcome: Outcome) -> dict:
             "worst": weights.worst,
             "mismatched": weights.mismatched,
             "layout_problem": weights.layout_problem,
+            "max_drift": _number(weights.max_drift),
+            "drift_worst": weights.drift_worst,
+            "drift_tolerance": weights.drift_tolerance,
+            "started_apart": weights.started_apart,
         }
     for run in outcome.runs:
         data["runs"][run.label] = {
@@ -136,9 +141,15 @@ def print_text(outcome: Outcome) -> None:
         if weights.layout_problem:
             out.print(f"final weights: {weights.layout_problem}")
         else:
+            drift = (
+                f", apart by {weights.max_drift:.2g} of training's change ({weights.drift_worst};"
+                f" tolerance {weights.drift_tolerance:.2g})"
+                if weights.max_drift is not None
+                else ""
+            )
             out.print(
                 f"final weights: {weights.tensors} tensors, {weights.elements} values, "
-                f"max |Δ| {weights.max_abs_diff:.3g} ({weights.worst})"
+                f"max |Δ| {weights.max_abs_diff:.3g} ({weights.worst}){drift}"
                 + (
                     f", out of tolerance: {', '.join(weights.mismatched[:5])}"
                     if weights.mismatched

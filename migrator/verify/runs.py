@@ -37,6 +37,7 @@ class RunSpec:
     no_dropout: bool
     seed_shuffle: bool
     seed: int = 1234
+    nudge: bool = False  # the rounding probe: parameters moved by one ulp after every step
 
 
 @dataclass
@@ -134,6 +135,7 @@ def start(spec: RunSpec, work_dir: Path) -> StartedRun:
                 "max_steps": spec.max_steps,
                 "no_dropout": spec.no_dropout,
                 "seed_shuffle": spec.seed_shuffle,
+                "nudge": spec.nudge,
                 "runtime": spec.runtime if spec.nproc is not None else None,
                 "device": spec.device if spec.nproc is not None else "cpu",
             }

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from migrator.exit_codes import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
 from migrator.verify.causes import Cause
 from migrator.verify.compare import Comparison
+from migrator.verify.probe import ProbeResult
 from migrator.verify.runs import RunResult
 
 EQUIVALENT = "EQUIVALENT"
@@ -44,6 +45,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     runs: list[RunResult] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # migration findings left for a human
+    probe: ProbeResult | None = None  # the rounding probe, when one ran
 
     @property
     def exit_code(self) -> int:

@@ -116,11 +116,19 @@ def test_missing_path_and_symlink_loop_are_problems(tmp_path):
     assert causes[str(tmp_path / "loop.py")] == "symlink loop"
 
 
-def test_notebooks_named_explicitly_are_skipped_with_a_note(tmp_path):
-    (tmp_path / "nb.ipynb").write_text("{}")
-    found = discover([str(tmp_path / "nb.ipynb")])
-    assert found.files == [] and found.problems == []
-    assert "notebooks are not migrated" in found.notes[0][1]
+def test_walks_find_notebooks_but_not_checkpoints_or_the_cache(tree):
+    root = tree(
+        {
+            "nb.ipynb": "{}",
+            "pkg/train.py": "",
+            "pkg/.ipynb_checkpoints/nb-checkpoint.ipynb": "{}",
+            ".migrate_cache/0.1.0/x.py": "",
+            "notes.txt": "",
+        }
+    )
+    assert _discover(root) == ["nb.ipynb", "pkg/train.py"]
+    found = discover([str(root / "nb.ipynb")])
+    assert found.files == [root / "nb.ipynb"] and found.problems == []
 
 
 def test_zero_files_is_exit_0_and_says_so(tmp_path):

@@ -9,6 +9,7 @@ exercises the published hook definitions.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -102,11 +103,21 @@ def test_check_hook_with_no_python_files_passes(repo):
     assert "no files to check" in done.stdout.lower()
 
 
-def test_a_notebook_does_not_crash_the_hook(repo):
+def test_the_hook_checks_notebooks(repo):
     root, env = repo
     done = _pre_commit(root, env, "run", "migrate-check", "--verbose", "--files", "nb.ipynb")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "notebooks are not migrated yet" in done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr  # no code cells: nothing to do
+    assert "1 file scanned" in done.stdout
+    (root / "nb.ipynb").write_text(_notebook(TRAIN_SCRIPT))
+    done = _pre_commit(root, env, "run", "migrate-check", "--files", "nb.ipynb")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "would migrate nb.ipynb" in done.stdout
+
+
+def _notebook(code: str) -> str:
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": []}
+    cell["source"] = code.splitlines(keepends=True)
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
 def test_force_exclude_keeps_excluded_files_out_of_the_hook(repo):

@@ -46,7 +46,7 @@ def test_anything_unreadable_falls_back_to_importing(tmp_path):
 _PROBE = """
 import json, sys
 from migrator.cli import main
-sys.argv = ["migrate", "--check", sys.argv[1]]
+sys.argv = ["migrate", "--check", "--no-cache", sys.argv[1]]
 try:
     main()
 except SystemExit as done:

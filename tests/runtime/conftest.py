@@ -94,3 +94,12 @@ def read_json(path: Path):
 @pytest.fixture(scope="session")
 def session_tmp(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("runtime")
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerator_state():
+    """Each test is its own program: Accelerator-level state does not leak between tests."""
+    yield
+    from runtime.state import AcceleratorState
+
+    AcceleratorState._reset_state()

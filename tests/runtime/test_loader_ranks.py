@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from runtime.data import prepare_data_loader
+from runtime.data import prepare_data_loader, skip_first_batches
 from runtime.state import GradientState
 
 
@@ -76,8 +76,8 @@ def test_unseeded_shuffle_gives_both_ranks_the_original_global_order():
     assert [b for pair in zip(*shares) for b in pair] == original
 
 
-def test_position_resumes_the_same_epoch_after_the_consumed_batches():
-    data = TensorDataset(torch.arange(32))
+def interrupted_epoch(data):
+    """(the whole epoch, the batches consumed before a checkpoint, the saved position)"""
     torch.manual_seed(4)
     whole = flat(prepared(DataLoader(data, batch_size=4, shuffle=True), 1))
     torch.manual_seed(4)
@@ -86,10 +86,33 @@ def test_position_resumes_the_same_epoch_after_the_consumed_batches():
     consumed = [[int(i) for i in next(iterator)[0]] for _ in range(2)]
     position = loader.position()
     torch.rand(5)  # training moves the RNG on before the checkpoint
+    return whole, consumed, position
+
+
+def test_restored_position_replays_the_interrupted_epochs_shuffle():
+    data = TensorDataset(torch.arange(32))
+    whole, _, position = interrupted_epoch(data)
     resumed = prepared(DataLoader(data, batch_size=4, shuffle=True), 1)
     resumed.resume_from = position
-    assert consumed + flat(resumed) == whole
+    assert flat(resumed) == whole  # HF semantics: the script skips what it had consumed
     assert resumed.position() is None  # the epoch is over
+
+
+def test_skip_first_batches_after_a_restored_position_continues_the_epoch():
+    data = TensorDataset(torch.arange(32))
+    whole, consumed, position = interrupted_epoch(data)
+    resumed = prepared(DataLoader(data, batch_size=4, shuffle=True), 1)
+    resumed.resume_from = position
+    rest = skip_first_batches(resumed, len(consumed))
+    assert consumed + flat(rest) == whole
+    assert resumed.resume_from is None  # the replay moved to the skipping loader
+    assert len(rest) == len(resumed) - len(consumed)
+
+
+def test_skip_first_batches_of_a_plain_loader():
+    loader = DataLoader(TensorDataset(torch.arange(10)), batch_size=4)
+    assert flat(skip_first_batches(loader, 1)) == [[4, 5, 6, 7], [8, 9]]
+    assert flat(skip_first_batches(DataLoader(Stream(), batch_size=4), 2)) == [[8, 9]]
 
 
 def test_gradient_state_tracks_the_innermost_loader():

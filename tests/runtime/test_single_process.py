@@ -324,6 +324,10 @@ def test_scheduler_built_on_the_prepared_optimizer_is_prepared_against_it():
 def test_mixed_precision_defaults_to_the_accelerate_environment_variable(monkeypatch):
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
     assert Accelerator(cpu=True).mixed_precision == "bf16"
+
+
+def test_mixed_precision_argument_wins_over_the_environment_variable(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
     assert Accelerator(cpu=True, mixed_precision="no").mixed_precision == "no"
 
 

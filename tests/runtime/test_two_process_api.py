@@ -117,3 +117,9 @@ def test_main_process_first_and_save_on_main(launched):
     _, ranks, _ = launched
     assert all(facts["saw_main_first"] for facts in ranks)
     assert all(facts["saved_by"] == 0 for facts in ranks)
+
+
+def test_join_uneven_inputs_lets_ranks_with_fewer_batches_finish(launched):
+    _, ranks, _ = launched
+    assert [facts["joined_steps"] for facts in ranks] == [3, 2]
+    assert all(facts["joined_weights_equal"] for facts in ranks)

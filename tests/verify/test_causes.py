@@ -120,3 +120,89 @@ def test_backward_through_a_retained_graph_is_named_on_several_processes():
 def test_autocast_is_named_as_mixed_precision():
     found = causes_for({**observed(loader()), "autocast": ["bfloat16"]})
     assert codes(found) == ["mixed-precision"] and "bfloat16" in found[0].message
+
+
+def scaled_comparison(original_losses, migrated_losses):
+    from migrator.verify.compare import compare_runs
+    from tests.verify.test_compare import run
+
+    return compare_runs(run(original_losses), run(migrated_losses), rtol=1e-5, atol=1e-6)
+
+
+def test_a_loss_at_exactly_one_nth_from_step_one_is_named_a_summed_loss():
+    comparison = scaled_comparison([40.0, 30.0, 20.0], [20.0, 15.000001, 10.0])
+    (cause,) = find_causes(
+        observed(loader()),
+        comparison,
+        nproc=2,
+        no_dropout=False,
+        runtime="runtime",
+        summed_at=("line 7: mse_loss(reduction='sum')",),
+    )
+    assert cause.code == "summed-loss" and cause.first_step == 1
+    assert "line 7: mse_loss(reduction='sum')" in cause.message
+    assert "0.5 x the original at every one of the 3 steps" in cause.message
+    assert "--nproc 1" in cause.remedy and "DDP averages the 2 sums" in cause.remedy
+
+
+def test_a_summed_loss_drifting_after_step_one_is_still_named():
+    # SGD: the smaller gradient changes training, so only step 1 is an exact 1/N
+    comparison = scaled_comparison([40.0, 30.0, 20.0], [10.0, 9.0, 8.0])
+    cause = find_causes(observed(loader()), comparison, nproc=4, no_dropout=False, runtime="x")[0]
+    assert cause.code == "summed-loss"
+    assert "0.25 x the original at step 1" in cause.message and "drifts apart" in cause.message
+    assert "does not show" in cause.message  # no source evidence given
+
+
+def test_another_constant_factor_is_a_loss_scale():
+    comparison = scaled_comparison([1.0, 0.8, 0.6], [2.0, 1.6, 1.2])
+    cause = find_causes(observed(loader()), comparison, nproc=2, no_dropout=False, runtime="x")[0]
+    assert cause.code == "loss-scale" and "2 x the original" in cause.message
+
+
+def test_a_ratio_that_is_no_scale_names_no_loss_cause():
+    comparison = scaled_comparison([1.0, 0.8, 0.6], [1.0131, 0.7, 0.65])
+    found = find_causes(observed(loader()), comparison, nproc=2, no_dropout=False, runtime="x")
+    assert "summed-loss" not in codes(found) and "loss-scale" not in codes(found)
+
+
+def test_a_sum_in_the_source_is_named_when_step_one_diverges_for_another_reason_too():
+    comparison = scaled_comparison([40.0, 30.0], [20.3, 14.0])  # sum and random draws
+    random_step = {**observed(loader()), "random_steps": 2}
+    found = find_causes(
+        random_step,
+        comparison,
+        nproc=2,
+        no_dropout=False,
+        runtime="runtime",
+        summed_at=("line 9: KLD = ... sum(...)",),
+    )
+    assert codes(found) == ["summed-loss", "random-draws"]
+    assert "0.5075 x the original at step 1, not exactly 1/2" in found[0].message
+
+
+def test_a_sum_in_the_source_is_not_blamed_for_a_later_divergence():
+    comparison = scaled_comparison([4.0, 3.0, 2.0], [4.0, 3.0, 2.5])
+    found = find_causes(
+        observed(loader()),
+        comparison,
+        nproc=2,
+        no_dropout=False,
+        runtime="runtime",
+        summed_at=("line 9: x(reduction='sum')",),
+    )
+    assert "summed-loss" not in codes(found)
+
+
+def test_a_sum_in_the_source_is_not_blamed_when_the_losses_are_not_near_one_nth():
+    # dropout makes step 1 differ, but the migrated loss is nowhere near half the original
+    comparison = scaled_comparison([2.3035, 2.7], [2.3037, 2.45])
+    found = find_causes(
+        observed(loader(), dropout=4),
+        comparison,
+        nproc=2,
+        no_dropout=False,
+        runtime="runtime",
+        summed_at=("line 61: nll_loss(reduction='sum')",),
+    )
+    assert codes(found) == ["dropout"]

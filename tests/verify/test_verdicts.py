@@ -24,6 +24,16 @@ def test_clean_script_is_equivalent(script, nproc):
     assert len(report["steps"]) == 8
 
 
+def test_adam_mlp_with_an_exact_migration_is_equivalent():
+    # 784 -> 500 -> 10, Adam lr 1e-3, batch 100: rounding leaves elements of fc1.weight ~1e-6
+    # apart (Adam divides by sqrt(v)), a millionth of how far training moved the tensor
+    report, result = verify_json("adam_mlp.py", "--nproc", "2")
+    assert report["verdict"] == "EQUIVALENT", result.stdout + result.stderr
+    assert result.returncode == 0 and len(report["steps"]) == 10
+    weights = report["weights"]
+    assert weights["mismatched"] == [] and weights["max_drift"] < weights["drift_tolerance"]
+
+
 def test_whole_script_without_max_steps_is_equivalent_on_two_processes():
     result = verify("per_step_scheduler.py", "--nproc", "2")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -126,4 +126,20 @@ accelerator.save({"rank": rank}, out_dir / "saved.pt")
 accelerator.wait_for_everyone()
 facts["saved_by"] = torch.load(out_dir / "saved.pt")["rank"]
 
+# join_uneven_inputs: 40 samples in batches of 8, uneven: rank 0 gets 3 batches, rank 1 gets 2;
+# without Join, rank 0's third backward would wait forever for rank 1's all-reduce
+uneven = Accelerator(even_batches=False)
+net = torch.nn.Linear(1, 1)
+net_optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+net, net_optimizer, uneven_loader = uneven.prepare(net, net_optimizer, indices_loader(40, 8))
+joined_steps = 0
+with uneven.join_uneven_inputs([net]):
+    for (batch,) in uneven_loader:
+        uneven.backward(net(batch.float()[:, None]).mean())
+        net_optimizer.step()
+        net_optimizer.zero_grad()
+        joined_steps += 1
+facts["joined_steps"] = joined_steps
+facts["joined_weights_equal"] = uneven.gather(net.module.weight.detach()).unique().numel() == 1
+
 (out_dir / f"rank{rank}.json").write_text(json.dumps(facts))

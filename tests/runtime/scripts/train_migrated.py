@@ -36,16 +36,20 @@ model, optimizer, train_loader, scheduler = accelerator.prepare(
     model, optimizer, train_loader, scheduler
 )
 
-start_epoch, step = 0, 0
-if args.resume:
+start_epoch, step, resume_batches = 0, 0, 0
+if args.resume:  # the way Accelerate's examples resume inside an epoch
     accelerator.load_state(args.resume)
     with open(os.path.join(args.resume, "progress.json")) as handle:
         start_epoch, step = json.load(handle)
+    resume_batches = step - start_epoch * len(train_loader)
 
 losses = []
 stopped = False
 for epoch in range(start_epoch, args.epochs):
-    for x, y in train_loader:
+    active_loader = train_loader
+    if epoch == start_epoch and resume_batches:
+        active_loader = accelerator.skip_first_batches(train_loader, resume_batches)
+    for x, y in active_loader:
         with accelerator.accumulate(model):
             loss = loss_fn(model(x), y)
             accelerator.backward(loss)

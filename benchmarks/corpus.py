@@ -1,0 +1,343 @@
+"""What `migrate` does to a corpus of real training scripts: a measurement, not a test.
+
+    python benchmarks/corpus.py /work/corpus                  # every set found there
+    python benchmarks/corpus.py /work/corpus --set famous --set small --verbose
+    python benchmarks/corpus.py /work/corpus --json > corpus.json
+
+The corpus is a folder of sets (famous/, small/, heldout/, accelerate/, programs/, notebooks/),
+rebuilt from benchmarks/corpus/manifest.json as benchmarks/corpus_fetch.md says. Every file goes
+through `migrator.runner.migrate_file`, the function the CLI runs on each file after the same
+discovery (a notebook's code cells as one program), in a process pool. Per set it prints:
+
+  files      .py/.ipynb files in the set
+  training   files with a `.backward(` and a `.step(` in their text
+  changed    migrate rewrote the file
+  refused    unchanged, with a finding that needs a human (exit 1)
+  noted      unchanged, with notes only
+  silent     unchanged, no finding at all, though the file is a training script not yet on
+             the target (code that already uses HF Accelerate's or our Accelerator and is left
+             alone counts as untouched, which is right for it)
+  untouched  unchanged, no finding, and not a training script (or already on the target)
+  skipped    not looked at (the CLI's discovery skips it)
+  crashed    an error: unparsable or undecodable input, or an internal error (internal: the
+             latter alone, always a bug)
+  not-idem   changed files whose output `migrate` changes again (must be 0)
+  no-parse   changed files whose output does not parse (must be 0)
+
+then the findings by code (files with the code / occurrences). For accelerate/ (code already on
+the target) a changed file is a bug, and the `accelerator.<name>` attributes those files use
+are checked against our runtime's `Accelerator`. Exit status 0 always.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import sys
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
+
+SET_ORDER = ("famous", "small", "heldout", "accelerate", "programs", "notebooks")
+SUFFIXES = (".py", ".ipynb")
+COLUMNS = (
+    "files", "training", "changed", "refused", "noted", "silent", "untouched", "skipped",
+    "crashed", "internal", "not-idem", "no-parse",
+)  # fmt: skip
+RUNTIME_SOURCE = HERE.parent / "runtime" / "accelerator.py"
+
+
+@dataclass
+class FileOutcome:
+    set: str
+    name: str  # path relative to the set folder
+    outcome: str  # changed refused noted silent untouched skipped crashed
+    training: bool
+    findings: list[dict] = field(default_factory=list)  # code, level, line, message
+    error: str | None = None
+    idempotent: bool | None = None  # None: nothing changed, nothing to re-run
+    parses: bool | None = None
+    accelerator_names: list[str] = field(default_factory=list)
+
+
+ON_TARGET = re.compile(
+    rb"from\s+(accelerate|runtime)\s+import\s[^\n]*\bAccelerator\b|accelerate\.Accelerator\("
+)
+
+
+def is_training(data: bytes) -> bool:
+    return b".backward(" in data and b".step(" in data
+
+
+def measure(job: tuple[str, str, str]) -> FileOutcome:
+    """One file, as the CLI would see it (top level: a pool worker pickles it by name)."""
+    from migrator.discovery import discover
+    from migrator.engine import Options
+    from migrator.runner import migrate_file
+
+    set_name, root, name = job
+    path = Path(root) / name
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return FileOutcome(set_name, name, "crashed", False, error=f"cannot read: {error}")
+    outcome = FileOutcome(set=set_name, name=name, outcome="untouched", training=is_training(data))
+    if set_name == "accelerate":
+        outcome.accelerator_names = accelerator_attributes(data)
+    found = discover([str(path)])
+    if not found.files:
+        outcome.outcome = "skipped"
+        outcome.error = "; ".join(note for _, note in found.notes + found.problems) or None
+        return outcome
+    result = migrate_file(data, str(path), Options())
+    outcome.findings = [
+        {"code": f.code, "level": f.level, "line": f.line, "message": f.message}
+        for f in result.findings
+    ]
+    if result.error is not None:
+        outcome.outcome, outcome.error = "crashed", result.error
+    elif result.changed:
+        outcome.outcome = "changed"
+        outcome.parses = _parses(result.migrated, notebook=path.suffix == ".ipynb")
+        again = migrate_file(result.migrated, str(path), Options())
+        outcome.idempotent = again.error is None and not again.changed
+    elif any(f.needs_human for f in result.findings):
+        outcome.outcome = "refused"
+    elif result.findings:
+        outcome.outcome = "noted"
+    elif outcome.training and not ON_TARGET.search(data):
+        outcome.outcome = "silent"
+    return outcome
+
+
+def _parses(data: bytes, notebook: bool = False) -> bool:
+    """Python that parses; for a notebook, JSON with nbformat (the engine checks each changed
+    cell parses, magics aside)."""
+    try:
+        if notebook:
+            return "nbformat" in json.loads(data)
+        ast.parse(data)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def accelerator_attributes(data: bytes) -> list[str]:
+    """Public attribute names read from `accelerator` or `<x>.accelerator` in a file."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return []
+    names = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or node.attr.startswith("_"):
+            continue
+        owner = node.value
+        if (isinstance(owner, ast.Name) and owner.id == "accelerator") or (
+            isinstance(owner, ast.Attribute)
+            and owner.attr == "accelerator"
+            and not (isinstance(owner.value, ast.Name) and owner.value.id == "torch")
+        ):
+            names.add(node.attr)
+    return sorted(names)
+
+
+def runtime_api(source: Path = RUNTIME_SOURCE) -> set[str]:
+    """Names an instance of our runtime's Accelerator has: methods, properties, class-level
+    assignments and `self.<name> = ...` in its methods (read from the source: no torch import)."""
+    tree = ast.parse(source.read_text())
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Accelerator":
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(item.name)
+                elif isinstance(item, ast.Assign):
+                    names.update(t.id for t in item.targets if isinstance(t, ast.Name))
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    names.add(item.target.id)
+            for sub in ast.walk(node):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.ctx, ast.Store)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                ):
+                    names.add(sub.attr)
+    return {name for name in names if not name.startswith("_")}
+
+
+def collect(root: Path, sets: list[str]) -> list[tuple[str, str, str]]:
+    jobs = []
+    for set_name in sets:
+        folder = root / set_name
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path.suffix in SUFFIXES and not path.is_symlink():
+                jobs.append((set_name, str(folder), path.relative_to(folder).as_posix()))
+    return jobs
+
+
+def run(root: Path, sets: list[str], jobs: int) -> list[FileOutcome]:
+    work = collect(root, sets)
+    work.sort(key=lambda job: -(Path(job[1]) / job[2]).stat().st_size)  # largest first
+    if jobs <= 1 or len(work) <= 1:
+        results = [measure(job) for job in work]
+    else:
+        import multiprocessing
+
+        method = "fork" if sys.platform.startswith("linux") else "spawn"
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method)) as pool:
+            futures = [(job, pool.submit(measure, job)) for job in work]
+            results = [_result(job, future) for job, future in futures]
+    order = {name: index for index, name in enumerate(sets)}
+    return sorted(results, key=lambda r: (order[r.set], r.name))
+
+
+def _result(job: tuple[str, str, str], future) -> FileOutcome:
+    try:
+        return future.result()
+    except Exception as error:  # noqa: BLE001 - a dead worker must not end the measurement
+        set_name, _, name = job
+        outcome = FileOutcome(set_name, name, "crashed", training=False)
+        outcome.error = f"internal error: worker failed ({type(error).__name__}: {error})"
+        return outcome
+
+
+def summarise(results: list[FileOutcome]) -> dict[str, dict]:
+    summary: dict[str, dict] = {}
+    for r in results:
+        row = summary.setdefault(r.set, {"counts": Counter(), "codes": {}, "errors": Counter()})
+        counts = row["counts"]
+        counts["files"] += 1
+        counts["training"] += r.training
+        counts[r.outcome] += 1
+        if r.outcome == "crashed":
+            counts["internal"] += r.error.startswith("internal error")
+            row["errors"][_error_kind(r.error)] += 1
+        counts["not-idem"] += r.idempotent is False
+        counts["no-parse"] += r.parses is False
+        for code, number in Counter(f["code"] for f in r.findings).items():
+            files, total = row["codes"].get(code, (0, 0))
+            row["codes"][code] = (files + 1, total + number)
+    return summary
+
+
+def _error_kind(error: str) -> str:
+    """`internal error: TypeName`, `cannot parse`, `cannot decode...`: errors grouped by cause."""
+    if error.startswith("internal error: "):
+        return "internal error: " + error.removeprefix("internal error: ").split(":")[0]
+    return error.split(":")[0][:60]
+
+
+def print_report(results: list[FileOutcome], sets: list[str], verbose: bool) -> None:
+    summary = summarise(results)
+    width = max([len(s) for s in sets] + [5])
+    print(f"{'set':<{width}} " + " ".join(f"{c:>8}" for c in COLUMNS))
+    for set_name in sets:
+        counts = summary.get(set_name, {"counts": Counter()})["counts"]
+        print(f"{set_name:<{width}} " + " ".join(f"{counts[c]:>8}" for c in COLUMNS))
+    for set_name in sets:
+        row = summary.get(set_name)
+        if row is None:
+            continue
+        print(f"\n{set_name}: findings by code (files / occurrences)")
+        for code, (files, total) in sorted(row["codes"].items()):
+            print(f"  {code:<8} {files:>4} / {total}")
+        if not row["codes"]:
+            print("  (none)")
+        for kind, number in sorted(row["errors"].items()):
+            print(f"  error    {number:>4}   {kind}")
+        if set_name == "programs":
+            folders = {r.name.split("/")[0] for r in results if r.set == "programs"}
+            print(f"  programs: {len(folders)} folders")
+    if "accelerate" in summary:
+        print_api_coverage([r for r in results if r.set == "accelerate"])
+    if verbose:
+        print()
+        for r in results:
+            print(verbose_line(r))
+
+
+def print_api_coverage(results: list[FileOutcome]) -> None:
+    supported = runtime_api()
+    used = Counter(name for r in results for name in r.accelerator_names)
+    missing = {name: n for name, n in used.items() if name not in supported}
+    files = sum(1 for r in results if r.accelerator_names)
+    covered = sum(
+        1 for r in results if r.accelerator_names and not set(r.accelerator_names) - supported
+    )
+    print(
+        f"\naccelerate: accelerator.<name> API: {len(used)} names used in {files} files; "
+        f"{len(used) - len(missing)} supported by runtime.Accelerator; "
+        f"{covered} files use only supported names"
+    )
+    if missing:
+        ranked = sorted(missing.items(), key=lambda item: (-item[1], item[0]))
+        print("  unsupported (files): " + ", ".join(f"{name} ({n})" for name, n in ranked))
+
+
+def verbose_line(r: FileOutcome) -> str:
+    extra = []
+    if r.error:
+        extra.append(r.error)
+    if r.idempotent is False:
+        extra.append("NOT IDEMPOTENT")
+    if r.parses is False:
+        extra.append("OUTPUT DOES NOT PARSE")
+    for f in r.findings:
+        note = "" if f["level"] == "warning" else " (note)"
+        extra.append(f"{f['code']}{note}:{f['line']} {f['message']}")
+    training = " training" if r.training else ""
+    return f"{r.set}/{r.name}: {r.outcome}{training}" + ("".join(f"\n    {e}" for e in extra))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path, help="the corpus folder (holding famous/, small/...)")
+    parser.add_argument("--set", action="append", dest="sets", metavar="NAME", help="repeatable")
+    parser.add_argument("--verbose", action="store_true", help="one line per file")
+    parser.add_argument("--json", action="store_true", help="summary and files as JSON")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+    present = [p.name for p in args.root.iterdir() if p.is_dir()] if args.root.is_dir() else []
+    if args.sets:
+        sets = args.sets
+    else:
+        sets = [s for s in SET_ORDER if s in present] + sorted(set(present) - set(SET_ORDER))
+    missing = [s for s in sets if s not in present]
+    if missing:
+        print(f"corpus.py: no such set in {args.root}: {', '.join(missing)}", file=sys.stderr)
+        sets = [s for s in sets if s in present]
+    results = run(args.root, sets, args.jobs)
+    if args.json:
+        summary = summarise(results)
+        document = {
+            "sets": {
+                name: {
+                    "counts": {c: row["counts"][c] for c in COLUMNS},
+                    "codes": {
+                        code: {"files": f, "occurrences": n}
+                        for code, (f, n) in row["codes"].items()
+                    },
+                    "errors": dict(row["errors"]),
+                }
+                for name, row in summary.items()
+            },
+            "files": [asdict(r) for r in results],
+        }
+        json.dump(document, sys.stdout, indent=1)
+        print()
+    else:
+        print_report(results, sets, args.verbose)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
