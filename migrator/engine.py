@@ -12,12 +12,12 @@ import ast
 import codecs
 import io
 import tokenize
-import warnings
 from dataclasses import dataclass, field
 
 from migrator.findings import Finding
 from migrator.prefilter import could_need_migration, triggers  # noqa: F401 - re-exported
 from migrator.rule_table import rule_codes  # the codes, without importing every rule
+from migrator.source import quiet_parse
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def parse(text: str) -> ast.Module:
     """`ast.parse`, quietly (no warnings about the user's escapes); MigrationError if it
     cannot."""
     try:
-        return _quiet_parse(text)
+        return quiet_parse(text)
     except SyntaxError as error:
         raise MigrationError(_syntax_message(error)) from None
     except ValueError as error:
@@ -119,7 +119,7 @@ def migrate_tree(
     output = checked[0]
     if checked[1] is None:
         try:
-            _quiet_parse(output)
+            quiet_parse(output)
         except SyntaxError as error:  # a bug in a rule, never the user's fault
             raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
     return (output if output != text else None), _positioned(source, findings)
@@ -138,7 +138,7 @@ def _edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
         from migrator.import_edits import add_module_imports, remove_unused_imports
 
         try:
-            tree = tree or _quiet_parse(output)
+            tree = tree or quiet_parse(output)
         except SyntaxError as error:  # a bug in a rule, never the user's fault
             raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
         if edit == "add":
@@ -148,12 +148,6 @@ def _edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
         tree = tree if edited == output else None
         output = edited
     return output, tree
-
-
-def _quiet_parse(text: str) -> ast.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(text)
 
 
 def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileResult:

@@ -19,7 +19,7 @@ from migrator.analysis.index import COMPOUND, Block, Line
 from migrator.analysis.indexer import group_statements
 from migrator.arglists import Item, has_comma
 from migrator.layout import Layout, blocks_in_order, first_line, is_suite, semicolon_end
-from migrator.source import Source, skip_space_and_comments
+from migrator.source import Source, quiet_parse, skip_space_and_comments
 
 
 def add_module_imports(text: str, modules: list[str], tree: ast.Module) -> str:
@@ -444,7 +444,7 @@ class _Usage:
 
     def _string_annotation(self, value: str) -> None:
         try:
-            parsed = ast.parse(value.strip(), mode="eval")
+            parsed = quiet_parse(value.strip(), mode="eval")
         except SyntaxError:
             return
         for current in ast.walk(parsed):

@@ -4,8 +4,8 @@ Comments and blank lines between statements belong to the statement below them (
 lines*); those at the end of an indented block that are indented at least as deep as the block
 belong to the block (its *footer*), the rest to whatever follows; the module's header (lines
 before its first statement) and footer belong to the module. These are the ownership rules
-black and LibCST use, and what a reader expects when a statement goes: its comment goes to the
-next statement kept, a block's trailing comment stays in the block.
+LibCST used, and what a reader expects when a statement goes: its comment goes to the next
+statement kept, a block's trailing comment stays in the block.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from migrator.layout import (
 from migrator.source import (
     Source,
     continuation_lines,
+    quiet_parse,
     skip_space,
     skip_space_and_comments,
     split_lines,
@@ -385,7 +386,7 @@ def merge_leading(
 def does_nothing(text: str) -> bool:
     """A simple statement with no effect left after placement calls were stripped."""
     try:
-        tree = ast.parse(text.strip())
+        tree = quiet_parse(text.strip())
     except SyntaxError:
         return False
     if len(tree.body) != 1:

@@ -2,11 +2,10 @@
 
 `ast` gives lines (1-based) and UTF-8 byte columns; edits and findings work in characters.
 `Source` converts one into the other (lines are split as Python's tokenizer splits them: on
-\\r\\n, \\r and \\n only), and knows the two things LibCST used to tell us for free:
+\\r\\n, \\r and \\n only), and knows two things LibCST used to tell us for free:
 - a node's *own* parentheses (`(a + b)` belongs to the BinOp; `f(x)`'s belong to the call),
   which `ast` leaves out of the node's span;
-- the file's newline (its first line ending) and default indentation (its first indented
-  block's), which new code is written in.
+- the file's newline (its first line ending), which new code is written in.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import io
 import keyword
 import re
 import tokenize
+import warnings
 from functools import cached_property
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -129,6 +129,13 @@ class Source:
     def indentation(self, line: int) -> str:
         text = self.line_text(line)
         return text[: len(text) - len(text.lstrip(" \t\f"))]
+
+
+def quiet_parse(text: str, mode: str = "exec") -> ast.AST:
+    """`ast.parse` without the warnings Python prints about the code (invalid escapes...)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, mode=mode)
 
 
 def continuation_lines(text: str) -> set[int]:
