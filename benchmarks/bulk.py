@@ -134,7 +134,7 @@ def latency(runs: int) -> None:
         plain.write_text(NOT_TRAINING)
         cache = ["--cache-dir", str(Path(scratch) / "cache")]
         cases = (
-            ("training script, cold (LibCST runs)", training, ["--no-cache"]),
+            ("training script, cold (analysed)", training, ["--no-cache"]),
             ("training script, warm cache", training, cache),
             ("no training code (prefilter rejects)", plain, ["--no-cache"]),
         )

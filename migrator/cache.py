@@ -55,7 +55,8 @@ MAGIC = b"migrate-cache 1\n"  # then the checksum of the rest, the header, the m
 DIRECTORY_NAME = ".migrate_cache"
 ENVIRONMENT_VARIABLE = "MIGRATE_CACHE_DIR"
 # Third-party packages whose code decides results; their installed files are fingerprinted.
-RESULT_PACKAGES = ("libcst",)
+# None since the engine works on CPython's `ast` (the Python version is in the fingerprint).
+RESULT_PACKAGES: tuple[str, ...] = ()
 UNUSED_SECONDS = 30 * 24 * 3600
 PACKAGE = Path(__file__).resolve().parent  # the installed migrator, fingerprinted
 GITIGNORE = b"# Automatically created by migrate.\n*\n"

@@ -1,7 +1,7 @@
 """The `migrate` command line: argument parsing and exit codes only.
 
 `migrate PATHS` (the default command) migrates files; `migrate rules`, `migrate launch` and
-`migrate verify` are subcommands. Heavy modules (libcst, torch) are imported inside the commands
+`migrate verify` are subcommands. Heavy modules (the analysis, torch) are imported inside the commands
 that need them so that `migrate --help` and `migrate rules` start fast and never import torch.
 """
 

@@ -1,8 +1,8 @@
 """The default command's work: files in, results out, one exit code. The CLI only parses.
 
-configuration -> discovery -> runner (prefilter and cache here, LibCST in a pool) -> results
-sorted by path -> diffs / messages / writes -> JSON and summary -> exit code (exit_codes.py
-decides).
+configuration -> discovery -> runner (prefilter and cache here, analysis in a pool) ->
+results sorted by path -> diffs / messages / writes -> JSON and summary -> exit code
+(exit_codes.py decides).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""One file through the pipeline: bytes -> prefilter -> parse -> analyse -> rules -> edits ->
-imports -> re-parse check -> bytes. Never raises for bad input: errors come back in the result.
+"""One file through the pipeline: bytes -> prefilter -> parse (`ast`) -> analyse -> rules ->
+text edits -> imports -> re-parse check -> bytes. Never raises for bad input: errors come back
+in the result.
 
-When no rule changed anything the original bytes are the output (LibCST's round trip is not
-byte-exact), so files without training code stay byte-identical.
+When no rule changed anything the original bytes are the output, so files without training
+code stay byte-identical.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass, field
 
 from migrator.findings import Finding
 from migrator.prefilter import could_need_migration, triggers  # noqa: F401 - re-exported
-from migrator.rule_table import rule_codes  # not rules.catalogue: that imports LibCST
+from migrator.rule_table import rule_codes  # the codes, without importing every rule
+from migrator.source import quiet_parse
 
 
 @dataclass(frozen=True)
@@ -60,35 +62,50 @@ def encode(text: str, encoding: str) -> bytes:
     return text.encode(encoding)
 
 
+def parse(text: str) -> ast.Module:
+    """`ast.parse`, quietly (no warnings about the user's escapes); MigrationError if it
+    cannot."""
+    try:
+        return quiet_parse(text)
+    except SyntaxError as error:
+        raise MigrationError(_syntax_message(error)) from None
+    except ValueError as error:
+        raise MigrationError(f"cannot parse: {error}") from None
+    except (RecursionError, MemoryError):
+        raise MigrationError("too deeply nested for the parser") from None
+
+
 def migrate_text(text: str, options: Options = Options()) -> tuple[str | None, list[Finding]]:
     """Migrate source text; (None, findings) when nothing changes. Raises MigrationError."""
-    import libcst as cst
+    return migrate_tree(text, parse(text), options)
 
+
+def migrate_tree(
+    text: str, tree: ast.Module, options: Options = Options(), index=None
+) -> tuple[str | None, list[Finding]]:
+    """`migrate_text` for a module already parsed from `text` (and indexed, if `index`)."""
     from migrator.analysis import analyse
     from migrator.analysis.placement import PreparePlan, plan_prepare
-    from migrator.edits import EditSet, apply_edits
+    from migrator.edits import EditSet
+    from migrator.render import Renderer
     from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext
+    from migrator.source import Source
 
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError as error:
-        raise MigrationError(_syntax_message(error)) from None
-    except RecursionError:
-        raise MigrationError("too deeply nested for the parser") from None
-    facts = analyse(module)
+    source = index.source if index is not None else Source(text)
+    facts = analyse(tree, source, index)
     findings = list(facts.findings)
     context = RuleContext(
-        module=module, facts=facts, plan=PreparePlan(), edits=EditSet(), target=options.target,
-        selected=options.rules,
+        tree=tree, source=source, facts=facts, plan=PreparePlan(), edits=EditSet(),
+        target=options.target, selected=options.rules,
     )  # fmt: skip
     for rule_class in APPLY_ORDER:
         if rule_class.detector and rule_class.code in options.rules:
             rule_class().apply(context)
     if not facts.has_training or any(f.needs_human for f in context.findings):
-        return None, _positioned(module, [*findings, *context.findings])
+        return None, _positioned(source, [*findings, *context.findings])
     context.plan = plan_prepare(facts)
     if context.plan.conflict is not None:
-        return None, _positioned(module, [*findings, *context.findings, context.plan.conflict])
+        return None, _positioned(source, [*findings, *context.findings, context.plan.conflict])
     for rule_class in APPLY_ORDER:
         if rule_class.detector:
             continue
@@ -96,22 +113,46 @@ def migrate_text(text: str, options: Options = Options()) -> tuple[str | None, l
             rule_class().apply(context)
     findings += context.findings
     if context.blocked or context.edits.empty:
-        return None, _positioned(module, findings)
-    migrated = apply_edits(module, context.edits)
-    if context.extra_imports:
-        migrated = _add_imports(migrated, context.extra_imports)
-    if context.unused_imports:
-        migrated = _remove_imports(migrated, context.unused_imports)
-    output = migrated.code
-    try:
-        ast.parse(output)
-    except SyntaxError as error:  # a bug in a rule, never the user's fault
-        raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
-    return (output if output != text else None), _positioned(module, findings)
+        return None, _positioned(source, findings)
+    output = Renderer(source, facts.index, context.edits).render()
+    checked = _edit_imports(output, context)
+    output = checked[0]
+    if checked[1] is None:
+        try:
+            quiet_parse(output)
+        except SyntaxError as error:  # a bug in a rule, never the user's fault
+            raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
+    return (output if output != text else None), _positioned(source, findings)
+
+
+def _edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
+    """The imports rules asked for added and retired, on the edited text; with the parse of
+    the result when one was made of it (so it need not be checked again)."""
+    tree = None
+    for wanted, edit in (
+        (context.extra_imports, "add"),
+        (context.unused_imports, "remove"),
+    ):
+        if not wanted:
+            continue
+        from migrator.import_edits import add_module_imports, remove_unused_imports
+
+        try:
+            tree = tree or quiet_parse(output)
+        except SyntaxError as error:  # a bug in a rule, never the user's fault
+            raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
+        if edit == "add":
+            edited = add_module_imports(output, [module for module, _ in wanted], tree)
+        else:
+            edited = remove_unused_imports(output, wanted, tree)
+        tree = tree if edited == output else None
+        output = edited
+    return output, tree
 
 
 def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileResult:
-    """One file's bytes through the prefilter stages and, if they let it through, LibCST."""
+    """One file's bytes through the prefilter stages and, if they let it through, the
+    analysis and the rules; the file is parsed once, for both."""
     from migrator import prefilter
 
     result = FileResult(path=path, source=data)
@@ -124,15 +165,20 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
         if present is None:
             result.skipped = True
             return result
+        tree = parse(text)
+        index = None
         if prefilter.needs_syntax_gate(present):
-            screening = prefilter.screen(text, frozenset(present))
-            if screening.verdict == prefilter.SKIP:
+            if not prefilter.could_step(data, present):
                 result.skipped = True
                 return result
-            if screening.verdict == prefilter.NOTES:  # LibCST would only report these
-                result.findings = screening.notes
+            from migrator.analysis.index import ModuleIndex
+            from migrator.source import Source
+
+            index = ModuleIndex(tree, Source(text))
+            if not prefilter.gate(index, frozenset(present)):
+                result.skipped = True
                 return result
-        output, result.findings = migrate_text(text, options)
+        output, result.findings = migrate_tree(text, tree, options, index)
         if output is not None:
             result.migrated = encode(output, encoding)
     except MigrationError as error:
@@ -142,42 +188,16 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
     return result
 
 
-def _add_imports(module, imports):
-    from libcst.codemod import CodemodContext
-    from libcst.codemod.visitors import AddImportsVisitor
-
-    context = CodemodContext()
-    for source, name in imports:
-        AddImportsVisitor.add_needed_import(context, source, name)
-    return AddImportsVisitor(context).transform_module(module)
-
-
-def _remove_imports(module, imports):
-    from libcst.codemod import CodemodContext
-    from libcst.codemod.visitors import RemoveImportsVisitor
-
-    context = CodemodContext()
-    for module_name, obj, asname in imports:
-        RemoveImportsVisitor.remove_unused_import(context, module_name, obj, asname)
-    return RemoveImportsVisitor(context).transform_module(module)
-
-
-def _positioned(module, findings: list[Finding]) -> list[Finding]:
-    pending = [f for f in findings if f.node is not None]
-    if pending:
-        from migrator.positions import start_positions  # 15x cheaper than PositionProvider
-
-        positions = start_positions(module, [f.node for f in pending])
-        for finding in pending:
-            position = positions.get(id(finding.node))
-            if position is not None:
-                finding.line, finding.col = position[0], position[1] + 1
+def _positioned(source, findings: list[Finding]) -> list[Finding]:
     for finding in findings:
+        node = finding.node
+        if node is not None:
+            finding.line, finding.col = node.lineno, source.column(node) + 1
         finding.node = None  # results cross process boundaries; nodes do not pickle cheaply
     return sorted(findings, key=lambda f: (f.line, f.col, f.code))
 
 
-def _syntax_message(error) -> str:
-    message = str(error).strip().splitlines()
+def _syntax_message(error: SyntaxError) -> str:
+    message = (error.msg or "syntax error").strip().splitlines()
     first = message[0] if message else "syntax error"
-    return f"cannot parse: {first} (line {error.raw_line}, column {error.raw_column + 1})"
+    return f"cannot parse: {first} (line {error.lineno}, column {error.offset})"

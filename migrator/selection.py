@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migrator.rule_table import rule_codes  # not rules.catalogue: that imports LibCST
+from migrator.rule_table import rule_codes  # not rules.catalogue: that imports every rule
 
 
 class SelectionError(ValueError):

@@ -4,11 +4,12 @@ comprehensions. Only those lose their `.to(device)` (MIG004)."""
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.facts import DataRegion
 from migrator.analysis.index import Binding
+from migrator.analysis.syntax import call_args, name_value
 
 
 def derive(region: DataRegion) -> set[str]:
@@ -56,39 +57,36 @@ def _derived_value(binding: Binding, names: set[str]) -> bool:
     return value is not None and data_root(value, names) is not None
 
 
-def data_root(expr: cst.BaseExpression, names: set[str]) -> str | None:
+def data_root(expr: ast.AST | None, names: set[str]) -> str | None:
     """The loader-data name `expr` reaches by pure access (subscript, attribute, device-keeping
     tensor methods, identity comprehensions), or None."""
     while True:
-        if isinstance(expr, cst.Name):
-            return expr.value if expr.value in names else None
-        if isinstance(expr, (cst.Subscript, cst.Attribute)):
+        name = name_value(expr)
+        if name is not None:
+            return name if name in names else None
+        if isinstance(expr, (ast.Subscript, ast.Attribute)):
             expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            method = expr.func.attr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            method = expr.func.attr
             if method in ("items", "values", "keys") or (
                 method in patterns.DEVICE_PRESERVING_METHODS
             ):
                 expr = expr.func.value
             else:
                 return None
-        elif (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Name)
-            and expr.func.value
-            in (
-                "tuple",
-                "list",
-                "dict",
-            )
-        ):
-            if len(expr.args) != 1:
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in (
+            "tuple", "list", "dict",
+        ):  # fmt: skip
+            args = call_args(expr)
+            if len(args) != 1:
                 return None
-            expr = expr.args[0].value
-        elif isinstance(expr, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SetComp)):
-            expr = expr.for_in.iter
-        elif isinstance(expr, (cst.Tuple, cst.List)):
-            roots = [data_root(e.value, names) for e in expr.elements]
+            expr = args[0].value
+        elif isinstance(expr, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            expr = expr.generators[0].iter
+        elif isinstance(expr, (ast.Tuple, ast.List)):
+            roots = [
+                data_root(e.value if isinstance(e, ast.Starred) else e, names) for e in expr.elts
+            ]
             return roots[0] if roots and all(roots) else None
         else:
             return None

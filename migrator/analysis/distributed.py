@@ -17,7 +17,7 @@ read by distributed_objects.py.
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
@@ -52,7 +52,8 @@ from migrator.analysis.distributed_facts import (
 )
 from migrator.analysis.distributed_objects import ObjectReader
 from migrator.analysis.imports import dotted_name
-from migrator.analysis.index import CallSite, ModuleIndex, Scope
+from migrator.analysis.index import CallSite, Line, ModuleIndex, Scope
+from migrator.analysis.syntax import call_args, name_value
 from migrator.findings import Finding
 
 __all__ = ["RANK_KINDS", "DistributedFacts", "read_distributed"]
@@ -64,32 +65,30 @@ def read_distributed(index: ModuleIndex) -> DistributedFacts:
     return reader.facts
 
 
-def env_kind(expr: cst.BaseExpression | None, imports) -> str | None:
+def env_kind(expr: ast.AST | None, imports) -> str | None:
     """The rank kind of `int(os.environ["LOCAL_RANK"])`, `int(os.getenv("RANK", 0))`, ..."""
-    if not isinstance(expr, cst.Call) or imports.qualify(expr.func) != "int" or not expr.args:
+    if not isinstance(expr, ast.Call) or imports.qualify(expr.func) != "int":
         return None
-    inner = expr.args[0].value
+    args = call_args(expr)
+    if not args:
+        return None
+    inner = args[0].value
     key = None
-    if isinstance(inner, cst.Subscript) and dotted_name(inner.value) == "os.environ":
-        slice_ = inner.slice[0].slice if len(inner.slice) == 1 else None
-        key = patterns.string_value(slice_.value) if isinstance(slice_, cst.Index) else None
-    elif isinstance(inner, cst.Call) and imports.qualify(inner.func) in ("os.environ.get",
+    if isinstance(inner, ast.Subscript) and dotted_name(inner.value) == "os.environ":
+        key = patterns.string_value(inner.slice)
+    elif isinstance(inner, ast.Call) and imports.qualify(inner.func) in ("os.environ.get",
                                                                          "os.getenv"):  # fmt: skip
-        key = patterns.string_value(inner.args[0].value) if inner.args else None
+        inner_args = call_args(inner)
+        key = patterns.string_value(inner_args[0].value) if inner_args else None
     return ENV_KINDS.get(key or "")
 
 
-def is_pure(expr: cst.CSTNode, imports) -> bool:
+def is_pure(expr: ast.AST, imports) -> bool:
     """No calls other than reading the environment or asking torch how many GPUs there are."""
-    found = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if imports.qualify(node.func) not in PURE_CALLS:
-                found.append(node)
-
-    expr.visit(_Calls())
-    return not found
+    return not any(
+        isinstance(node, ast.Call) and imports.qualify(node.func) not in PURE_CALLS
+        for node in ast.walk(expr)
+    )
 
 
 class _Reader(ObjectReader):
@@ -148,11 +147,7 @@ class _Reader(ObjectReader):
                 continue
             if not self._only_group_code(scope.body.statements):
                 continue
-            sites = [
-                s
-                for s, _ in self.sites
-                if isinstance(s.node.func, cst.Name) and s.node.func.value == scope.name
-            ]
+            sites = [s for s, _ in self.sites if name_value(s.node.func) == scope.name]
             if not all(whole_statement(s) for s in sites):
                 continue
             self.facts.helpers.append(scope)
@@ -162,61 +157,63 @@ class _Reader(ObjectReader):
         """Only process-group set-up/tear-down (and the variables it reads): a helper to drop."""
         groups = 0
         for statement in statements:
+            body = self.index.block(statement) if isinstance(statement, ast.If) else None
             if (
-                isinstance(statement, cst.If)
-                and statement.orelse is None
-                and isinstance(statement.body, cst.IndentedBlock)
+                body is not None
+                and not statement.orelse
+                and body.kind != "suite"
                 and is_pure(statement.test, self.imports)
             ):
-                if not self._only_group_code(statement.body.body):
+                if not self._only_group_code(body.statements):
                     return False
                 groups += 1
                 continue
-            if not isinstance(statement, cst.SimpleStatementLine):
+            if not isinstance(statement, Line):
                 return False
             for small in statement.body:
-                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                if isinstance(small, ast.Expr) and isinstance(small.value, ast.Call):
                     qualified = self.imports.qualify(small.value.func)
                     if qualified in GROUP_CALLS or qualified == BARRIER:
                         groups += qualified in (INIT, DESTROY)
                         continue
                     if self._sets_launch_environment(small.value):
                         continue
-                if isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString):
+                if isinstance(small, ast.Expr) and _is_string(small.value):
                     continue  # docstring
-                if isinstance(small, cst.Assign) and is_pure(small.value, self.imports) and all(
-                    isinstance(t.target, cst.Name) or self._launch_environment_key(t.target)
+                if isinstance(small, ast.Assign) and is_pure(small.value, self.imports) and all(
+                    isinstance(t, ast.Name) or self._launch_environment_key(t)
                     for t in small.targets
                 ):  # fmt: skip
                     continue
-                if not isinstance(small, cst.Pass):
+                if not isinstance(small, ast.Pass):
                     return False
         return groups > 0
 
-    def _launch_environment_key(self, target: cst.BaseExpression) -> bool:
-        if not isinstance(target, cst.Subscript) or dotted_name(target.value) != "os.environ":
+    def _launch_environment_key(self, target: ast.AST) -> bool:
+        if not isinstance(target, ast.Subscript) or dotted_name(target.value) != "os.environ":
             return False
-        element = target.slice[0].slice if len(target.slice) == 1 else None
-        key = patterns.string_value(element.value) if isinstance(element, cst.Index) else None
-        return key in LAUNCH_ENV
+        return patterns.string_value(target.slice) in LAUNCH_ENV
 
-    def _sets_launch_environment(self, call: cst.Call) -> bool:
-        return self.imports.qualify(call.func) == "os.environ.setdefault" and bool(call.args) and (
-            patterns.string_value(call.args[0].value) in LAUNCH_ENV
-        )  # fmt: skip
+    def _sets_launch_environment(self, call: ast.Call) -> bool:
+        if not isinstance(call.func, ast.Attribute) or call.func.attr != "setdefault":
+            return False  # (the cheap test first: this runs for every call of the file)
+        if self.imports.qualify(call.func) != "os.environ.setdefault":
+            return False
+        args = call_args(call)
+        return bool(args) and patterns.string_value(args[0].value) in LAUNCH_ENV
 
     def _launch_environment(self) -> None:
         helpers = {id(h) for h in self.facts.helpers}
         for statement in self.index.statement_of.values():
             if id(statement.block.scope) in helpers:
                 continue
-            if not isinstance(statement.node, cst.SimpleStatementLine):
+            if not isinstance(statement.node, Line):
                 continue
             for small in statement.node.body:
                 if (
-                    isinstance(small, cst.Assign)
+                    isinstance(small, ast.Assign)
                     and len(small.targets) == 1
-                    and (self._launch_environment_key(small.targets[0].target))
+                    and (self._launch_environment_key(small.targets[0]))
                 ):
                     self.facts.removed_smalls.append((small, statement))
 
@@ -227,22 +224,22 @@ class _Reader(ObjectReader):
                 continue
             function = keyword_value(site.node, "fn", 0)
             target = None
-            if isinstance(function, cst.Name):
-                target = self.index.functions.get(function.value)
+            if name_value(function) is not None:
+                target = self.index.functions.get(name_value(function))
             arguments = keyword_value(site.node, "args", 1)
             nprocs = keyword_value(site.node, "nprocs", 2)
             if arguments is None:
-                arguments = cst.Tuple(elements=[])
+                arguments = ast.Tuple(elts=[])
             if (
                 target is None
-                or not isinstance(arguments, (cst.Tuple, cst.List))
+                or not isinstance(arguments, (ast.Tuple, ast.List))
                 or not (whole_statement(site))
             ):
                 self._block(site.node, "MIG907", "cannot tell which function mp.spawn runs, or "
                             "with which arguments; migrate by hand")  # fmt: skip
                 continue
             params = [p for p in target.params if not p.startswith("*")]
-            values = [e.value for e in arguments.elements]
+            values = [e.value if isinstance(e, ast.Starred) else e for e in arguments.elts]
             if not params or len(values) > len(params) - 1:
                 self._block(site.node, "MIG907", "mp.spawn passes arguments the spawned "
                             "function does not take; migrate by hand")  # fmt: skip
@@ -254,14 +251,14 @@ class _Reader(ObjectReader):
                 continue
             stored = _stored_in_attribute(target, rank)
             if stored is not None:
-                where = dotted_name(stored.targets[0].target)
+                where = dotted_name(stored.targets[0])
                 self._block(stored, "MIG907", f"the spawned function stores its rank in "
                             f"`{where}`, where other code reads it; migrate by hand")  # fmt: skip
                 continue
             kind = LOCAL_PROCESS_INDEX if LOCAL_NAME.search(rank) else PROCESS_INDEX
             self.facts.rank_names.append(RankName(target, rank, kind))
             removed, kept = [rank], []
-            code = cst.Module(body=[]).code_for_node
+            code = self.index.source.text_of
             for param, value in zip(params[1:], values):
                 if nprocs is not None and code(value) == code(nprocs):
                     removed.append(param)
@@ -279,9 +276,9 @@ class _Reader(ObjectReader):
                 continue
             for keyword, kind in (("rank", PROCESS_INDEX), ("world_size", NUM_PROCESSES)):
                 value = keyword_value(site.node, keyword)
-                if not isinstance(value, cst.Name) or value.value not in site.scope.params:
+                if name_value(value) not in site.scope.params:
                     continue
-                for scope, param in self._param_sources(site.scope, value.value):
+                for scope, param in self._param_sources(site.scope, name_value(value)):
                     if self.facts.kind_of(scope, param) is not None:
                         continue
                     self.facts.rank_names.append(RankName(scope, param, kind))
@@ -298,12 +295,12 @@ class _Reader(ObjectReader):
         sources = []
         position = scope.params.index(param)
         for site, _ in self.sites:
-            if not (isinstance(site.node.func, cst.Name) and site.node.func.value == scope.name):
+            if name_value(site.node.func) != scope.name:
                 continue
             value = keyword_value(site.node, param, position)
-            if isinstance(value, cst.Name) and value.value in site.scope.params:
-                sources.append((site.scope, value.value))
-            elif value is not None and not isinstance(value, cst.Name):
+            if name_value(value) in site.scope.params:
+                sources.append((site.scope, name_value(value)))
+            elif value is not None and name_value(value) is None:
                 self._block(site.node, "MIG907", "the process rank or world size handed to the "
                             "set-up helper is computed by hand; migrate by hand")  # fmt: skip
         return sources
@@ -315,14 +312,14 @@ class _Reader(ObjectReader):
                     continue  # rebound ranks stay as they are: still valid under a launcher
                 value = bindings[0].value
                 kind = env_kind(value, self.imports)
-                if kind is None and isinstance(value, cst.Call):
+                if kind is None and isinstance(value, ast.Call):
                     kind = RANK_CALLS.get(self.imports.qualify(value.func) or "")
                 if kind is not None:
                     self.facts.rank_names.append(RankName(scope, name, kind, bindings[0]))
 
     def _rank_attributes(self) -> None:
         declared = any(site.method == "add_argument" and any(
-            patterns.string_value(a.value) in LAUNCH_ARGUMENTS for a in site.node.args
+            patterns.string_value(a.value) in LAUNCH_ARGUMENTS for a in call_args(site.node)
         ) for site, _ in self.sites)  # fmt: skip
         for scope in self.index.scopes if declared else []:
             for uses in scope.uses.values():
@@ -342,7 +339,7 @@ class _Reader(ObjectReader):
                 return
             rank = keyword_value(site.node, "rank")
             if qualified == INIT and rank is not None and not self._plain_rank(site.scope, rank):
-                kept = dotted_name(rank) if isinstance(rank, cst.Attribute) else None
+                kept = dotted_name(rank) if isinstance(rank, ast.Attribute) else None
                 self._block(
                     site.node,
                     "MIG907",
@@ -355,7 +352,7 @@ class _Reader(ObjectReader):
                 )
                 return
             world_size = keyword_value(site.node, "world_size")
-            if qualified == INIT and isinstance(world_size, cst.Attribute):
+            if qualified == INIT and isinstance(world_size, ast.Attribute):
                 self._block(site.node, "MIG907", f"the world size is kept in "
                             f"`{dotted_name(world_size)}`, which other code reads as a number; "
                             "migrate by hand")  # fmt: skip
@@ -369,13 +366,13 @@ class _Reader(ObjectReader):
             self._sampler(site)
         elif (
             site.method == "set_epoch"
-            and isinstance(site.receiver, cst.Attribute)
-            and (site.receiver.attr.value == "sampler" and whole_statement(site))
+            and isinstance(site.receiver, ast.Attribute)
+            and (site.receiver.attr == "sampler" and whole_statement(site))
         ):
             facts.removed_calls.append(site)
         elif qualified in RANK_CALLS:
             small = site.small
-            if not (isinstance(small, cst.Assign) and small.value is site.node and any(
+            if not (isinstance(small, ast.Assign) and small.value is site.node and any(
                 r.binding is not None and r.binding.small is small for r in facts.rank_names
             )):  # fmt: skip
                 facts.rank_calls.append((site, RANK_CALLS[qualified]))
@@ -388,29 +385,34 @@ class _Reader(ObjectReader):
         ):
             facts.collectives.append(site)
 
-    def _plain_rank(self, scope: Scope, rank: cst.BaseExpression) -> bool:
-        if not isinstance(rank, cst.Name):
+    def _plain_rank(self, scope: Scope, rank: ast.AST) -> bool:
+        name = name_value(rank)
+        if name is None:
             return False
-        if rank.value in scope.params:
+        if name in scope.params:
             return True
-        return self.facts.kind_of(scope, rank.value) == PROCESS_INDEX
+        return self.facts.kind_of(scope, name) == PROCESS_INDEX
 
     def _block(self, node, code: str, message: str, level: str = "warning") -> None:
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         self.facts.blocking = True
 
 
-def _stored_in_attribute(scope: Scope, name: str) -> cst.Assign | None:
+def _stored_in_attribute(scope: Scope, name: str) -> ast.Assign | None:
     """`args.gpu = gpu`: the rank parameter copied into an attribute other functions read."""
     for use in scope.uses.get(name, []):
         line = use.statement.node
-        if not isinstance(line, cst.SimpleStatementLine):
+        if not isinstance(line, Line):
             continue
         for small in line.body:
             if (
-                isinstance(small, cst.Assign)
+                isinstance(small, ast.Assign)
                 and small.value is use.node
-                and any(isinstance(t.target, cst.Attribute) for t in small.targets)
+                and any(isinstance(t, ast.Attribute) for t in small.targets)
             ):
                 return small
     return None
+
+
+def _is_string(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, (str, bytes))

@@ -5,12 +5,12 @@ rules and roles import the facts alone."""
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
-import libcst as cst
-
 from migrator.analysis.index import Binding, CallSite, Scope, Statement, Use
+from migrator.analysis.syntax import Arg, contains, keyword_value  # noqa: F401 - shared
 from migrator.findings import Finding
 
 PROCESS_INDEX, LOCAL_PROCESS_INDEX, NUM_PROCESSES = (
@@ -75,7 +75,7 @@ class Wrap:
 
     site: CallSite
     target: str
-    inner: cst.BaseExpression
+    inner: ast.expr
     inner_name: str | None  # the wrapped model's name, seen through `.to(...)`/`.cuda(...)`
     dropped_options: list[str] = field(default_factory=list)
 
@@ -84,8 +84,8 @@ class Wrap:
 class Sampler:
     site: CallSite  # the DistributedSampler(...) call
     binding: Binding | None  # None when built inline in `DataLoader(sampler=...)`
-    shuffle: cst.BaseExpression | None  # None: DistributedSampler's default, True
-    loader_args: list[tuple[cst.Call, cst.Arg]] = field(default_factory=list)
+    shuffle: ast.expr | None  # None: DistributedSampler's default, True
+    loader_args: list[tuple[ast.Call, Arg]] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -93,8 +93,8 @@ class Spawn:
     site: CallSite
     target: Scope
     removed_params: list[str]
-    arguments: list[cst.BaseExpression]  # what the direct call passes on
-    nprocs: cst.BaseExpression | None
+    arguments: list[ast.expr]  # what the direct call passes on
+    nprocs: ast.expr | None
 
 
 @dataclass(eq=False)
@@ -118,7 +118,7 @@ class Reduction:
 @dataclass(eq=False)
 class DistributedFacts:
     removed_calls: list[CallSite] = field(default_factory=list)  # whole statements that go
-    removed_smalls: list[tuple[cst.CSTNode, Statement]] = field(default_factory=list)  # environ
+    removed_smalls: list[tuple[ast.stmt, Statement]] = field(default_factory=list)  # environ
     helpers: list[Scope] = field(default_factory=list)  # setup()/cleanup(): removed whole
     wraps: list[Wrap] = field(default_factory=list)
     samplers: list[Sampler] = field(default_factory=list)
@@ -167,27 +167,4 @@ class DistributedFacts:
 
 
 def whole_statement(site: CallSite) -> bool:
-    return isinstance(site.small, cst.Expr) and site.small.value is site.node
-
-
-def keyword_value(call: cst.Call, name: str, position: int | None = None):
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if position is not None and position < len(positional):
-        return positional[position].value
-    return None
-
-
-def contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    found = []
-
-    class _Find(cst.CSTVisitor):
-        def on_visit(self, current: cst.CSTNode) -> bool:
-            if current is node:
-                found.append(current)
-            return not found
-
-    tree.visit(_Find())
-    return bool(found)
+    return isinstance(site.small, ast.Expr) and site.small.value is site.node

@@ -4,7 +4,7 @@ metrics. A part of distributed.py's reader, kept in its own module for size."""
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
@@ -20,6 +20,7 @@ from migrator.analysis.distributed_facts import (
 )
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
+from migrator.analysis.syntax import call_args, name_value
 
 
 class ObjectReader:
@@ -35,33 +36,33 @@ class ObjectReader:
         small = site.small
         inner = keyword_value(site.node, "module", 0)
         assigned = (
-            isinstance(small, cst.Assign) and small.value is site.node and (len(small.targets) == 1)
+            isinstance(small, ast.Assign) and small.value is site.node and (len(small.targets) == 1)
         )
-        target = small.targets[0].target if assigned else None
-        if inner is None or not isinstance(target, cst.Name):
+        target = small.targets[0] if assigned else None
+        if inner is None or not isinstance(target, ast.Name):
             where = (f"is assigned to `{dotted_name(target)}`, not a local name"
-                     if isinstance(target, cst.Attribute) and dotted_name(target)
+                     if isinstance(target, ast.Attribute) and dotted_name(target)
                      else "is not assigned to a name")  # fmt: skip
             self._block(site.node, "MIG907", f"DistributedDataParallel(...) {where}; "
                         "migrate by hand")  # fmt: skip
             return
-        target = target.value
+        target = target.id
         root = inner
         while (
-            isinstance(root, cst.Call)
-            and isinstance(root.func, cst.Attribute)
-            and (root.func.attr.value in ("to", "cuda"))
+            isinstance(root, ast.Call)
+            and isinstance(root.func, ast.Attribute)
+            and (root.func.attr in ("to", "cuda"))
         ):
             root = root.func.value
-        inner_name = root.value if isinstance(root, cst.Name) else None
+        inner_name = name_value(root)
         if inner_name != target and len(site.scope.assigns(target)) != 1:
             self._block(site.node, "MIG907", f"`{target}` is rebound after wrapping the model "
                         "in DistributedDataParallel; migrate by hand")  # fmt: skip
             return
         options = [
-            a.keyword.value
-            for a in site.node.args
-            if a.keyword is not None and a.keyword.value not in DDP_OPTIONS_KEPT
+            a.keyword
+            for a in call_args(site.node)
+            if a.keyword is not None and a.keyword not in DDP_OPTIONS_KEPT
         ]
         self.facts.wraps.append(Wrap(site, target, inner, inner_name, options))
 
@@ -76,12 +77,12 @@ class ObjectReader:
         small = site.small
         scope = site.scope
         if (
-            isinstance(small, cst.Assign)
+            isinstance(small, ast.Assign)
             and _sampler_or_none(small.value, site.node)
             and len(small.targets) == 1
-            and isinstance(small.targets[0].target, cst.Name)
+            and isinstance(small.targets[0], ast.Name)
         ):
-            name = small.targets[0].target.value
+            name = small.targets[0].id
             bindings = scope.assigns(name)
             if len(bindings) == 1 and self._sampler_uses(sampler, scope, name):
                 sampler.binding = bindings[0]
@@ -93,12 +94,8 @@ class ObjectReader:
     def _inline_loader_arg(self, site: CallSite):
         for other, _ in self.sites:
             if other.scope is site.scope and patterns.is_loader_call(other.node, self.imports):
-                for arg in other.node.args:
-                    if (
-                        arg.value is site.node
-                        and arg.keyword is not None
-                        and (arg.keyword.value == "sampler")
-                    ):
+                for arg in call_args(other.node):
+                    if arg.value is site.node and arg.keyword == "sampler":
                         return other.node, arg
         return None
 
@@ -110,8 +107,8 @@ class ObjectReader:
                 and call is not None
                 and patterns.is_loader_call(call, self.imports)
             ):
-                arg = next((a for a in call.args if a.value is use.node), None)
-                if arg is not None and arg.keyword is not None and arg.keyword.value == "sampler":
+                arg = next((a for a in call_args(call) if a.value is use.node), None)
+                if arg is not None and arg.keyword == "sampler":
                     sampler.loader_args.append((call, arg))
                     continue
             if use.kind == "attr" and use.attr == "set_epoch" and call is not None:
@@ -131,67 +128,48 @@ class ObjectReader:
                 site.node, self.imports
             ):
                 continue
-            shuffle = next(
-                (
-                    a
-                    for a in site.node.args
-                    if a.keyword is not None and a.keyword.value == "shuffle"
-                ),
-                None,
-            )
+            shuffle = next((a for a in call_args(site.node) if a.keyword == "shuffle"), None)
             feeds = keyword_value(site.node, "sampler")
-            if shuffle is not None and isinstance(feeds, cst.Name) and feeds.value == name:
+            if shuffle is not None and name_value(feeds) == name:
                 return contains(shuffle.value, use.node)
         return False
 
     def _reduction(self, site: CallSite) -> bool:
         tensor = keyword_value(site.node, "tensor", 0)
         op = keyword_value(site.node, "op", 1)
-        extra = [a for a in site.node.args if a.keyword is not None and a.keyword.value not in (
+        extra = [a for a in site.node.keywords if a.arg is not None and a.arg not in (
             "tensor", "op")]  # fmt: skip
         reduction = "sum" if op is None else REDUCE_OPS.get(
             (dotted_name(op) or "").rsplit("ReduceOp.", 1)[-1] if "ReduceOp." in (
                 dotted_name(op) or "") else "")  # fmt: skip
-        if (
-            not isinstance(tensor, cst.Name)
-            or reduction is None
-            or extra
-            or not (whole_statement(site))
-        ):
+        if name_value(tensor) is None or reduction is None or extra or not (whole_statement(site)):
             self.facts.collectives.append(site)
             return True
-        self.facts.reductions.append(Reduction(site, tensor.value, reduction))
+        self.facts.reductions.append(Reduction(site, name_value(tensor), reduction))
         return True
 
 
-def _sampler_or_none(value: cst.BaseExpression, sampler: cst.Call) -> bool:
+def _sampler_or_none(value: ast.expr, sampler: ast.Call) -> bool:
     """`DistributedSampler(...)`, or `DistributedSampler(...) if distributed else None`: without
     the sampler the loader's own `shuffle=` decides, which is what the rewrite restores."""
     if value is sampler:
         return True
-    if not isinstance(value, cst.IfExp):
+    if not isinstance(value, ast.IfExp):
         return False
     branches = (value.body, value.orelse)
-    return sampler in branches and any(
-        isinstance(b, cst.Name) and b.value == "None" for b in branches
-    )
+    return any(b is sampler for b in branches) and any(name_value(b) == "None" for b in branches)
 
 
 def _guards_set_epoch(use, name: str) -> bool:
     """`if sampler is not None: sampler.set_epoch(epoch)`: the test goes with its only body."""
     node = use.statement.node
-    if not isinstance(node, cst.If) or node.orelse is not None or not contains(node.test, use.node):
+    if not isinstance(node, ast.If) or node.orelse or not contains(node.test, use.node):
         return False
-    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
-    for line in body:
-        smalls = getattr(line, "body", [])
-        if not isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) or not all(
-            isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
-            and isinstance(small.value.func, cst.Attribute)
-            and small.value.func.attr.value == "set_epoch"
-            and isinstance(small.value.func.value, cst.Name)
-            and small.value.func.value.value == name
-            for small in smalls
-        ):  # fmt: skip
-            return False
-    return True
+    return all(
+        isinstance(small, ast.Expr) and isinstance(small.value, ast.Call)
+        and isinstance(small.value.func, ast.Attribute)
+        and small.value.func.attr == "set_epoch"
+        and isinstance(small.value.func.value, ast.Name)
+        and small.value.func.value.id == name
+        for small in node.body
+    )  # fmt: skip

@@ -7,9 +7,8 @@ the call sites that pass it (`train_epoch(model, loader, ...)` from `main()`), a
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
-
-import libcst as cst
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed import RANK_KINDS, DistributedFacts
@@ -184,29 +183,24 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
 
 def call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
     if is_method(function):  # `self.train_epoch(...)` from a sibling method
-        wanted = f"{patterns.SELF}.{function.name}"
         return [
-            site for site in index.calls()
-            if patterns.name_of(site.node.func) == wanted and site.scope.parent is function.parent
+            site for site in index.calls_named(f"{patterns.SELF}.{function.name}")
+            if site.scope.parent is function.parent
         ]  # fmt: skip
-    return [
-        site
-        for site in index.calls()
-        if isinstance(site.node.func, cst.Name) and site.node.func.value == function.name
-    ]
+    return list(index.calls_named(function.name))
 
 
-def argument_for(call: cst.Call, function: Scope, param: str) -> cst.BaseExpression | None:
+def argument_for(call: ast.Call, function: Scope, param: str) -> ast.expr | None:
     positional = [p for p in function.params if not p.startswith("*")]
     if is_method(function):
         positional = positional[1:]  # `self` is not passed
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == param:
-            return arg.value
+    for item in call.keywords:
+        if item.arg == param:
+            return item.value
     position = positional.index(param) if param in positional else -1
-    plain = [a for a in call.args if a.keyword is None and not a.star]
+    plain = [a for a in call.args if not isinstance(a, ast.Starred)]
     if 0 <= position < len(plain):
-        return plain[position].value
+        return plain[position]
     return None
 
 
@@ -216,17 +210,17 @@ def bindings_of(origin: Origin | None) -> list[Binding]:
     return origin.scope.assigns(origin.name)
 
 
-def value_call(binding: Binding) -> cst.Call | None:
+def value_call(binding: Binding) -> ast.Call | None:
     value = binding.element if binding.element is not None else binding.value
     if binding.unpacked and binding.element is None:
         return None
     while (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
-        and (value.func.attr.value in ("to", "cuda"))
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and (value.func.attr in ("to", "cuda"))
     ):
         value = value.func.value  # `Net().to(device)` is built by `Net()`
-    return value if isinstance(value, cst.Call) else None
+    return value if isinstance(value, ast.Call) else None
 
 
 def visible_scopes(scope: Scope, name: str) -> list[Scope]:

@@ -5,9 +5,8 @@ A mixin of the analyser (roles.py): it reads `self.index`, `self.imports`, `self
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
-
-import libcst as cst
 
 from migrator.analysis import patterns
 from migrator.analysis.facts import call_sites_of, class_methods, is_method
@@ -43,11 +42,18 @@ class LoopAnalysis:
         return found
 
     def _callee_scope(self, site: CallSite) -> Scope | None:
+        """The function of this module a call runs (by name, or a sibling method)."""
+        key = id(site)
+        if key not in self._callees:
+            self._callees[key] = self._find_callee_scope(site)
+        return self._callees[key]
+
+    def _find_callee_scope(self, site: CallSite) -> Scope | None:
         func = site.node.func
-        if isinstance(func, cst.Name):
-            return self.index.functions.get(func.value)
+        if isinstance(func, ast.Name):
+            return self.index.functions.get(func.id)
         name = patterns.name_of(func)
-        if name is not None and is_method(site.scope):  # `self.train_epoch()`
+        if name is not None and "." in name and is_method(site.scope):  # `self.train_epoch()`
             method = name.split(".", 1)[1]
             for sibling in class_methods(site.scope):
                 if sibling.name == method:

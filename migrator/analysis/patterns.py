@@ -1,16 +1,26 @@
 """Recognisers for the torch vocabulary: which calls build optimizers, loaders, schedulers, devices.
 
-Each takes qualified names (from the import-alias table) or plain CST expressions; none walks
+Each takes qualified names (from the import-alias table) or plain `ast` expressions; none walks
 the tree. Kept apart from roles.py so rules and analysis share one vocabulary.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
-import libcst as cst
-
 from migrator.analysis.imports import ImportTable, dotted_name
+from migrator.analysis.syntax import (  # noqa: F401 - the shared vocabulary, re-exported
+    SELF,
+    Arg,
+    call_args,
+    keyword,
+    name_of,
+    name_value,
+    positional,
+    preorder,
+    root_name,
+)
 
 OPTIMIZER_CLASSES = {
     "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "ASGD", "LBFGS", "NAdam", "RAdam",
@@ -40,7 +50,7 @@ def last_part(qualified: str | None) -> str:
     return (qualified or "").rsplit(".", 1)[-1]
 
 
-def is_optimizer_call(call: cst.Call, imports: ImportTable) -> bool:
+def is_optimizer_call(call: ast.Call, imports: ImportTable) -> bool:
     qualified = imports.qualify(call.func) or ""
     if ".lr_scheduler." in qualified:
         return False
@@ -50,8 +60,9 @@ def is_optimizer_call(call: cst.Call, imports: ImportTable) -> bool:
     if name in OPTIMIZER_CLASSES:
         return True
     # An unknown class fed `model.parameters()` is an optimizer in every script we studied.
-    first = call.args[0].value if call.args and call.args[0].keyword is None else None
-    params_kw = next((a.value for a in call.args if _kw(a) == "params"), None)
+    args = call_args(call)
+    first = args[0].value if args and args[0].keyword is None else None
+    params_kw = next((a.value for a in args if a.keyword == "params"), None)
     feed = first if first is not None else params_kw
     return (
         feed is not None
@@ -61,139 +72,98 @@ def is_optimizer_call(call: cst.Call, imports: ImportTable) -> bool:
     )
 
 
-def is_scheduler_call(call: cst.Call, imports: ImportTable) -> bool:
+def is_scheduler_call(call: ast.Call, imports: ImportTable) -> bool:
     qualified = imports.qualify(call.func) or ""
     if ".lr_scheduler." in qualified:
         return True
     return bool(SCHEDULER_FACTORIES.search(qualified)) and not is_loader_call(call, imports)
 
 
-def is_loader_call(call: cst.Call, imports: ImportTable) -> bool:
+def is_loader_call(call: ast.Call, imports: ImportTable) -> bool:
     return last_part(imports.qualify(call.func)) in LOADER_CLASSES
 
 
-def is_scaler_call(call: cst.Call, imports: ImportTable) -> bool:
+def is_scaler_call(call: ast.Call, imports: ImportTable) -> bool:
     return last_part(imports.qualify(call.func)) in SCALER_CLASSES
 
 
-def is_accelerator_call(call: cst.Call, imports: ImportTable) -> bool:
+def is_accelerator_call(call: ast.Call, imports: ImportTable) -> bool:
     return last_part(imports.qualify(call.func)) in ACCELERATOR_CLASSES
 
 
-def _kw(arg: cst.Arg) -> str | None:
-    return arg.keyword.value if arg.keyword is not None else None
-
-
-def parameter_roots(expr: cst.CSTNode) -> list[str]:
+def parameter_roots(expr: ast.AST) -> list[str]:
     """Names whose `.parameters()` / `.named_parameters()` feed an optimizer expression."""
     roots: list[str] = []
-
-    class _Finder(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in (
-                "parameters",
-                "named_parameters",
-            ):
-                root = root_name(func.value)
-                if root is not None and root not in roots:
-                    roots.append(root)
-
-    expr.visit(_Finder())
+    for node in preorder(expr):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("parameters", "named_parameters")
+        ):
+            root = root_name(node.func.value)
+            if root is not None and root not in roots:
+                roots.append(root)
     return roots
 
 
-SELF = "self"
+def expression_for(name: str) -> str:
+    """The code for a name from `name_of` (`self.model` is already code)."""
+    return name
 
 
-def name_of(expr: cst.BaseExpression | None) -> str | None:
-    """The name an expression stands for: `model`, or `self.model` for an instance attribute
-    (a Trainer's objects are named that way across its methods)."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if (
-        isinstance(expr, cst.Attribute)
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value == SELF
-    ):
-        return f"{SELF}.{expr.attr.value}"
-    return None
-
-
-def expression_for(name: str) -> cst.BaseExpression:
-    """The expression for a name from `name_of` (`self.model` -> Attribute)."""
-    head, _, attribute = name.partition(".")
-    if attribute:
-        return cst.Attribute(value=cst.Name(head), attr=cst.Name(attribute))
-    return cst.Name(head)
-
-
-def root_name(expr: cst.BaseExpression) -> str | None:
-    """`model` for `model`, `model.encoder`, `model.module.encoder`; `self.model` for
-    `self.model.encoder`; None otherwise."""
-    while isinstance(expr, cst.Attribute):
-        if name_of(expr) is not None and isinstance(expr.value, cst.Name):
-            return name_of(expr)
-        expr = expr.value
-    return expr.value if isinstance(expr, cst.Name) else None
-
-
-def loader_base(expr: cst.BaseExpression | None, imports: ImportTable):
+def loader_base(expr: ast.expr | None, imports: ImportTable):
     """(name, through_enumerate) of the loader a `for` iterates, unwrapping enumerate/tqdm/iter."""
     through_enumerate = False
-    while isinstance(expr, cst.Call):
+    while isinstance(expr, ast.Call):
         callee = imports.qualify(expr.func)
-        if callee not in LOADER_WRAPPERS or not expr.args or expr.args[0].keyword is not None:
+        args = call_args(expr) if callee in LOADER_WRAPPERS else None
+        if not args or args[0].keyword is not None:
             return None, False
         if callee == "enumerate":
             through_enumerate = True
-        expr = expr.args[0].value
+        expr = args[0].value
     name = name_of(expr)
     if name is not None:
         return name, through_enumerate
     return None, False
 
 
-def string_value(expr: cst.BaseExpression) -> str | None:
-    if isinstance(expr, cst.SimpleString):
-        try:
-            value = expr.evaluated_value
-        except (ValueError, SyntaxError):  # pragma: no cover - malformed literal
-            return None
-        return value if isinstance(value, str) else None
+def string_value(expr: ast.AST | None) -> str | None:
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value
     return None
 
 
-def is_device_literal(expr: cst.BaseExpression) -> bool:
+def is_device_literal(expr: ast.AST) -> bool:
     value = string_value(expr)
     return value is not None and bool(DEVICE_STRING.match(value))
 
 
-def is_device_constructor(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+def is_device_constructor(expr: ast.AST, imports: ImportTable) -> bool:
     """A device value built from scratch: "cuda", torch.device(...), "cuda" if ... else "cpu"."""
     if is_device_literal(expr):
         return True
     if (
-        isinstance(expr, cst.FormattedString)
-        and len(expr.parts) == 2
-        and isinstance(expr.parts[0], cst.FormattedStringText)
+        isinstance(expr, ast.JoinedStr)
+        and len(expr.values) == 2
+        and isinstance(expr.values[0], ast.Constant)
     ):  # f"cuda:{local_rank}" (MIG010)
-        return bool(DEVICE_STRING.match(expr.parts[0].value + "0"))
-    if isinstance(expr, cst.IfExp):
+        return bool(DEVICE_STRING.match(expr.values[0].value + "0"))
+    if isinstance(expr, ast.IfExp):
         return is_device_constructor(expr.body, imports) or is_device_constructor(
             expr.orelse, imports
         )
-    if isinstance(expr, cst.Call):
+    if isinstance(expr, ast.Call):
         qualified = imports.qualify(expr.func) or ""
         if qualified in ("torch.device", "torch.accelerator.current_accelerator"):
             return True
     return False
 
 
-def is_accelerator_device(expr: cst.BaseExpression, accelerator_names: set[str]) -> bool:
+def is_accelerator_device(expr: ast.AST | None, accelerator_names: set[str]) -> bool:
     return (
-        isinstance(expr, cst.Attribute)
-        and expr.attr.value == "device"
+        isinstance(expr, ast.Attribute)
+        and expr.attr == "device"
         and name_of(expr.value) in accelerator_names
     )
 
@@ -202,49 +172,55 @@ def looks_like_device_name(name: str) -> bool:
     return name in ("device", "dev") or name.endswith("_device")
 
 
-def is_devicey(expr: cst.BaseExpression, device_names: set[str], imports: ImportTable) -> bool:
+def is_devicey(expr: ast.AST, device_names: set[str], imports: ImportTable) -> bool:
     """Could `expr` be a device (as opposed to a dtype or a tensor) in `x.to(expr)`?"""
-    if isinstance(expr, cst.Name):
-        return expr.value in device_names or looks_like_device_name(expr.value)
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value in ("device", "local_rank") or (  # args.local_rank (MIG010)
-            expr.attr.value.endswith("_device") and dotted_name(expr) is not None
+    name = name_value(expr)
+    if name is not None:
+        return name in device_names or looks_like_device_name(name)
+    if isinstance(expr, ast.Attribute):
+        return expr.attr in ("device", "local_rank") or (  # args.local_rank (MIG010)
+            expr.attr.endswith("_device") and dotted_name(expr) is not None
         )
     return is_device_constructor(expr, imports)
 
 
-def placement_call(call: cst.Call, device_names: set[str], imports: ImportTable) -> str | None:
+def _name_or_attribute(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Attribute) or name_value(expr) is not None
+
+
+def placement_call(call: ast.Call, device_names: set[str], imports: ImportTable) -> str | None:
     """ "to" for `x.to(device, ...)`, "cuda" for `x.cuda()`, None for anything else.
 
     `.to(torch.float16)` (a dtype) and `.cuda(1)` (an explicit index: a finding, not ours) are
     not placement calls.
     """
-    if not isinstance(call.func, cst.Attribute):
+    if not isinstance(call.func, ast.Attribute):
         return None
-    method = call.func.attr.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
+    method = call.func.attr
+    if method not in ("cuda", "to"):
+        return None
+    args = call_args(call)
+    plain = [a for a in args if a.plain]
+    device_kw = next((a for a in args if a.keyword == "device"), None)
     if method == "cuda":
-        given = [*positional, *(a for a in call.args if _kw(a) == "device")]
+        given = [*plain, *([device_kw] if device_kw is not None else [])]
         if given and not (  # `.cuda(local_rank)` names this process's device (MIG010)
-            len(given) == 1 and isinstance(given[0].value, (cst.Name, cst.Attribute))
+            len(given) == 1 and _name_or_attribute(given[0].value)
             and is_devicey(given[0].value, device_names, imports)
         ):  # fmt: skip
             return None
         return "cuda"
-    if method != "to":
-        return None
-    if positional and is_devicey(positional[0].value, device_names, imports):
+    if plain and is_devicey(plain[0].value, device_names, imports):
         return "to"
-    device_kw = next((a for a in call.args if _kw(a) == "device"), None)
     if device_kw is not None and is_devicey(device_kw.value, device_names, imports):
         return "to"
     return None
 
 
-def has_explicit_index(expr: cst.BaseExpression) -> bool:
+def has_explicit_index(expr: ast.AST) -> bool:
     value = string_value(expr)
-    if isinstance(expr, cst.FormattedString):  # f"cuda:{i}"
-        value = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
+    if isinstance(expr, ast.JoinedStr):  # f"cuda:{i}"
+        value = "".join(p.value for p in expr.values if isinstance(p, ast.Constant))
     return value is not None and ":" in value
 
 
@@ -271,15 +247,7 @@ HALF_DTYPES = {"torch.float16", "torch.half"}
 BF16_DTYPES = {"torch.bfloat16"}
 
 
-def keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    return next((a for a in call.args if _kw(a) == name), None)
-
-
-def positional(call: cst.Call) -> list[cst.Arg]:
-    return [a for a in call.args if a.keyword is None and not a.star]
-
-
-def autocast_precision(call: cst.Call, imports: ImportTable) -> tuple[str | None, bool] | None:
+def autocast_precision(call: ast.Call, imports: ImportTable) -> tuple[str | None, bool] | None:
     """(precision, cuda_only) of an autocast call: fp16 / bf16, or None for a dtype that is not
     a literal one; None if it is not autocast."""
     qualified = imports.qualify(call.func) or ""
@@ -306,13 +274,14 @@ def autocast_precision(call: cst.Call, imports: ImportTable) -> tuple[str | None
     return ("bf16" if device == "cpu" else "fp16"), cuda_only
 
 
-def is_cuda_available_call(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+def is_cuda_available_call(expr: ast.AST, imports: ImportTable) -> bool:
     return (
-        isinstance(expr, cst.Call)
+        isinstance(expr, ast.Call)
         and not expr.args
+        and not expr.keywords
         and (imports.qualify(expr.func) == "torch.cuda.is_available")
     )
 
 
-def is_grad_scaler_call(call: cst.Call, imports: ImportTable) -> bool:
+def is_grad_scaler_call(call: ast.Call, imports: ImportTable) -> bool:
     return (imports.qualify(call.func) or "") in GRAD_SCALERS or is_scaler_call(call, imports)

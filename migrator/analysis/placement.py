@@ -9,12 +9,11 @@ left unprepared, with a note saying why.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
-import libcst as cst
-
 from migrator.analysis.facts import TrainingFacts
-from migrator.analysis.index import Block, Statement
+from migrator.analysis.index import Block, Line, Statement
 from migrator.findings import Finding
 
 # Attribute uses that are fine on the unprepared object (prepare moves parameters in place).
@@ -147,18 +146,20 @@ def _common_block(events: list[Statement], body: Block) -> Block | None:
     return chains[0][depth].block
 
 
-def is_import(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.SimpleStatementLine) and all(
-        isinstance(small, (cst.Import, cst.ImportFrom)) for small in node.body
+def is_import(node: ast.AST) -> bool:
+    return isinstance(node, Line) and all(
+        isinstance(small, (ast.Import, ast.ImportFrom)) for small in node.body
     )
 
 
-def is_docstring(node: cst.CSTNode) -> bool:
+def is_docstring(node: ast.AST) -> bool:
+    if not isinstance(node, Line) or len(node.body) != 1:
+        return False
+    small = node.body[0]
     return (
-        isinstance(node, cst.SimpleStatementLine)
-        and len(node.body) == 1
-        and isinstance(node.body[0], cst.Expr)
-        and isinstance(node.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        isinstance(small, ast.Expr)
+        and isinstance(small.value, ast.Constant)
+        and isinstance(small.value.value, (str, bytes))
     )
 
 

@@ -9,7 +9,7 @@ Rules read these facts; none re-derives them.
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.dataflow import derive
@@ -27,13 +27,15 @@ from migrator.analysis.facts import (
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.findings import Finding
+from migrator.source import Source
 
 
 class _Analyser(LoopAnalysis):
-    def __init__(self, module: cst.Module) -> None:
-        self.index = ModuleIndex(module)
+    def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
+        self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
         self.imports = self.index.imports
+        self._callees: dict[int, Scope | None] = {}  # id(call site) -> the function it calls
 
     # -- entry point -------------------------------------------------------------------------
     def run(self) -> TrainingFacts:
@@ -74,7 +76,7 @@ class _Analyser(LoopAnalysis):
                         self.facts.accelerator_bindings.append(binding)
         for site in self.index.calls():
             if site.method == "prepare" and self._is_accelerator_receiver(site):
-                for arg in site.node.args:
+                for arg in patterns.call_args(site.node):
                     if patterns.name_of(arg.value) is not None:
                         self.facts.prepared_already.add(patterns.name_of(arg.value))
 
@@ -171,7 +173,8 @@ class _Analyser(LoopAnalysis):
 
     def _scaler_step_target(self, call: CallSite) -> Origin | None:
         """`scaler.step(optimizer)`: the optimizer is the argument."""
-        argument = patterns.name_of(call.node.args[0].value) if call.node.args else None
+        args = patterns.call_args(call.node)
+        argument = patterns.name_of(args[0].value) if args else None
         receiver_name = patterns.name_of(call.receiver)
         if argument is None or receiver_name is None:
             return None
@@ -227,7 +230,7 @@ class _Analyser(LoopAnalysis):
                 if call is None:
                     continue
                 saw_constructor = True
-                for arg in call.args:
+                for arg in patterns.call_args(call):
                     for root in patterns.parameter_roots(arg.value):
                         found = self.facts.origin(owner, root)
                         if found is None or found.scope is not owner:
@@ -300,12 +303,12 @@ class _Analyser(LoopAnalysis):
         facts = self.facts
         for loop in [*facts.training_loops, *facts.eval_loops]:
             name, through_enumerate = patterns.loader_base(loop.iter, self.imports)
-            target = loop.node.target if isinstance(loop.node, cst.For) else None
+            target = loop.node.target if not isinstance(loop.node, ast.While) else None
             seeds = set(loop.target_names)
-            if through_enumerate and isinstance(target, cst.Tuple) and target.elements:
-                first = target.elements[0].value
-                if isinstance(first, cst.Name):
-                    seeds.discard(first.value)
+            if through_enumerate and isinstance(target, ast.Tuple) and target.elts:
+                first = target.elts[0]
+                if isinstance(first, ast.Name):
+                    seeds.discard(first.id)
             region = DataRegion(
                 scope=loop.scope, loop=loop, loader=facts.origin(loop.scope, name), seeds=seeds
             )
@@ -322,7 +325,7 @@ class _Analyser(LoopAnalysis):
                     continue
                 for param in callee.params:
                     argument = argument_for(site.node, callee, param)
-                    if not isinstance(argument, cst.Name) or argument.value not in region.names:
+                    if not isinstance(argument, ast.Name) or argument.id not in region.names:
                         continue
                     if (id(callee), param) in seen_helpers:
                         continue
@@ -383,7 +386,7 @@ class _Analyser(LoopAnalysis):
         return any(name in scope.uses for scope in self.facts.training_scopes)
 
     # -- findings ----------------------------------------------------------------------------
-    def _block(self, node: cst.CSTNode, name: str | None) -> None:
+    def _block(self, node: ast.AST, name: str | None) -> None:
         self._finding(
             node,
             "MIG900",
@@ -391,11 +394,11 @@ class _Analyser(LoopAnalysis):
             "places); prepare it where it is created, by hand",
         )
 
-    def _finding(self, node: cst.CSTNode, code: str, message: str, level: str = "warning"):
+    def _finding(self, node: ast.AST, code: str, message: str, level: str = "warning"):
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         if level == "warning":
             self.facts.blocked = True
 
 
-def analyse(module: cst.Module) -> TrainingFacts:
-    return _Analyser(module).run()
+def analyse(tree: ast.Module, source: Source, index: ModuleIndex | None = None) -> TrainingFacts:
+    return _Analyser(tree, source, index).run()

@@ -17,52 +17,65 @@ accumulating"), and the two ways DDP scripts skip the all-reduce on accumulating
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
-import libcst as cst
-
 from migrator.analysis.imports import ImportTable
-from migrator.edits import CODEGEN
+from migrator.analysis.index import Block, ModuleIndex
+from migrator.layout import Layout
+from migrator.source import Source
 
 
-def code_of(node: cst.CSTNode) -> str:
-    """A node's code without whitespace, for comparing expressions and statements."""
-    return "".join(CODEGEN.code_for_node(node).split())
+def code_of(source: Source, node: ast.AST) -> str:
+    """An expression's code without whitespace, for comparing expressions."""
+    return "".join(source.text_of(node).split())
 
 
-def modulo_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
+def statement_codes(source: Source, block: Block) -> list[str]:
+    """The code of each statement of a block without whitespace, comments above it included."""
+    layout = Layout(source).block(block)
+    codes = []
+    for statement in layout.statements:
+        text = "".join(line.text for line in statement.leading)
+        text += source.text[
+            source.line_starts[statement.first_line - 1] : source.line_end(statement.last_line)
+        ]
+        codes.append("".join(text.split()))
+    return codes
+
+
+def modulo_test(source: Source, test: ast.expr) -> tuple[ast.expr, bool] | None:
     """(k, steps_when_true) for `(i + 1) % k == 0` (True), `(i + 1) % k != 0` and the bare
     `(i + 1) % k` (False); `A or B` steps when either does (`... or i == len(loader) - 1`)."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
-        for side in (test.left, test.right):
-            found = modulo_test(side)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        for side in test.values:
+            found = modulo_test(source, side)
             if found is not None and found[1]:
                 return found
         return None
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        target = test.comparisons[0]
-        if code_of(target.comparator) != "0":
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        if code_of(source, test.comparators[0]) != "0":
             return None
-        k = _counter_modulo(test.left)
+        k = _counter_modulo(source, test.left)
         if k is None:
             return None
-        if isinstance(target.operator, cst.Equal):
+        if isinstance(test.ops[0], ast.Eq):
             return k, True
-        if isinstance(target.operator, cst.NotEqual):
+        if isinstance(test.ops[0], ast.NotEq):
             return k, False
         return None
-    k = _counter_modulo(test)
+    k = _counter_modulo(source, test)
     return (k, False) if k is not None else None
 
 
-def _counter_modulo(node: cst.BaseExpression) -> cst.BaseExpression | None:
+def _counter_modulo(source: Source, node: ast.expr) -> ast.expr | None:
     """k of `(i + 1) % k`."""
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
         counter = node.left
         if (
-            isinstance(counter, cst.BinaryOperation)
-            and isinstance(counter.operator, cst.Add)
-            and code_of(counter.right) == "1"
+            isinstance(counter, ast.BinOp)
+            and isinstance(counter.op, ast.Add)
+            and code_of(source, counter.right) == "1"
         ):
             return node.right
     return None
@@ -73,62 +86,67 @@ class NoSyncBranches:
     """The `if`/`else` form: `accumulating` is the no_sync `with` body, `syncing` the other
     branch, whose first statements repeat it and whose rest (`step`) is the optimizer step."""
 
-    node: cst.If
-    k: cst.BaseExpression
-    model: cst.BaseExpression
+    node: ast.If
+    k: ast.expr
+    model: ast.expr
     steps_when_true: bool  # the syncing branch is the `if` body (else the `else` body)
 
 
-def no_sync_branches(node: cst.If) -> NoSyncBranches | None:
-    found = modulo_test(node.test)
+def no_sync_branches(source: Source, index: ModuleIndex, node: ast.If) -> NoSyncBranches | None:
+    found = modulo_test(source, node.test)
     if found is None:
         return None
     k, steps_when_true = found
-    split = split_branches(node, steps_when_true)
+    split = split_branches(source, index, node, steps_when_true)
     if split is None:
         return None
-    inner, rest = split
-    model = no_sync_receiver(inner.items[0].item) if len(inner.items) == 1 else None
+    inner, syncing = split
+    model = no_sync_receiver(inner.items[0].context_expr) if len(inner.items) == 1 else None
     if model is None:
         return None
-    repeated = list(inner.body.body)
-    if len(rest) <= len(repeated):
-        return None
-    if [code_of(s) for s in rest[: len(repeated)]] != [code_of(s) for s in repeated]:
+    repeated = statement_codes(source, index.block(inner))
+    rest = statement_codes(source, syncing)
+    if len(rest) <= len(repeated) or rest[: len(repeated)] != repeated:
         return None
     return NoSyncBranches(node, k, model, steps_when_true)
 
 
-def split_branches(node: cst.If, steps_when_true: bool):
-    """(the `with` that is the whole accumulating branch, the syncing branch's statements) of
-    an `if`/`else` (original or rewritten), or None."""
-    bodies = (node.body, node.orelse.body) if isinstance(node.orelse, cst.Else) else None
-    if bodies is None or not all(isinstance(b, cst.IndentedBlock) for b in bodies):
+def split_branches(source: Source, index: ModuleIndex, node: ast.If, steps_when_true: bool):
+    """(the `with` that is the whole accumulating branch, the syncing branch's block) of an
+    `if`/`else`, or None."""
+    if not node.orelse or (
+        len(node.orelse) == 1
+        and isinstance(node.orelse[0], ast.If)
+        and source.text.startswith("elif", source.start(node.orelse[0]))
+    ):
+        return None
+    bodies = (index.block(node, "body"), index.block(node, "orelse"))
+    if not all(b is not None and b.kind == "body" for b in bodies):
         return None
     accumulating, syncing = (bodies[1], bodies[0]) if steps_when_true else bodies
-    inner = accumulating.body[0] if len(accumulating.body) == 1 else None
-    if not isinstance(inner, cst.With) or not isinstance(inner.body, cst.IndentedBlock):
+    inner = accumulating.statements[0] if len(accumulating.statements) == 1 else None
+    if not isinstance(inner, ast.With) or index.block(inner).kind != "body":
         return None
-    return inner, list(syncing.body)
+    return inner, syncing
 
 
-def no_sync_receiver(expr: cst.BaseExpression, called: bool = True):
+def no_sync_receiver(expr: ast.expr, called: bool = True):
     """`model` of `model.no_sync()` (or of `model.no_sync` when `called` is False)."""
     if called:
-        if not isinstance(expr, cst.Call) or expr.args:
+        if not isinstance(expr, ast.Call) or expr.args or expr.keywords:
             return None
         expr = expr.func
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "no_sync":
+    if isinstance(expr, ast.Attribute) and expr.attr == "no_sync":
         return expr.value
     return None
 
 
-def conditional_no_sync(expr: cst.BaseExpression, imports: ImportTable, called: bool = True):
+def conditional_no_sync(source: Source, expr: ast.expr, imports: ImportTable, called: bool = True):
     """(model, k) of `model.no_sync() if <accumulating> else nullcontext()` (either order;
     with `called` False, the uncalled `model.no_sync if ... else nullcontext`)."""
-    if not isinstance(expr, cst.IfExp):
+    if not isinstance(expr, ast.IfExp):
         return None
-    found = modulo_test(expr.test)
+    found = modulo_test(source, expr.test)
     if found is None:
         return None
     k, steps_when_true = found
@@ -138,7 +156,7 @@ def conditional_no_sync(expr: cst.BaseExpression, imports: ImportTable, called: 
         return None
     null = other
     if called:
-        if not isinstance(other, cst.Call) or other.args:
+        if not isinstance(other, ast.Call) or other.args or other.keywords:
             return None
         null = other.func
     if imports.qualify(null) != "contextlib.nullcontext":

@@ -6,18 +6,18 @@ it never re-derives roles and never mutates the tree.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import ClassVar
-
-import libcst as cst
 
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.imports import ImportEntry, import_entries
 from migrator.analysis.index import Block, Scope, Statement
 from migrator.analysis.patterns import expression_for, root_name
 from migrator.analysis.placement import PreparePlan
-from migrator.edits import CODEGEN, EMPTY_LINE, EditSet
+from migrator.edits import EditSet, NewStatement, Render
 from migrator.findings import Finding
+from migrator.source import Source
 
 IMPORT_SOURCES = {"runtime": "runtime", "accelerate": "accelerate"}
 
@@ -33,7 +33,7 @@ class AcceleratorNeed:
     scope: Scope
     block: Block
     index: int
-    soft: cst.CSTNode | None = None
+    soft: ast.AST | None = None
 
 
 @dataclass(eq=False)
@@ -47,7 +47,8 @@ class AcceleratorKwarg:
 
 @dataclass(eq=False)
 class RuleContext:
-    module: cst.Module
+    tree: ast.Module
+    source: Source
     facts: TrainingFacts
     plan: PreparePlan
     edits: EditSet
@@ -71,28 +72,24 @@ class RuleContext:
     def import_source(self) -> str:
         return IMPORT_SOURCES[self.target]
 
-    def accelerator_expr(self, attribute: str | None = None) -> cst.BaseExpression:
+    def accelerator_expr(self, attribute: str | None = None) -> str:
+        """The code for the accelerator, or one of its attributes."""
         name = expression_for(self.accelerator)
-        return cst.Attribute(value=name, attr=cst.Name(attribute)) if attribute else name
+        return f"{name}.{attribute}" if attribute else name
 
-    def unwrapped(self):
-        """A rewriter: `expr` -> `accelerator.unwrap_model(expr)`."""
+    def unwrapped(self) -> Render:
+        """A render function: `expr` -> `accelerator.unwrap_model(expr)`."""
         unwrap = self.accelerator_expr("unwrap_model")
+        return lambda text, _renderer: f"{unwrap}({text})"
 
-        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-            return cst.Call(func=unwrap, args=[cst.Arg(value=updated)])
-
-        return rewrite
-
-    def unwrap(self, node: cst.CSTNode) -> None:
+    def unwrap(self, node: ast.AST) -> None:
         """`node` -> `accelerator.unwrap_model(node)`, once however many rules ask."""
         if id(node) not in self.unwrapped_nodes:
             self.unwrapped_nodes.add(id(node))
             self.edits.replace(node, self.unwrapped())
 
-    def statement(self, code: str, blank_line_before: bool = False) -> cst.BaseStatement:
-        node = cst.parse_statement(code, config=self.module.config_for_parsing)
-        return node.with_changes(leading_lines=[EMPTY_LINE] if blank_line_before else [])
+    def statement(self, code: str, blank_line_before: bool = False) -> NewStatement:
+        return NewStatement(code, blank_line_before)
 
     def need_accelerator_at(self, statement: Statement, soft=None) -> None:
         self.needs.append(
@@ -103,12 +100,12 @@ class RuleContext:
         if all(kwarg.name != name for kwarg in self.kwargs):
             self.kwargs.append(AcceleratorKwarg(name, code, tuple(depends_on)))
 
-    def owner_expression(self, scope: Scope, expr: cst.BaseExpression):
+    def owner_expression(self, scope: Scope, expr: ast.expr):
         """(code, depends_on) for `expr` (a literal, a name or `name.attr`) as the owner of
         training would write it, following helper parameters to their arguments; None if the
         value only exists inside the helper."""
-        code = CODEGEN.code_for_node(expr).strip()
-        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+        code = self.source.text_of(expr).strip()
+        if _is_literal(expr):
             return code, ()
         root = root_name(expr)
         if root is None:
@@ -132,14 +129,11 @@ class RuleContext:
     def retire_imports(self, retired) -> None:
         """Ask for the module-level imports `retired(qualified)` accepts to be dropped once the
         edits leave nothing using them (`qualified` is `module` or `module.name`)."""
-        for statement in self.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                for entry in import_entries(small):
-                    module, name, _ = entry
-                    if retired(f"{module}.{name}" if name else module):
-                        self.unused_imports.append(entry)
+        for small in self.tree.body:
+            for entry in import_entries(small):
+                module, name, _ = entry
+                if retired(f"{module}.{name}" if name else module):
+                    self.unused_imports.append(entry)
 
     def retire_imports_of(self, rewritten: set[str]) -> None:
         """The imports that spelled the qualified names of calls a rule rewrote away
@@ -183,6 +177,9 @@ class RuleContext:
 
 
 class Rule:
+    """Declare `code`, `name`, `summary`, `triggers` (and `detector`) as class attributes
+    before any method: migrator/rule_table.py reads them from the source, without importing."""
+
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]
@@ -194,3 +191,11 @@ class Rule:
 
     def apply(self, context: RuleContext) -> None:  # pragma: no cover - interface
         raise NotImplementedError
+
+
+def _is_literal(expr: ast.expr) -> bool:
+    """A number or a string (LibCST-era Integer/Float/SimpleString: not a bool or None)."""
+    if not isinstance(expr, ast.Constant):
+        return False
+    value = expr.value
+    return isinstance(value, (int, float, str, bytes)) and not isinstance(value, bool)

@@ -1,89 +1,76 @@
 """Syntax helpers for MIG010: parent links, comparisons with rank 0, dropping arguments and
-parameters, names a scope still sees. No facts, no edits."""
+parameters. No facts, no edits."""
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
+
+from migrator.analysis.syntax import integer_text
+from migrator.arglists import Item, ItemList
 
 
-def main_process_check(node: cst.CSTNode, parents: dict):
+def main_process_check(node: ast.AST, parents: dict, source):
     """(comparison, negated) for `rank == 0`, `0 == rank`, `rank != 0`, `rank > 0`."""
-    parent = parents.get(id(node))
-    if isinstance(parent, cst.Comparison) and parent.left is node:
-        comparison, other, flipped = parent, None, False
-    elif isinstance(parent, cst.ComparisonTarget) and parent.comparator is node:
-        comparison, other, flipped = parents.get(id(parent)), None, True
+    comparison = parents.get(id(node))
+    if not isinstance(comparison, ast.Compare) or len(comparison.ops) != 1:
+        return None
+    if comparison.left is node:
+        flipped = False
+    elif comparison.comparators[0] is node:
+        flipped = True
     else:
         return None
-    if not isinstance(comparison, cst.Comparison) or len(comparison.comparisons) != 1:
+    other = comparison.left if flipped else comparison.comparators[0]
+    if integer_text(source, other) != "0":
         return None
-    target = comparison.comparisons[0]
-    other = comparison.left if flipped else target.comparator
-    if not isinstance(other, cst.Integer) or other.value != "0":
-        return None
-    operator = target.operator
-    if isinstance(operator, cst.Equal):
+    operator = comparison.ops[0]
+    if isinstance(operator, ast.Eq):
         return comparison, False
-    greater = cst.LessThan if flipped else cst.GreaterThan
-    if isinstance(operator, (cst.NotEqual, greater)):
+    greater = ast.Lt if flipped else ast.Gt
+    if isinstance(operator, (ast.NotEq, greater)):
         return comparison, True
     return None
 
 
-def without_args(call: cst.CSTNode, positions: set[int]) -> cst.CSTNode:
-    if not isinstance(call, cst.Call) or not positions:
-        return call
-    args = [a for i, a in enumerate(call.args) if i not in positions]
-    last = call.args[-1]
-    if args and args[-1] is not last:
-        args[-1] = args[-1].with_changes(
-            comma=last.comma, whitespace_after_arg=last.whitespace_after_arg
-        )
-    return call.with_changes(args=args)
+def without_params(items: ItemList, function, positions: set[int]) -> ItemList:
+    """A `def`'s parameters without the positional ones at `positions` (counted over the
+    positional-only and the ordinary parameters); a new last ordinary parameter takes the old
+    last's comma when nothing follows it."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    removed = {id(positional[i]) for i in positions if i < len(positional)}
+    if not removed:
+        return items
+    ordinary = arguments.args
+    kept = [item for item in items.items if id(item.node) not in removed]
+    last = ordinary[-1] if ordinary else None
+    after_last = [
+        item for item in items.items[_position(items, last) + 1 :] if last is not None
+    ]  # fmt: skip
+    kept_ordinary = [item for item in kept if any(item.node is a for a in ordinary)]
+    if last is not None and id(last) in removed and kept_ordinary and not after_last:
+        old_last = items.items[_position(items, last)]
+        index = kept.index(kept_ordinary[-1])
+        kept[index] = Item(kept[index].text, old_last.comma, kept[index].tail, kept[index].node)
+    return ItemList(items.head, items.lead, kept, items.close)
 
 
-def without_params(params: cst.CSTNode, positions: set[int]) -> cst.CSTNode:
-    if not isinstance(params, cst.Parameters):
-        return params
-    first = len(params.posonly_params)
-    posonly = [p for i, p in enumerate(params.posonly_params) if i not in positions]
-    kept = [p for i, p in enumerate(params.params, start=first) if i not in positions]
-    nothing_after = params.star_arg is cst.MaybeSentinel.DEFAULT and not params.kwonly_params \
-        and params.star_kwarg is None  # fmt: skip
-    if kept and params.params and kept[-1] is not params.params[-1] and nothing_after:
-        kept[-1] = kept[-1].with_changes(comma=params.params[-1].comma)
-    return params.with_changes(params=kept, posonly_params=posonly)
+def _position(items: ItemList, node) -> int:
+    for position, item in enumerate(items.items):
+        if item.node is node:
+            return position
+    return len(items.items)
 
 
-def name_ids(node: cst.CSTNode) -> set[int]:
-    found: set[int] = set()
-
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.add(id(name))
-
-    node.visit(_Names())
-    return found
+def name_ids(node: ast.AST) -> set[int]:
+    return {id(current) for current in ast.walk(node) if isinstance(current, ast.Name)}
 
 
-def parents_of(module: cst.Module) -> dict[int, cst.CSTNode]:
-    parents: dict[int, cst.CSTNode] = {}
-
-    class _Parents(cst.CSTVisitor):
-        def __init__(self) -> None:
-            super().__init__()
-            self.stack: list[cst.CSTNode] = []
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if self.stack:
-                parents[id(node)] = self.stack[-1]
-            self.stack.append(node)
-            return True
-
-        def on_leave(self, original_node: cst.CSTNode) -> None:
-            self.stack.pop()
-
-    module.visit(_Parents())
+def parents_of(tree: ast.AST) -> dict[int, ast.AST]:
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
     return parents
 
 

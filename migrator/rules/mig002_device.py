@@ -4,11 +4,13 @@ after the other rewrites); literal devices in training code (`"cuda"`, `torch.de
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.facts import class_methods, visible_scopes
-from migrator.analysis.index import Binding, Scope
+from migrator.analysis.index import Binding, Line, Scope
+from migrator.analysis.syntax import call_args
+from migrator.arglists import call_items
 from migrator.rules.base import Rule, RuleContext
 
 
@@ -35,12 +37,12 @@ class Device(Rule):
                    for b in bindings):  # fmt: skip
                 continue  # already migrated: never ours to remove
             used = self._still_used(context, scope, bindings[0].name)
-            branches = _device_only_if(bindings, context.edits.removals)
+            branches = _device_only_if(context.facts.index, bindings, context.edits.removals)
             if branches is not None:
                 # `if accel: device = ... else: device = ...` collapses to one line, or goes.
                 self._collapse(context, branches, bindings[0].name, used)
                 continue
-            removable = all(not b.unpacked and isinstance(b.small, cst.Assign) for b in bindings)
+            removable = all(not b.unpacked and isinstance(b.small, ast.Assign) for b in bindings)
             if removable and not used:
                 for binding in bindings:
                     context.edits.remove(binding.small)
@@ -49,20 +51,17 @@ class Device(Rule):
                 node = self._value(binding)
                 if node is None or patterns.is_accelerator_device(node, facts.accelerator_names):
                     continue
-                replacement = context.accelerator_expr("device")
-                context.edits.replace_with(node, replacement)
+                context.edits.replace_with(node, context.accelerator_expr("device"))
                 context.need_accelerator_at(binding.statement)
 
     def _collapse(self, context: RuleContext, statement, name: str, used: bool) -> None:
         if not used:
             context.edits.remove(statement.node)
             return
-        line = context.statement(f"{name} = {context.accelerator}.device\n")
-
-        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-            return line.with_changes(leading_lines=updated.leading_lines)
-
-        context.edits.replace(statement.node, rewrite, drops=[statement.node])
+        line = f"{name} = {context.accelerator}.device"
+        context.edits.replace(
+            statement.node, lambda _text, r: line + r.newline, drops=[statement.node]
+        )
         context.need_accelerator_at(statement)
 
     @staticmethod
@@ -90,65 +89,85 @@ class Device(Rule):
                     continue
                 kind = patterns.placement_call(call, devices, imports)
                 if kind == "cuda":
-                    self._retarget(context, site, call, self._cuda_to_accelerator(context))
+                    self._retarget(context, site, call, self._cuda_to_accelerator(context, call),
+                                   whole=False)  # fmt: skip
                     continue
-                for arg in call.args:
-                    keyword = arg.keyword.value if arg.keyword is not None else None
+                args = call_args(call)
+                for position, arg in enumerate(args):
+                    keyword = arg.keyword
                     literal = patterns.is_device_constructor(arg.value, imports)
-                    positional_to = kind == "to" and keyword is None and arg is call.args[0]
+                    positional_to = kind == "to" and keyword is None and position == 0
                     if literal and (keyword == "device" or positional_to):
                         if patterns.has_explicit_index(arg.value):
                             continue  # `cuda:1` pins a GPU: a finding, not a retarget
-                        replacement = context.accelerator_expr("device")
-                        self._retarget(context, site, arg.value, lambda _u, r=replacement: r)
+                        code = context.accelerator_expr("device")
+                        self._retarget(context, site, arg.value,
+                                       lambda _t, _r, c=code: c, whole=True)  # fmt: skip
 
-    def _cuda_to_accelerator(self, context: RuleContext):
+    def _cuda_to_accelerator(self, context: RuleContext, call: ast.Call):
+        """`x.cuda(...)` -> `x.to(accelerator.device)`, whitespace inside the brackets kept."""
         device = context.accelerator_expr("device")
 
-        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-            if not isinstance(updated, cst.Call) or not isinstance(updated.func, cst.Attribute):
-                return updated
-            func = updated.func.with_changes(attr=cst.Name("to"))
-            return updated.with_changes(func=func, args=[cst.Arg(value=device)])
+        def rewrite(_text: str, renderer) -> str:
+            source = renderer.source
+            func = call.func
+            receiver_end = source.own_span(func.value)[1]
+            name_start = source.end(func) - len(func.attr)
+            func_text = (renderer.text_of(func.value) + source.text[receiver_end:name_start]
+                         + "to")  # fmt: skip
+            items = call_items(renderer, call, func_text=func_text)
+            return items.head + items.lead + device + ")"
 
         return rewrite
 
     @staticmethod
-    def _retarget(context: RuleContext, site, node: cst.CSTNode, rewriter) -> None:
+    def _retarget(context: RuleContext, site, node, render, whole: bool) -> None:
         if context.edits.has_replacement(node):
             return
-        context.edits.replace(node, rewriter, drops=[node])
+        if whole:
+            context.edits.replace(node, render, drops=[node])
+        else:
+            context.edits.rewrite(node, render, drops=[node])
         context.need_accelerator_at(site.statement)
 
 
-def _device_only_if(bindings: list[Binding], removed: frozenset = frozenset()):
+def _device_only_if(index, bindings: list[Binding], removed=frozenset()):
     """The `if` statement whose every branch is just one of these device assignments (once the
     statements other rules remove, such as MIG010's `torch.cuda.set_device`, are gone), or None."""
     parents = {id(b.statement.block.parent) for b in bindings}
     parent = bindings[0].statement.block.parent
-    if len(parents) != 1 or parent is None or not isinstance(parent.node, cst.If):
+    if len(parents) != 1 or parent is None or not isinstance(parent.node, ast.If):
         return None
     smalls = {id(b.small) for b in bindings}
     node = parent.node
     while node is not None:
-        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
-        body = _live(body, removed)
-        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+        if not _only_one_of(_live(_statements(index, node, "body"), removed), smalls):
             return None
-        if len(body[0].body) != 1 or id(body[0].body[0]) not in smalls:
-            return None
-        orelse = node.orelse
-        if orelse is None:
+        if not node.orelse:
             return None  # without an else the old value may survive: not ours to fold
-        node = orelse if isinstance(orelse, cst.If) else None
-        if isinstance(orelse, cst.Else):
-            tail = orelse.body.body if isinstance(orelse.body, cst.IndentedBlock) else []
-            tail = _live(tail, removed)
-            if len(tail) != 1 or not isinstance(tail[0], cst.SimpleStatementLine):
-                return None
-            if len(tail[0].body) != 1 or id(tail[0].body[0]) not in smalls:
-                return None
+        first = node.orelse[0]
+        if len(node.orelse) == 1 and isinstance(first, ast.If) and index.block(first) is not None \
+                and index.block(first).parent is parent:  # fmt: skip
+            node = first  # an elif
+            continue
+        if not _only_one_of(_live(_statements(index, node, "orelse"), removed), smalls):
+            return None
+        node = None
     return parent
+
+
+def _statements(index, node, field: str) -> list:
+    block = index.block(node, field)
+    return block.statements if block is not None and block.kind != "suite" else []
+
+
+def _only_one_of(statements: list, smalls: set[int]) -> bool:
+    return (
+        len(statements) == 1
+        and isinstance(statements[0], Line)
+        and len(statements[0].body) == 1
+        and id(statements[0].body[0]) in smalls
+    )
 
 
 def _live(statements, removed) -> list:
@@ -156,7 +175,5 @@ def _live(statements, removed) -> list:
         s
         for s in statements
         if id(s) not in removed
-        and not (
-            isinstance(s, cst.SimpleStatementLine) and all(id(small) in removed for small in s.body)
-        )
+        and not (isinstance(s, Line) and all(id(small) in removed for small in s.body))
     ]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis.patterns import name_of
 from migrator.rules.base import Rule, RuleContext
@@ -37,17 +37,17 @@ class ModelPlacement(Rule):
             return True
         # `model = Net(...).to(device)`: the placement is the whole right-hand side.
         small = site.small
-        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        if not isinstance(small, ast.Assign) or len(small.targets) != 1:
             return False
-        target = name_of(small.targets[0].target)
+        target = name_of(small.targets[0])
         if target is None:
             return False
         value = small.value
         while (
-            isinstance(value, cst.Call)
+            isinstance(value, ast.Call)
             and value is not site.node
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in ("to", "cuda", "train", "eval", "half", "float")
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("to", "cuda", "train", "eval", "half", "float")
         ):
             value = value.func.value
         if value is not site.node:

@@ -5,7 +5,7 @@ Tensors that do not come from a prepared loader keep their placement."""
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.dataflow import data_root
@@ -13,7 +13,7 @@ from migrator.analysis.facts import DataRegion
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement
 
-COMPREHENSIONS = (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SetComp)
+COMPREHENSIONS = (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)
 
 
 class BatchPlacement(Rule):
@@ -50,51 +50,39 @@ class BatchPlacement(Rule):
         """ids of placement calls on the variables of comprehensions over loader data."""
         found: set[int] = set()
         names = region.names
-
-        class _Visitor(cst.CSTVisitor):
-            def visit_DictComp(self, node):
-                self._comprehension(node)
-
-            visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp
-
-            def _comprehension(self, node):
-                if data_root(node.for_in.iter, names) is None:
-                    return
-                targets = {n for n in _names(node.for_in.target)}
-                for part in (getattr(node, "elt", None), getattr(node, "key", None),
-                             getattr(node, "value", None)):  # fmt: skip
-                    if part is not None:
-                        part.visit(_CallCollector(targets, found))
-
         seen: set[int] = set()
         for site in region.scope.calls:
             small = site.small
             if small is None or id(small) in seen or not region.contains(site):
                 continue
             seen.add(id(small))
-            small.visit(_Visitor())
+            for node in ast.walk(small):
+                if not isinstance(node, COMPREHENSIONS):
+                    continue
+                generator = node.generators[0]
+                if data_root(generator.iter, names) is None:
+                    continue
+                targets = set(_names(generator.target))
+                parts = (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)
+                for part in parts:
+                    for call in ast.walk(part):
+                        if (
+                            isinstance(call, ast.Call)
+                            and isinstance(call.func, ast.Attribute)
+                            and call.func.attr in ("to", "cuda")
+                            and data_root(call.func.value, targets) is not None
+                        ):
+                            found.add(id(call))
         return found
 
 
-class _CallCollector(cst.CSTVisitor):
-    def __init__(self, targets: set[str], found: set[int]) -> None:
-        super().__init__()
-        self.targets, self.found = targets, found
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if (
-            isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in ("to", "cuda")
-            and data_root(node.func.value, self.targets) is not None
-        ):
-            self.found.add(id(node))
-
-
-def _names(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for element in target.elements for n in _names(element.value)]
+def _names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for element in target.elts for n in _names(element)]
+    if isinstance(target, ast.Starred):
+        return _names(target.value)
     return []
 
 

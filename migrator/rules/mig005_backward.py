@@ -3,8 +3,9 @@ code (the loops over prepared loaders and the helpers they call)."""
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
+from migrator.arglists import Item, call_items
 from migrator.rules.base import Rule, RuleContext
 
 
@@ -16,21 +17,18 @@ class Backward(Rule):
 
     def apply(self, context: RuleContext) -> None:
         for site in context.facts.backward_calls:
-            context.edits.replace(site.node, self._rewriter(context))
+            context.edits.rewrite(site.node, self._renderer(context, site.node))
             context.need_accelerator_at(site.statement)
 
     @staticmethod
-    def _rewriter(context: RuleContext):
+    def _renderer(context: RuleContext, call: ast.Call):
         method = context.accelerator_expr("backward")
 
-        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-            if not isinstance(updated, cst.Call) or not isinstance(updated.func, cst.Attribute):
-                return updated
-            receiver = updated.func.value
-            if not isinstance(receiver, (cst.Tuple, cst.GeneratorExp)):
-                receiver = receiver.with_changes(lpar=[], rpar=[])
-            first = cst.Arg(value=receiver)
-            rest = list(updated.args)
-            return updated.with_changes(func=method, args=[first, *rest])
+        def render(_text: str, renderer) -> str:
+            receiver = call.func.value
+            keep_parens = isinstance(receiver, (ast.Tuple, ast.GeneratorExp))
+            items = call_items(renderer, call, func_text=method)
+            items.items = [Item(renderer.text_of(receiver, parens=keep_parens), None), *items.items]
+            return items.render()
 
-        return rewrite
+        return render

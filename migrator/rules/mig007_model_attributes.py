@@ -11,8 +11,6 @@ unwrapped model, and a state copied from the wrapper would not load into a plain
 
 from __future__ import annotations
 
-import libcst as cst
-
 from migrator.rules.base import Rule, RuleContext
 
 # What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
@@ -44,9 +42,8 @@ class ModelAttributes(Rule):
                         continue
                     if use.attr == "no_sync" and use.call is not None and not use.call.args:
                         # Only DDP has no_sync(); accelerator.no_sync works on 1 process too.
-                        no_sync = cst.Call(func=context.accelerator_expr("no_sync"),
-                                           args=[cst.Arg(value=use.node)])  # fmt: skip
-                        context.edits.replace(use.call, lambda _u, n=no_sync: n)
+                        no_sync = f"{context.accelerator_expr('no_sync')}({context.source.text_of(use.node)})"
+                        context.edits.replace(use.call, lambda _t, _r, n=no_sync: n)
                         context.need_accelerator_at(use.statement)
                         continue
                     context.unwrap(use.node)

@@ -14,7 +14,7 @@ comment saying how to launch. Runs after MIG003/MIG004 so that `.to(rank)` they 
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis.distributed import is_pure
 from migrator.analysis.distributed_facts import (
@@ -26,8 +26,10 @@ from migrator.analysis.distributed_facts import (
     Spawn,
 )  # fmt: skip
 from migrator.analysis.facts import visible_scopes
-from migrator.analysis.index import Scope, Statement
+from migrator.analysis.index import Line, Scope, Statement
 from migrator.analysis.patterns import is_device_constructor
+from migrator.analysis.syntax import call_args, integer_text, name_value
+from migrator.arglists import call_items, parameter_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.ddp_syntax import (
@@ -35,7 +37,6 @@ from migrator.rules.ddp_syntax import (
     main_process_check,
     name_ids,
     parents_of,
-    without_args,
     without_params,
 )
 from migrator.rules.placement_calls import strip_placement
@@ -43,7 +44,6 @@ from migrator.rules.placement_calls import strip_placement
 # Imports MIG010 may leave unused (DataParallel, also in torch.nn.parallel, is not ours).
 DISTRIBUTED_MODULES = ("torch.distributed", "torch.multiprocessing", "torch.utils.data.distributed")
 DISTRIBUTED_NAMES = {"DistributedDataParallel", "DistributedSampler"}
-_CODE = cst.Module(body=[])
 
 
 class NativeDDP(Rule):
@@ -75,7 +75,8 @@ class _Migration:
         self.dist: DistributedFacts = context.facts.distributed
         self.edits = context.edits
         self.index = context.facts.index
-        self.parents = parents_of(context.module)
+        self.parents = parents_of(context.tree)
+        self.source = context.source
         self.dropped_before = set(self.edits.dropped_names)
         # Names inside device values MIG002 rewrites whole (`torch.device("cuda", local_rank)`).
         self.device_values: set[int] = set()
@@ -105,14 +106,21 @@ class _Migration:
         self._unused_imports()
 
     # -- statements that go ------------------------------------------------------------------
-    def _remove(self, small: cst.CSTNode | None, statement: Statement) -> None:
+    def _remove(self, small: ast.AST | None, statement: Statement) -> None:
         self.edits.remove(small)
         # `if torch.cuda.is_available(): torch.cuda.set_device(rank)` goes with its body; an
         # `if`/`else` whose branches both empty (`model = DDP(model, ids)` / `DDP(model)`) too.
         for enclosing in reversed(statement.chain()[:-1]):
-            if not isinstance(enclosing.node, cst.If) or isinstance(enclosing.node.orelse, cst.If):
+            node = enclosing.node
+            if not isinstance(node, ast.If) or self._has_elif(node):
                 break
-            self.edits.drop_if_emptied.add(id(enclosing.node))
+            self.edits.drop_if_emptied.add(id(node))
+
+    def _has_elif(self, node: ast.If) -> bool:
+        first = node.orelse[0] if len(node.orelse) == 1 else None
+        return isinstance(first, ast.If) and self.source.text.startswith(
+            "elif", self.source.start(first)
+        )
 
     # -- the DDP wrapper ---------------------------------------------------------------------
     def _unwrap_models(self) -> None:
@@ -133,7 +141,7 @@ class _Migration:
             if wrap.target != wrap.inner_name:
                 for scope in visible_scopes(site.scope, wrap.target):
                     for use in scope.uses.get(wrap.target, []):
-                        self.edits.replace(use.node, lambda _u, n=wrap.inner_name: cst.Name(n))
+                        self.edits.replace(use.node, lambda _t, _r, n=wrap.inner_name: n)
         for scope in self.index.scopes:  # `ddp_model.module` -> accelerator.unwrap_model(model)
             for name, uses in scope.uses.items():
                 origin = self.facts.origin(scope, name)
@@ -144,123 +152,112 @@ class _Migration:
                     if (
                         use.kind == "attr"
                         and use.attr == "module"
-                        and isinstance(attribute, cst.Attribute)
-                        and not isinstance(
-                            self.parents.get(id(attribute)), (cst.AssignTarget, cst.Del)
-                        )
+                        and isinstance(attribute, ast.Attribute)
+                        and not self._assigned_or_deleted(attribute)
                     ):
-                        self.edits.replace(attribute, self._unwrap_model)
+                        self.edits.replace(attribute, self._unwrap_model(attribute))
                         self.context.need_accelerator_at(use.statement)
+
+    def _assigned_or_deleted(self, node: ast.AST) -> bool:
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Assign):
+            return any(target is node for target in parent.targets)
+        return isinstance(parent, ast.Delete)
 
     def _unwrap_expression(self, wrap) -> None:
         site = wrap.site
-        position = next(i for i, a in enumerate(site.node.args) if a.value is wrap.inner)
-        if isinstance(wrap.inner, cst.Call):
+        if isinstance(wrap.inner, ast.Call):
             devices = self.facts.device_names(site.scope)
             strip_placement(wrap.inner, devices, self.index.imports, self.edits)
-        drops = [site.node.func, *(a.value for a in site.node.args if a.value is not wrap.inner)]
+        args = call_args(site.node)
+        drops = [site.node.func, *(a.node for a in args if a.value is not wrap.inner)]
+        inner = wrap.inner
+        self.edits.replace(site.node, lambda _t, r: r.text_of(inner, parens=False), drops=drops)
 
-        def inner(updated: cst.CSTNode) -> cst.CSTNode:
-            if not isinstance(updated, cst.Call):
-                return updated
-            return updated.args[position].value.with_changes(lpar=[], rpar=[])
-
-        self.edits.replace(site.node, inner, drops=drops)
-
-    def _unwrap_model(self, updated: cst.CSTNode) -> cst.CSTNode:
-        if not isinstance(updated, cst.Attribute):
-            return updated
+    def _unwrap_model(self, attribute: ast.Attribute):
         unwrap = self.context.accelerator_expr("unwrap_model")
-        return cst.Call(func=unwrap, args=[cst.Arg(value=updated.value)])
+        return lambda _text, r: f"{unwrap}({r.text_of(attribute.value)})"
 
     # -- the sampler -------------------------------------------------------------------------
     def _drop_sampler(self, sampler: Sampler) -> None:
         if sampler.binding is not None:
             self._remove(sampler.binding.small, sampler.binding.statement)
-        shuffle = _CODE.code_for_node(sampler.shuffle) if sampler.shuffle is not None else "True"
+        source = self.source
+        shuffle = source.text_of(sampler.shuffle) if sampler.shuffle is not None else "True"
         for loader, arg in sampler.loader_args:
-            existing = next(
-                (a for a in loader.args if a.keyword is not None and a.keyword.value == "shuffle"),
-                None,
-            )
-            value = cst.parse_expression(shuffle)
-            if existing is None:
-                self.edits.replace(arg, lambda u, v=value: u.with_changes(
-                    keyword=cst.Name("shuffle"), value=v), drops=[arg.value])  # fmt: skip
+            args = call_args(loader)
+            existing = next((a for a in args if a.keyword == "shuffle"), None)
+            if existing is None:  # `sampler=...` becomes `shuffle=...`
+                keyword = arg.node
+                equal = source.text[source.start(keyword) + len(arg.keyword) :
+                                    source.own_span(arg.value)[0]]  # fmt: skip
+                self.edits.replace(keyword, lambda _t, _r, e=equal: f"shuffle{e}{shuffle}",
+                                   drops=[arg.value])  # fmt: skip
                 continue
-            self.edits.replace(existing.value, lambda _u, v=value: v, drops=[existing.value])
-            position = list(loader.args).index(arg)
-            self.edits.replace(loader, lambda u, p=position: without_args(u, {p}),
-                               drops=[arg.value])  # fmt: skip
+            self.edits.replace_with(existing.value, shuffle)
+            position = next(i for i, a in enumerate(args) if a.node is arg.node)
+            self.edits.rewrite(loader, lambda _t, r, c=loader, p=position: call_items(
+                r, c).without({p}).render(), drops=[arg.value])  # fmt: skip
 
     # -- mp.spawn ----------------------------------------------------------------------------
     def _drop_params(self, target: Scope, names: list[str]) -> None:
         params = [p for p in target.params if not p.startswith("*")]
         removed = {params.index(p) for p in names}
-        self.edits.replace(target.node.params, lambda u: without_params(u, removed))
+        function = target.node
+        self.edits.replace(self.edits.params_of(function), lambda _t, r: without_params(
+            parameter_items(r, function), function, removed).render())  # fmt: skip
         for other in self.index.calls():  # direct calls elsewhere (`train(0, 1)` for one process)
-            if isinstance(other.node.func, cst.Name) and other.node.func.value == target.name:
+            if name_value(other.node.func) == target.name:
+                args = call_args(other.node)
                 positions = {
-                    i for i, a in enumerate(other.node.args) if a.keyword is None and i in removed
-                } | {
-                    i
-                    for i, a in enumerate(other.node.args)
-                    if a.keyword is not None and a.keyword.value in names
-                }
-                self.edits.replace(
+                    i for i, a in enumerate(args) if a.keyword is None and i in removed
+                } | {i for i, a in enumerate(args) if a.keyword is not None and a.keyword in names}
+                self.edits.rewrite(
                     other.node,
-                    lambda u, p=positions: without_args(u, p),
-                    drops=[other.node.args[i].value for i in positions],
+                    lambda _t, r, c=other.node, p=positions: call_items(r, c).without(p).render(),
+                    drops=[args[i].node for i in positions],
                 )
 
     def _direct_call(self, spawn: Spawn) -> None:
         target, site = spawn.target, spawn.site
         kept = {id(v) for v in spawn.arguments}
-        tuple_position, kept_positions, drops = None, [], [site.node.func]
-        for position, arg in enumerate(site.node.args):
-            keyword = arg.keyword.value if arg.keyword is not None else None
+        values, drops = [], [site.node.func]
+        for position, arg in enumerate(call_args(site.node)):
+            keyword = arg.keyword
             if keyword == "fn" or (keyword is None and position == 0):
                 continue
             if keyword == "args" or (keyword is None and position == 1):
-                tuple_position = position
-                for i, element in enumerate(arg.value.elements):
-                    if id(element.value) in kept:
-                        kept_positions.append(i)
+                for element in arg.value.elts:
+                    value = element.value if isinstance(element, ast.Starred) else element
+                    if id(value) in kept:
+                        values.append(value)
                     else:
-                        drops.append(element.value)
+                        drops.append(value)
             else:
-                drops.append(arg.value)
+                drops.append(arg.node)
 
-        def direct(updated: cst.CSTNode) -> cst.CSTNode:
-            values = []
-            if tuple_position is not None:
-                elements = updated.args[tuple_position].value.elements
-                values = [elements[i].value for i in kept_positions]
-            args = [cst.Arg(value=v, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                    for v in values]  # fmt: skip
-            if args:
-                args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            return cst.Call(func=cst.Name(target.name), args=args)
+        def direct(_text: str, renderer) -> str:
+            return f"{target.name}({', '.join(renderer.text_of(v) for v in values)})"
 
         self.edits.replace(site.node, direct, drops=drops)
         line = site.statement.node
-        if isinstance(line, cst.SimpleStatementLine) and line.trailing_whitespace.comment is None:
-            comment = f"# launch with: migrate launch --nproc {self._nprocs(spawn)} <script>"
-            self.edits.replace(
-                line,
-                lambda u: u.with_changes(
-                    trailing_whitespace=u.trailing_whitespace.with_changes(
-                        whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(comment)
-                    )
-                ),
-            )
+        if isinstance(line, Line):
+            trailer = self._trailer(line)
+            if "#" not in trailer:
+                comment = f"  # launch with: migrate launch --nproc {self._nprocs(spawn)} <script>"
+                self.edits.replace(line, lambda text, _r: _commented(text, trailer, comment))
+
+    def _trailer(self, line: Line) -> str:
+        """What follows a line's last simple statement: `;`, spaces, comment, newline."""
+        source = self.source
+        return source.text[source.end(line.body[-1]) : source.line_end(line.end_lineno)]
 
     def _nprocs(self, spawn: Spawn) -> str:
         value = spawn.nprocs
-        if isinstance(value, cst.Name):
-            bindings = spawn.site.scope.assigns(value.value)
+        if name_value(value) is not None:
+            bindings = spawn.site.scope.assigns(name_value(value))
             value = bindings[0].value if len(bindings) == 1 else None
-        return value.value if isinstance(value, cst.Integer) else "N"
+        return integer_text(self.source, value) or "N"
 
     # -- ranks -------------------------------------------------------------------------------
     def _ranks(self) -> None:
@@ -280,70 +277,71 @@ class _Migration:
             self._rank_use(site.node, site.statement, kind, by_value=True)
         for use in dist.rank_attributes:  # `args.local_rank`
             attribute = self.parents.get(id(use.node))
-            target = self.parents.get(id(attribute))
-            if not isinstance(target, cst.AssignTarget):
+            assign = self.parents.get(id(attribute))
+            if not (isinstance(assign, ast.Assign) and any(t is attribute for t in assign.targets)):
                 self._rank_use(attribute, use.statement, LOCAL_PROCESS_INDEX, by_value=True)
                 continue
-            assign = self.parents.get(id(target))  # `args.local_rank = int(os.environ[...])`
-            if (
-                isinstance(assign, cst.Assign)
-                and len(assign.targets) == 1
-                and is_pure(assign.value, self.index.imports)
-            ):
-                self._remove(assign, use.statement)
+            if len(assign.targets) == 1 and is_pure(assign.value, self.index.imports):
+                self._remove(assign, use.statement)  # `args.local_rank = int(os.environ[...])`
         for rank_name in dist.rank_names:
             binding = rank_name.binding
             if binding is not None and self._still_used(rank_name.scope, rank_name.name):
-                value = self.context.accelerator_expr(rank_name.kind)
-                self.edits.replace(binding.value, lambda _u, v=value: v, drops=[binding.value])
+                self.edits.replace_with(
+                    binding.value, self.context.accelerator_expr(rank_name.kind)
+                )
                 self.context.need_accelerator_at(binding.statement)
 
-    def _rank_use(self, node: cst.CSTNode, statement: Statement, kind: str, by_value: bool):
+    def _rank_use(self, node: ast.AST, statement: Statement, kind: str, by_value: bool):
         if id(node) in self.edits.dropped_names or id(node) in self.device_values:
             return
         if self.edits.has_replacement(node):
             return
-        check = main_process_check(node, self.parents) if kind in MAIN_PROCESS else None
+        check = main_process_check(node, self.parents, self.source) if (
+            kind in MAIN_PROCESS) else None  # fmt: skip
         device = self._device_context(node) if kind in RANK_KINDS else None
         if check is not None:
             comparison, negated = check
-            flag: cst.BaseExpression = self.context.accelerator_expr(MAIN_PROCESS[kind])
+            flag = self.context.accelerator_expr(MAIN_PROCESS[kind])
             if negated:
-                flag = cst.UnaryOperation(operator=cst.Not(), expression=flag)
-            self.edits.replace(comparison, lambda u, f=flag: f.with_changes(
-                lpar=u.lpar, rpar=u.rpar), drops=[comparison])  # fmt: skip
+                flag = f"not {flag}"
+            self.edits.rewrite(comparison, lambda _t, _r, f=flag: f, drops=[comparison])
         elif device is not None:
-            value = self.context.accelerator_expr("device")
-            self.edits.replace(device, lambda _u, v=value: v, drops=[device])
+            self.edits.replace_with(device, self.context.accelerator_expr("device"))
         elif by_value:
-            value = self.context.accelerator_expr(kind)
-            self.edits.replace(node, lambda _u, v=value: v, drops=[node])
+            self.edits.replace_with(node, self.context.accelerator_expr(kind))
         else:
             return
         self.context.need_accelerator_at(statement)
 
-    def _device_context(self, node: cst.CSTNode) -> cst.CSTNode | None:
+    def _device_context(self, node: ast.AST) -> ast.AST | None:
         """The expression to replace by `accelerator.device` when a rank names a device."""
         parent = self.parents.get(id(node))
-        if isinstance(parent, cst.FormattedStringExpression):
+        if isinstance(parent, ast.FormattedValue):
             text = self.parents.get(id(parent))
-            if isinstance(text, cst.FormattedString) and is_device_constructor(text, NoImports()):
+            if isinstance(text, ast.JoinedStr) and is_device_constructor(text, NoImports()):
                 return text
             return None
-        if not isinstance(parent, cst.Arg):
+        if isinstance(parent, ast.keyword):
+            keyword, argument = parent.arg, parent
+            call = self.parents.get(id(parent))
+        elif isinstance(parent, ast.Starred):
+            keyword, argument = None, parent
+            call = self.parents.get(id(parent))
+        else:
+            keyword, argument, call = None, node, parent
+        if not isinstance(call, ast.Call) or (
+            argument is node and not any(a is node for a in call.args)
+        ):
             return None
-        call = self.parents.get(id(parent))
-        if not isinstance(call, cst.Call):
-            return None
-        keyword = parent.keyword.value if parent.keyword is not None else None
         if self.index.imports.qualify(call.func) == "torch.device":
             return call
         if keyword in ("device", "map_location"):
             return node
+        args = call_args(call)
         if (
-            isinstance(call.func, cst.Attribute)
-            and call.func.attr.value in ("to", "cuda")
-            and (keyword is None and call.args and call.args[0] is parent)
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("to", "cuda")
+            and (keyword is None and args and args[0].node is argument)
         ):
             return node
         return None
@@ -352,19 +350,17 @@ class _Migration:
     def _collectives(self) -> None:
         for site in self.dist.barriers:
             call = self.context.accelerator_expr("wait_for_everyone")
-            self.edits.replace(site.node, lambda _u, c=call: cst.Call(func=c), drops=[site.node])
+            self.edits.replace_with(site.node, f"{call}()")
             self.context.need_accelerator_at(site.statement)
         for reduction in self.dist.reductions:
             site = reduction.site
             code = (f"{reduction.tensor} = {self.context.accelerator}.reduce({reduction.tensor}, "
                     f'reduction="{reduction.reduction}")')  # fmt: skip
-            assign = cst.parse_statement(code + "\n").body[0]
-            self.edits.replace(site.small, lambda u, a=assign: a.with_changes(
-                semicolon=u.semicolon), drops=[site.node.func, *(a.value for a in
-                                                                 site.node.args[1:])])  # fmt: skip
+            drops = [site.node.func, *(a.node for a in call_args(site.node)[1:])]
+            self.edits.replace(site.small, lambda _t, _r, c=code: c, drops=drops)
             self.context.need_accelerator_at(site.statement)
         for site in self.dist.collectives:
-            name = _CODE.code_for_node(site.node.func)
+            name = self.source.text_of(site.node.func)
             self._finding(
                 site.node,
                 f"`{name}(...)` left as it is: the Accelerator's process "
@@ -393,7 +389,7 @@ class _Migration:
                         len(bindings) != 1
                         or binding.kind != "assign"
                         or binding.unpacked
-                        or not (isinstance(small, cst.Assign) and len(small.targets) == 1)
+                        or not (isinstance(small, ast.Assign) and len(small.targets) == 1)
                         or id(small) in self.edits.removals
                         or id(small) in device_smalls
                     ):
@@ -421,5 +417,19 @@ class _Migration:
             )
         )
 
-    def _finding(self, node: cst.CSTNode, message: str) -> None:
+    def _finding(self, node: ast.AST, message: str) -> None:
         self.context.findings.append(Finding(code="MIG909", message=message, node=node))
+
+
+def _commented(text: str, trailer: str, comment: str) -> str:
+    """The line `text` (ending with `trailer`) with `comment` where its trailing spaces were
+    (a trailing `;` keeps the spaces after it, as it always has)."""
+    body = text[: len(text) - len(trailer)]
+    stripped = trailer.lstrip(" \t\f")
+    semicolon = ""
+    if stripped.startswith(";"):
+        rest = stripped[1:]
+        after = rest.lstrip(" \t\f")
+        semicolon = trailer[: len(trailer) - len(stripped)] + ";" + rest[: len(rest) - len(after)]
+        stripped = after
+    return body + semicolon + comment + stripped

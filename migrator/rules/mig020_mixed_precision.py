@@ -11,12 +11,12 @@ A dynamic `enabled=` becomes part of the same condition.
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.facts import class_methods
-from migrator.analysis.index import Scope
-from migrator.edits import CODEGEN
+from migrator.analysis.index import Line, Scope
+from migrator.analysis.syntax import call_args, name_value
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
@@ -60,8 +60,7 @@ class MixedPrecision(Rule):
                 precisions.add(precision)
                 cuda_only = cuda_only or on_cuda
                 self.rewritten.add(imports.qualify(site.node.func) or "")
-                replacement = cst.Call(func=context.accelerator_expr("autocast"))
-                context.edits.replace_with(site.node, replacement)
+                context.edits.replace_with(site.node, f"{context.accelerator_expr('autocast')}()")
                 context.need_accelerator_at(site.statement)
         scaled = self._scalers(context, scopes, conditions, depends)
         if scaled is None:
@@ -84,16 +83,16 @@ class MixedPrecision(Rule):
         context.add_kwarg("mixed_precision", value, depends)
 
     # -- enabled= ----------------------------------------------------------------------------
-    def _enabled(self, context, scope: Scope, call: cst.Call, conditions, depends) -> bool:
+    def _enabled(self, context, scope: Scope, call: ast.Call, conditions, depends) -> bool:
         """Record a dynamic `enabled=`; False when it is literally False (AMP off)."""
         argument = patterns.keyword(call, "enabled")
         if argument is None:
             return True
         value = argument.value
-        if isinstance(value, cst.Name) and value.value in ("True", "False"):
-            return value.value == "True"
+        if name_value(value) in ("True", "False"):
+            return name_value(value) == "True"
         if patterns.is_cuda_available_call(value, context.facts.index.imports):
-            conditions.append(CODEGEN.code_for_node(value))
+            conditions.append(context.source.text_of(value))
             return True
         portable = context.owner_expression(scope, value)
         if portable is None:
@@ -114,7 +113,7 @@ class MixedPrecision(Rule):
         found = False
         for scope in {id(s): s for s in [*scopes, facts.index.module_scope]}.values():
             for name, bindings in scope.bindings.items():
-                calls = [b for b in bindings if b.kind == "assign" and isinstance(b.value, cst.Call)
+                calls = [b for b in bindings if b.kind == "assign" and isinstance(b.value, ast.Call)
                          and patterns.is_grad_scaler_call(b.value, imports)]  # fmt: skip
                 if not calls:
                     continue
@@ -153,10 +152,11 @@ class MixedPrecision(Rule):
                 return False
         for use in uses:
             call = use.call
-            if use.attr == "scale" and len(call.args) == 1:
-                context.edits.replace(call, _first_argument)
-            elif use.attr == "step" and len(call.args) >= 1:
-                context.edits.replace(call, _step_of_first_argument, drops=[call.func])
+            args = call_args(call)
+            if use.attr == "scale" and len(args) == 1:
+                context.edits.replace(call, _first_argument(args[0].value))
+            elif use.attr == "step" and len(args) >= 1:
+                context.edits.replace(call, _step_of(args[0].value), drops=[call.func])
             elif use.attr in ("update", "unscale_"):
                 small = _expression_statement(context, use)
                 if small is None:
@@ -172,23 +172,18 @@ class MixedPrecision(Rule):
         return True
 
 
-def _first_argument(updated: cst.CSTNode) -> cst.CSTNode:
-    if isinstance(updated, cst.Call) and updated.args:
-        return updated.args[0].value
-    return updated
+def _first_argument(value: ast.expr):
+    return lambda _text, renderer: renderer.text_of(value)
 
 
-def _step_of_first_argument(updated: cst.CSTNode) -> cst.CSTNode:
-    if not isinstance(updated, cst.Call) or not updated.args:
-        return updated
-    optimizer = updated.args[0].value
-    return cst.Call(func=cst.Attribute(value=optimizer, attr=cst.Name("step")))
+def _step_of(optimizer: ast.expr):
+    return lambda _text, renderer: f"{renderer.text_of(optimizer)}.step()"
 
 
-def _expression_statement(context: RuleContext, use) -> cst.CSTNode | None:
+def _expression_statement(context: RuleContext, use) -> ast.stmt | None:
     statement = use.statement.node
-    if isinstance(statement, cst.SimpleStatementLine):
+    if isinstance(statement, Line):
         for small in statement.body:
-            if isinstance(small, cst.Expr) and small.value is use.call:
+            if isinstance(small, ast.Expr) and small.value is use.call:
                 return small
     return None

@@ -16,7 +16,7 @@ A conditional step without the division is not the same recipe: a finding, never
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis.index import Loop, Statement
 from migrator.findings import Finding
@@ -39,18 +39,18 @@ class Accumulation(Rule):
 
     def apply(self, context: RuleContext) -> None:
         for loop in context.facts.training_loops:
-            branches = _no_sync_branches(loop)
+            branches = _no_sync_branches(context, loop)
             if branches is not None:
                 done = self._rewrite_branches(context, loop, branches)
             else:
-                condition = _conditional_step(loop)
+                condition = _conditional_step(context, loop)
                 if condition is None:
                     continue
                 done = self._rewrite_condition(context, loop, *condition)
             if not done:
                 return
 
-    def _rewrite_condition(self, context: RuleContext, loop: Loop, if_node: cst.If, k) -> bool:
+    def _rewrite_condition(self, context: RuleContext, loop: Loop, if_node: ast.If, k) -> bool:
         """`if (i + 1) % k == 0:` holds the step; a `with model.no_sync() if ... else
         nullcontext():` around the backward, if any, becomes the accumulate block."""
         context_form = _no_sync_context(context, loop, k)
@@ -66,7 +66,9 @@ class Accumulation(Rule):
                 context.edits.remove(assignment)
             context.retire_imports_of({"contextlib.nullcontext"})
         else:
-            context.edits.replace(loop.node, lambda updated: _wrap_body(updated, accumulate))
+            block = context.facts.index.block(loop.node)
+            if block is not None and block.kind == "body":
+                context.edits.replace(loop.node, _wrap_body(loop.node, block, accumulate))
         return True
 
     def _rewrite_branches(self, context: RuleContext, loop: Loop, branches: NoSyncBranches):
@@ -76,17 +78,15 @@ class Accumulation(Rule):
             return False
         accumulate = _accumulate_call(context, branches.model)
         sync = context.accelerator_expr("sync_gradients")
-        context.edits.replace(
-            branches.node, lambda updated: _merge_branches(updated, branches, accumulate, sync)
-        )
+        context.edits.replace(branches.node, _merge_branches(context, branches, accumulate, sync))
         return True
 
-    def _common(self, context: RuleContext, loop: Loop, node: cst.If, k, model) -> bool:
+    def _common(self, context: RuleContext, loop: Loop, node: ast.If, k, model) -> bool:
         """Division removed and `gradient_accumulation_steps=k`, or a finding."""
         for call in loop.calls:
             inside = _inside(loop, call.statement)
-            conditions = [s.node for s in inside if isinstance(s.node, cst.If)]
-            if call.method == "zero_grad" and conditions and node not in conditions:
+            conditions = [s.node for s in inside if isinstance(s.node, ast.If)]
+            if call.method == "zero_grad" and conditions and not any(c is node for c in conditions):
                 context.block_file(
                     Finding(
                         code="MIG900",
@@ -130,52 +130,73 @@ class Accumulation(Rule):
             if kind == "statement":
                 context.edits.remove(division)
             else:
-                context.edits.replace(division, _left_operand)
+                context.edits.replace(division, _left_operand(division))
         context.need_accelerator_at(loop.statement)
         return True
 
     @staticmethod
-    def _model(context: RuleContext, loop: Loop) -> cst.BaseExpression | None:
+    def _model(context: RuleContext, loop: Loop) -> str | None:
         facts = context.facts
-        name = context.local_name(loop.scope, facts.models[0]) if facts.models else None
-        return cst.parse_expression(name) if name is not None else None
+        return context.local_name(loop.scope, facts.models[0]) if facts.models else None
 
 
-def _accumulate_call(context: RuleContext, model: cst.BaseExpression) -> cst.Call:
-    model = model.deep_clone()
-    return cst.Call(func=context.accelerator_expr("accumulate"), args=[cst.Arg(value=model)])
+def _accumulate_call(context: RuleContext, model) -> str:
+    code = model if isinstance(model, str) else context.source.text_of(model)
+    return f"{context.accelerator_expr('accumulate')}({code})"
 
 
-def _left_operand(updated: cst.CSTNode) -> cst.CSTNode:
-    if isinstance(updated, cst.BinaryOperation):
+def _left_operand(division: ast.BinOp):
+    left = division.left
+    keep = isinstance(left, (ast.Tuple, ast.GeneratorExp))
+    return lambda _text, renderer: renderer.text_of(left, parens=keep)
+
+
+def _wrap_body(loop: ast.AST, block, accumulate: str):
+    """The loop with its body inside `with <accumulate>:` (one level deeper)."""
+
+    def render(_text: str, renderer) -> str:
+        source = renderer.source
+        layout = renderer.block_layout(block)
+        start, end, _ = renderer.span_of(loop, inner=False)
+        indent = source.indentation(source.line_of(start))
+        inner_indent = layout.indent
+        body = renderer.span_text(layout.start, layout.end)
+        deeper = indent + renderer.default_indent + inner_indent[len(indent) :]
         return (
-            updated.left.with_changes(lpar=[], rpar=[])
-            if not isinstance(updated.left, (cst.Tuple, cst.GeneratorExp))
-            else updated.left
-        )
-    return updated
+            renderer.span_text(start, layout.start)
+            + indent + renderer.default_indent + f"with {accumulate}:" + renderer.newline
+            + renderer.reindent(body, inner_indent, deeper)
+            + renderer.span_text(layout.end, end)
+        )  # fmt: skip
+
+    return render
 
 
-def _wrap_body(updated: cst.CSTNode, accumulate: cst.Call) -> cst.CSTNode:
-    if not isinstance(updated, cst.For) or not isinstance(updated.body, cst.IndentedBlock):
-        return updated
-    inner = updated.body.with_changes(header=cst.TrailingWhitespace())
-    wrapped = cst.With(items=[cst.WithItem(item=accumulate)], body=inner)
-    return updated.with_changes(body=cst.IndentedBlock(body=[wrapped], header=updated.body.header))
-
-
-def _merge_branches(updated: cst.CSTNode, branches: NoSyncBranches, accumulate, sync):
+def _merge_branches(context: RuleContext, branches: NoSyncBranches, accumulate: str, sync: str):
     """The rewritten `if`: both branches were edited alike, so the no_sync body's length is
     where the syncing branch's step begins."""
-    split = split_branches(updated, branches.steps_when_true) if isinstance(
-        updated, cst.If) else None  # fmt: skip
-    if split is None:
-        return updated
-    repeated, syncing = len(split[0].body.body), split[1]
-    step = cst.If(test=sync, body=cst.IndentedBlock(body=syncing[repeated:]))
-    body = cst.IndentedBlock(body=[*syncing[:repeated], step])
-    return cst.With(items=[cst.WithItem(item=accumulate)], body=body,
-                    leading_lines=updated.leading_lines)  # fmt: skip
+    source, index = context.source, context.facts.index
+
+    def render(text: str, renderer) -> str:
+        split = split_branches(source, index, branches.node, branches.steps_when_true)
+        if split is None:
+            return text
+        inner, syncing_block = split
+        repeated = len(renderer.statements_of(index.block(inner)))
+        syncing = renderer.statements_of(syncing_block)
+        indent = source.indentation(branches.node.lineno)
+        old = renderer.block_layout(syncing_block).indent
+        step_indent = indent + renderer.default_indent
+        newline = renderer.newline
+        return (
+            f"with {accumulate}:{newline}"
+            + renderer.reindent("".join(syncing[:repeated]), old, step_indent)
+            + f"{step_indent}if {sync}:{newline}"
+            + renderer.reindent("".join(syncing[repeated:]), old,
+                                step_indent + renderer.default_indent)
+        )  # fmt: skip
+
+    return render
 
 
 def _inside(loop: Loop, statement: Statement) -> list[Statement]:
@@ -189,21 +210,22 @@ def _step_conditions(loop: Loop):
     for call in loop.calls:
         if call.method == "step" and call.loop is loop:
             for statement in _inside(loop, call.statement):
-                if isinstance(statement.node, cst.If):
+                if isinstance(statement.node, ast.If):
                     yield statement.node
 
 
-def _conditional_step(loop: Loop) -> tuple[cst.If, cst.BaseExpression] | None:
+def _conditional_step(context: RuleContext, loop: Loop) -> tuple[ast.If, ast.expr] | None:
     """The `if (i + 1) % k == 0:` that holds the optimizer step, and k."""
     for node in _step_conditions(loop):
-        found = modulo_test(node.test)
+        found = modulo_test(context.source, node.test)
         if found is not None and found[1]:
             return node, found[0]
     return None
 
 
-def _no_sync_branches(loop: Loop) -> NoSyncBranches | None:
-    found = (no_sync_branches(node) for node in _step_conditions(loop))
+def _no_sync_branches(context: RuleContext, loop: Loop) -> NoSyncBranches | None:
+    source, index = context.source, context.facts.index
+    found = (no_sync_branches(source, index, node) for node in _step_conditions(loop))
     return next((branches for branches in found if branches is not None), None)
 
 
@@ -211,79 +233,81 @@ def _no_sync_context(context: RuleContext, loop: Loop, k):
     """(with item, model, assignment to drop or None) for the backward's enclosing
     `with model.no_sync() if ... else nullcontext():` (or `with ctx():` / `with ctx:` over
     `ctx = ...` bound in the loop) whose k is the step condition's k."""
+    source = context.source
     imports = context.facts.index.imports
     for site in context.facts.backward_calls:
         if not loop.contains(site.loop):
             continue
         for statement in _inside(loop, site.statement):
             node = statement.node
-            if not isinstance(node, cst.With) or len(node.items) != 1:
+            if not isinstance(node, ast.With) or len(node.items) != 1:
                 continue
-            item = node.items[0].item
-            found = conditional_no_sync(item, imports)
+            item = node.items[0].context_expr
+            found = conditional_no_sync(source, item, imports)
             assignment = None
             if found is None:
                 found, assignment = _bound_no_sync(context, loop, item)
-            if found is not None and code_of(found[1]) == code_of(k):
+            if found is not None and code_of(source, found[1]) == code_of(source, k):
                 return item, found[0], assignment
     return None
 
 
-def _bound_no_sync(context: RuleContext, loop: Loop, item: cst.BaseExpression):
+def _bound_no_sync(context: RuleContext, loop: Loop, item: ast.expr):
     """`with ctx():` over `ctx = model.no_sync if ... else nullcontext` (or `with ctx:` over
     the called forms), `ctx` bound once, in this loop, and used nowhere else."""
-    called = not (isinstance(item, cst.Call) and not item.args)
+    called = not (isinstance(item, ast.Call) and not item.args and not item.keywords)
     name = item if called else item.func
-    if not isinstance(name, cst.Name):
+    if not isinstance(name, ast.Name):
         return None, None
-    bindings = loop.scope.bindings.get(name.value, [])
-    uses = loop.scope.uses.get(name.value, [])
+    bindings = loop.scope.bindings.get(name.id, [])
+    uses = loop.scope.uses.get(name.id, [])
     if len(bindings) != 1 or len(uses) != 1 or bindings[0].kind != "assign":
         return None, None
     binding = bindings[0]
-    if binding.loop is not loop or binding.unpacked or not isinstance(binding.small, cst.Assign):
+    if binding.loop is not loop or binding.unpacked or not isinstance(binding.small, ast.Assign):
         return None, None
-    found = conditional_no_sync(binding.value, context.facts.index.imports, called)
+    found = conditional_no_sync(context.source, binding.value, context.facts.index.imports, called)
     return (found, binding.small) if found is not None else (None, None)
 
 
-def _unscaled(receiver: cst.BaseExpression) -> cst.BaseExpression:
+def _unscaled(receiver: ast.expr) -> ast.expr:
     """`scaler.scale(loss)` -> `loss`: the GradScaler goes (MIG020); the loss is what counts."""
     if (
-        isinstance(receiver, cst.Call)
-        and isinstance(receiver.func, cst.Attribute)
-        and receiver.func.attr.value == "scale"
-        and len(receiver.args) == 1
+        isinstance(receiver, ast.Call)
+        and isinstance(receiver.func, ast.Attribute)
+        and receiver.func.attr == "scale"
+        and len(receiver.args) + len(receiver.keywords) == 1
     ):
-        return receiver.args[0].value
+        return receiver.args[0] if receiver.args else receiver.keywords[0].value
     return receiver
 
 
-def _divisions(context: RuleContext, loop: Loop, k: cst.BaseExpression):
+def _divisions(context: RuleContext, loop: Loop, k: ast.expr):
     """[(node, "statement" | "expression")] dividing the backward's loss by k."""
-    wanted = code_of(k)
+    source = context.source
+    wanted = code_of(source, k)
     receivers = {}
     for site in context.facts.backward_calls:
         if loop.contains(site.loop) and site.receiver is not None:
             receiver = _unscaled(site.receiver)
-            receivers[code_of(receiver)] = (site, receiver)
+            receivers[code_of(source, receiver)] = (site, receiver)
     found = []
     for code, (site, receiver) in receivers.items():
-        if isinstance(receiver, cst.BinaryOperation) and isinstance(receiver.operator, cst.Divide):
-            if code_of(receiver.right) == wanted:
+        if isinstance(receiver, ast.BinOp) and isinstance(receiver.op, ast.Div):
+            if code_of(source, receiver.right) == wanted:
                 found.append((receiver, "expression"))
             continue
         for binding in site.scope.bindings.get(code, []):
             if not loop.contains(binding.loop) or binding.small is None:
                 continue
             small = binding.small
-            if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.DivideAssign):
-                if code_of(small.value) == wanted:
+            if isinstance(small, ast.AugAssign) and isinstance(small.op, ast.Div):
+                if code_of(source, small.value) == wanted:
                     found.append((small, "statement"))
-            elif isinstance(small, cst.Assign) and isinstance(small.value, cst.BinaryOperation):
+            elif isinstance(small, ast.Assign) and isinstance(small.value, ast.BinOp):
                 value = small.value
-                if isinstance(value.operator, cst.Divide) and code_of(value.right) == wanted:
-                    if code_of(value.left) == code:
+                if isinstance(value.op, ast.Div) and code_of(source, value.right) == wanted:
+                    if code_of(source, value.left) == code:
                         found.append((small, "statement"))
                     else:
                         found.append((value, "expression"))

@@ -11,10 +11,12 @@ checkpoint. In training code:
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.index import CallSite, Scope
+from migrator.analysis.syntax import name_value
+from migrator.arglists import Item, call_items
 from migrator.rules.base import Rule, RuleContext
 
 
@@ -33,7 +35,7 @@ class MainProcessIO(Rule):
                 printing = True
             for site in scope.calls:
                 qualified = imports.qualify(site.node.func) or ""
-                if printing and qualified == "print" and isinstance(site.node.func, cst.Name):
+                if printing and qualified == "print" and isinstance(site.node.func, ast.Name):
                     self._print(context, site)
                 elif qualified == "torch.save":
                     self._save(context, scope, site)
@@ -51,8 +53,8 @@ class MainProcessIO(Rule):
             return
         saved = args[0].value
         state_calls = _model_states(context, scope, saved)
-        if isinstance(saved, cst.Name) and not state_calls:
-            for binding in scope.assigns(saved.value):
+        if name_value(saved) is not None and not state_calls:
+            for binding in scope.assigns(name_value(saved)):
                 if binding.value is not None and not binding.unpacked:
                     state_calls += _model_states(context, scope, binding.value)
         saved_name = patterns.name_of(saved)
@@ -67,55 +69,42 @@ class MainProcessIO(Rule):
         context.edits.replace_with(site.node.func, save)
         context.need_accelerator_at(site.statement)
         for call in state_calls:
-            statement = context.facts.index.statement_of.get(id(_statement_of(context, call)))
+            statement = _statement_of(context, call)
             if statement is not None:
                 context.need_accelerator_at(statement)
 
     def _progress_bar(self, context: RuleContext, site: CallSite) -> None:
         if patterns.keyword(site.node, "disable") is not None:
             return
-        flag = cst.UnaryOperation(
-            operator=cst.Not(), expression=context.accelerator_expr("is_local_main_process")
-        )
+        flag = f"not {context.accelerator_expr('is_local_main_process')}"
+        call = site.node
 
-        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-            if not isinstance(updated, cst.Call):
-                return updated
-            args = list(updated.args)
-            if args:
-                args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            disable = cst.Arg(
-                keyword=cst.Name("disable"),
-                value=flag,
-                equal=cst.AssignEqual(
-                    whitespace_before=cst.SimpleWhitespace(""),
-                    whitespace_after=cst.SimpleWhitespace(""),
-                ),
-            )
-            return updated.with_changes(args=[*args, disable])
+        def rewrite(_text: str, renderer) -> str:
+            items = call_items(renderer, call).with_last_comma_dropped()
+            items.items.append(Item(f"disable={flag}", None))
+            return items.render()
 
-        context.edits.replace(site.node, rewrite)
+        context.edits.rewrite(call, rewrite)
         context.need_accelerator_at(site.statement)
 
 
-def _model_states(context: RuleContext, scope: Scope, expr: cst.CSTNode) -> list[cst.Call]:
+def _model_states(context: RuleContext, scope: Scope, expr: ast.AST) -> list[ast.Call]:
     """`<model>.state_dict()` calls inside `expr`, for prepared models."""
-    found: list[cst.Call] = []
-
-    class _Finder(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
-                receiver = patterns.name_of(func.value)  # `model` or a Trainer's `self.model`
-                if receiver is not None and context.prepared_role(scope, receiver) == "model":
-                    found.append(node)
-
-    expr.visit(_Finder())
+    found: list[ast.Call] = []
+    for node in patterns.preorder(expr):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "state_dict"
+        ):
+            receiver = patterns.name_of(node.func.value)  # `model` or a Trainer's `self.model`
+            if receiver is not None and context.prepared_role(scope, receiver) == "model":
+                found.append(node)
     return found
 
 
-def _statement_of(context: RuleContext, call: cst.Call) -> cst.CSTNode | None:
+def _statement_of(context: RuleContext, call: ast.Call):
     for site in context.facts.index.calls():
         if site.node is call:
-            return site.statement.node
+            return site.statement
     return None

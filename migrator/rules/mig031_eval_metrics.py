@@ -20,12 +20,12 @@ size that turned such a sum into a mean (`acc /= world_size`).
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis.distributed_facts import NUM_PROCESSES
 from migrator.analysis.facts import DataRegion
-from migrator.analysis.index import Block, Loop, Scope
-from migrator.analysis.patterns import name_of
+from migrator.analysis.index import Block, Line, Loop, Scope
+from migrator.analysis.patterns import name_of, preorder
 from migrator.rules.base import Rule, RuleContext
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}
@@ -66,15 +66,15 @@ class _Walker:
     def block(self, block: Block, local: set[str]) -> None:
         """Walk statements in order; `local` holds the names that are still per-process."""
         for index, node in enumerate(block.statements):
-            if isinstance(node, cst.SimpleStatementLine):
+            if isinstance(node, Line):
                 for small in node.body:
                     self.small(block, index, small, local)
-            elif isinstance(node, (cst.With, cst.If, cst.Try)):
+            elif isinstance(node, (ast.With, ast.AsyncWith, ast.If, ast.Try)):
                 for child in _child_blocks(self.context, node):
                     self.block(child, local)
 
-    def small(self, block: Block, index: int, small: cst.CSTNode, local: set[str]) -> None:
-        if isinstance(small, (cst.Assign, cst.AnnAssign)):
+    def small(self, block: Block, index: int, small: ast.stmt, local: set[str]) -> None:
+        if isinstance(small, (ast.Assign, ast.AnnAssign)):
             value = small.value
             targets = _targets(small)
             if self._collective(value):
@@ -90,64 +90,59 @@ class _Walker:
         accumulated = self._accumulation(small)
         if accumulated is None:
             return
-        names = [n for n in _names_in(accumulated) if n in local]
+        names = [n for n in _names_in_all(accumulated) if n in local]
         names = list(dict.fromkeys(names))
         if not names:
-            if self._reads(accumulated, self.gathered):
+            if any(name in self.gathered for name in _names_in_all(accumulated)):
                 self.metrics.add(_accumulator(small))
             return
         gathered = ", ".join(names)
         target = gathered if len(names) > 1 else names[0]
         argument = f"({gathered})" if len(names) > 1 else names[0]
         code = f"{target} = {self.context.accelerator}.gather_for_metrics({argument})\n"
-        self.context.edits.insert(block.holder, index, self.context.statement(code), priority=20)
+        self.context.edits.insert(block, index, self.context.statement(code), priority=20)
         self.context.need_accelerator_before(block, index)
         local.difference_update(names)
         self.gathered.update(names)
         self.metrics.add(_accumulator(small))
 
-    def _accumulation(self, small: cst.CSTNode) -> cst.CSTNode | None:
-        """The expression a metric accumulates, if `small` accumulates one."""
-        if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
-            return small.value
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+    def _accumulation(self, small: ast.stmt) -> list | None:
+        """What a metric accumulates (expressions, and `_` for a method's own name), if `small`
+        accumulates one."""
+        if isinstance(small, ast.AugAssign) and isinstance(small.target, ast.Name):
+            return [small.value]
+        if isinstance(small, ast.Expr) and isinstance(small.value, ast.Call):
             func = small.value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ACCUMULATING_METHODS:
-                return small.value.with_changes(func=cst.Name("_"))  # only the arguments count
+            if isinstance(func, ast.Attribute) and func.attr in ACCUMULATING_METHODS:
+                call = small.value  # only the arguments count (the method read as `_`)
+                return [ast.Name(id="_"), *call.args, *(k.value for k in call.keywords)]
         return None
 
-    def _collective(self, value: cst.CSTNode | None) -> bool:
+    def _collective(self, value: ast.AST | None) -> bool:
         return (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in COLLECTIVES
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in COLLECTIVES
             and name_of(value.func.value) in self.context.facts.accelerator_names
         )
 
-    def _reads(self, expr: cst.CSTNode, local: set[str]) -> bool:
+    def _reads(self, expr: ast.AST, local: set[str]) -> bool:
         return any(name in local for name in _names_in(expr))
 
-    def _forward(self, expr: cst.CSTNode) -> bool:
+    def _forward(self, expr: ast.AST) -> bool:
         models = self.models
-
-        class _Finder(cst.CSTVisitor):
-            found = False
-
-            def visit_Call(self, node: cst.Call) -> None:
-                if name_of(node.func) in models:
-                    _Finder.found = True
-
-        expr.visit(_Finder())
-        return _Finder.found
+        return any(
+            isinstance(node, ast.Call) and name_of(node.func) in models for node in ast.walk(expr)
+        )
 
 
-def _accumulator(small: cst.CSTNode) -> str | None:
+def _accumulator(small: ast.stmt) -> str | None:
     """`correct` of `correct += ...`, `preds` of `preds.append(...)`."""
-    if isinstance(small, cst.AugAssign):
+    if isinstance(small, ast.AugAssign):
         return name_of(small.target)
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+    if isinstance(small, ast.Expr) and isinstance(small.value, ast.Call):
         func = small.value.func
-        return name_of(func.value) if isinstance(func, cst.Attribute) else None
+        return name_of(func.value) if isinstance(func, ast.Attribute) else None
     return None
 
 
@@ -178,83 +173,72 @@ def _drop_world_size_division(context: RuleContext, scope: Scope, tensor: str) -
     for binding in scope.bindings.get(tensor, []):
         small = binding.small
         if (
-            isinstance(small, cst.AugAssign)
-            and isinstance(small.operator, cst.DivideAssign)
+            isinstance(small, ast.AugAssign)
+            and isinstance(small.op, ast.Div)
             and _is_world_size(context, scope, small.value)
         ):
             context.edits.remove(small)
 
 
-def _is_world_size(context: RuleContext, scope: Scope, expr: cst.BaseExpression) -> bool:
+def _is_world_size(context: RuleContext, scope: Scope, expr: ast.expr) -> bool:
     """A name holding the world size, or a `dist.get_world_size()` call (MIG010's facts)."""
     facts = context.facts
-    if isinstance(expr, cst.Name):
-        return facts.rank_kind(scope, expr.value) == NUM_PROCESSES
+    if isinstance(expr, ast.Name):
+        return facts.rank_kind(scope, expr.id) == NUM_PROCESSES
     return any(site.node is expr and kind == NUM_PROCESSES
                for site, kind in facts.distributed.rank_calls)  # fmt: skip
 
 
 def _body_block(context: RuleContext, loop: Loop) -> Block | None:
-    body = loop.node.body
-    if not isinstance(body, cst.IndentedBlock) or not body.body:
-        return None
-    statement = context.facts.index.statement_of.get(id(body.body[0]))
-    return statement.block if statement is not None else None
+    block = context.facts.index.block(loop.node)
+    return block if block is not None and block.kind == "body" else None
 
 
-def _child_blocks(context: RuleContext, node: cst.CSTNode) -> list[Block]:
+def _child_blocks(context: RuleContext, node: ast.AST) -> list[Block]:
+    index = context.facts.index
     blocks = []
-    for child in _bodies(node):
-        if isinstance(child, cst.IndentedBlock) and child.body:
-            statement = context.facts.index.statement_of.get(id(child.body[0]))
-            if statement is not None:
-                blocks.append(statement.block)
+    for owner, field in _bodies(context, node):
+        block = index.block(owner, field)
+        if block is not None and block.kind == "body":
+            blocks.append(block)
     return blocks
 
 
-def _bodies(node: cst.CSTNode) -> list[cst.CSTNode]:
-    if isinstance(node, cst.With):
-        return [node.body]
-    if isinstance(node, cst.If):
-        bodies = [node.body]
-        if isinstance(node.orelse, cst.If):
-            bodies += _bodies(node.orelse)
-        elif isinstance(node.orelse, cst.Else):
-            bodies.append(node.orelse.body)
+def _bodies(context: RuleContext, node: ast.AST) -> list[tuple[ast.AST, str]]:
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [(node, "body")]
+    if isinstance(node, ast.If):
+        bodies = [(node, "body")]
+        if node.orelse:
+            first = node.orelse[0]
+            source = context.source
+            if (
+                len(node.orelse) == 1
+                and isinstance(first, ast.If)
+                and source.text.startswith("elif", source.start(first))
+            ):
+                bodies += _bodies(context, first)
+            else:
+                bodies.append((node, "orelse"))
         return bodies
-    if isinstance(node, cst.Try):
-        return [node.body, *(h.body for h in node.handlers)]
+    if isinstance(node, ast.Try):
+        return [(node, "body"), *((handler, "body") for handler in node.handlers)]
     return []
 
 
-def _targets(small: cst.CSTNode) -> set[str]:
+def _targets(small: ast.stmt) -> set[str]:
     names: set[str] = set()
-    targets = small.targets if isinstance(small, cst.Assign) else [small]
-    for target in targets:
-        expr = target.target
-        if isinstance(expr, (cst.Tuple, cst.List)):
-            values = [element.value for element in expr.elements]
-        else:
-            values = [expr]
-        names.update(value.value for value in values if isinstance(value, cst.Name))
+    targets = small.targets if isinstance(small, ast.Assign) else [small.target]
+    for expr in targets:
+        values = expr.elts if isinstance(expr, (ast.Tuple, ast.List)) else [expr]
+        names.update(value.id for value in values if isinstance(value, ast.Name))
     return names
 
 
-def _names_in(expr: cst.CSTNode) -> list[str]:
+def _names_in(expr: ast.AST) -> list[str]:
     """Names read in `expr`, in order (attribute names and keywords excluded)."""
-    found: list[str] = []
+    return [node.id for node in preorder(expr) if isinstance(node, ast.Name)]
 
-    class _Collector(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
 
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            found.append(node.value)
-
-    expr.visit(_Collector())
-    return found
+def _names_in_all(exprs: list) -> list[str]:
+    return [name for expr in exprs for name in _names_in(expr)]

@@ -7,10 +7,10 @@ pinning a GPU is not ours to judge.
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
-from migrator.edits import CODEGEN
+from migrator.analysis.syntax import integer_text
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.mig901_data_parallel import data_parallel_calls
@@ -31,7 +31,7 @@ class DeviceIndex(Rule):
             return
         imports = context.facts.index.imports
         for site in context.facts.index.calls():
-            index = explicit_index(site.node, imports)
+            index = explicit_index(context.source, site.node, imports)
             if index is not None:
                 context.findings.append(Finding(
                     code=self.code,
@@ -41,36 +41,34 @@ class DeviceIndex(Rule):
                 ))  # fmt: skip
 
 
-def explicit_index(call: cst.Call, imports) -> str | None:
+def explicit_index(source, call: ast.Call, imports) -> str | None:
     func = call.func
     args = patterns.positional(call)
     if not args:
         return None
-    if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
-        return _integer(args[0].value)
-    if isinstance(func, cst.Attribute) and func.attr.value == "to":
-        return _indexed_string(args[0].value)
+    if isinstance(func, ast.Attribute) and func.attr == "cuda":
+        return integer_text(source, args[0].value)
+    if isinstance(func, ast.Attribute) and func.attr == "to":
+        return _indexed_string(source, args[0].value)
     if (imports.qualify(func) or "") == "torch.device":
-        return _integer(args[1].value) if len(args) >= 2 else _indexed_string(args[0].value)
+        if len(args) >= 2:
+            return integer_text(source, args[1].value)
+        return _indexed_string(source, args[0].value)
     return None
 
 
-def _integer(expr: cst.BaseExpression) -> str | None:
-    return expr.value if isinstance(expr, cst.Integer) else None
-
-
-def _indexed_string(expr: cst.BaseExpression) -> str | None:
+def _indexed_string(source, expr: ast.expr) -> str | None:
     value = patterns.string_value(expr)
     if value is not None:
         return repr(value) if value.startswith("cuda:") else None
-    if not isinstance(expr, cst.FormattedString):
+    if not isinstance(expr, ast.JoinedStr):
         return None
-    text = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
+    text = "".join(p.value for p in expr.values if isinstance(p, ast.Constant))
     names = {
-        CODEGEN.code_for_node(p.expression).split(".")[-1]
-        for p in expr.parts
-        if isinstance(p, cst.FormattedStringExpression)
+        source.text_of(p.value).split(".")[-1]
+        for p in expr.values
+        if isinstance(p, ast.FormattedValue)
     }
     if text.startswith("cuda:") and not names & RANK_LIKE:
-        return CODEGEN.code_for_node(expr)
+        return source.text_of(expr)
     return None

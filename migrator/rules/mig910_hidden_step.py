@@ -14,7 +14,7 @@ Accelerator."""
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.facts import TrainingFacts, bindings_of, value_call
@@ -42,7 +42,7 @@ class HiddenStep(Rule):
             if callee is None:
                 continue
             roles = {_built_by(facts, site.scope, patterns.name_of(arg.value))
-                     for arg in site.node.args}  # fmt: skip
+                     for arg in patterns.call_args(site.node)}  # fmt: skip
             if {"optimizer", "loader"} <= roles:
                 self._report(context, site.node, (
                     f"`{callee}` from another module receives this file's optimizer and loader: "
@@ -73,7 +73,7 @@ class HiddenStep(Rule):
                 f"the gradients come from `{helpers[0]}` in another module; migrate both files by "
                 "hand (accelerator.backward there)"))  # fmt: skip
 
-    def _report(self, context: RuleContext, node: cst.CSTNode, message: str) -> None:
+    def _report(self, context: RuleContext, node: ast.AST, message: str) -> None:
         context.findings.append(Finding(code=self.code, message=message, node=node))
 
 

@@ -3,45 +3,46 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.imports import ImportTable
+from migrator.analysis.syntax import Arg, call_args
+from migrator.arglists import call_items
 
 PLACEMENT_KEYWORDS = {"device", "non_blocking", "copy"}
 
 
-def device_arguments(call: cst.Call, kind: str) -> list[cst.Arg]:
+def device_arguments(args: list[Arg], kind: str) -> list[Arg]:
     """The arguments of a placement call that only say where the tensor goes."""
     if kind == "cuda":
-        return list(call.args)
+        return list(args)
     dropped = []
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if positional:
-        dropped.append(positional[0])
-    dropped += [a for a in call.args if a.keyword is not None and a.keyword.value in
-                PLACEMENT_KEYWORDS]  # fmt: skip
+    plain = [a for a in args if a.plain]
+    if plain:
+        dropped.append(plain[0])
+    dropped += [a for a in args if a.keyword is not None and a.keyword in PLACEMENT_KEYWORDS]
     return dropped
 
 
-def strip_placement(call: cst.Call, device_names: set[str], imports: ImportTable, edits) -> bool:
+def strip_placement(call: ast.Call, device_names: set[str], imports: ImportTable, edits) -> bool:
     """Register the removal of `call`'s placement; False if it is not a placement call."""
     kind = patterns.placement_call(call, device_names, imports)
     if kind is None:
         return False
-    dropped = device_arguments(call, kind)
-    dropped_positions = [call.args.index(a) for a in dropped]
+    args = call_args(call)
+    dropped = device_arguments(args, kind)
+    positions = {i for i, arg in enumerate(args) if any(arg is d for d in dropped)}
+    drops = [arg.node for arg in dropped]
+    if len(positions) == len(args):  # nothing left: the receiver stands for the call
+        edits.replace(call, lambda _text, r: r.text_of(call.func.value), drops=drops)
+        return True
 
-    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
-        if not isinstance(updated, cst.Call) or not isinstance(updated.func, cst.Attribute):
-            return updated
-        kept = [a for i, a in enumerate(updated.args) if i not in dropped_positions]
-        receiver = updated.func.value
-        if not kept:
-            return receiver
-        # `.to(device, torch.float16)` keeps the dtype as the first positional argument.
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated.with_changes(args=kept)
+    def rewrite(_text: str, renderer) -> str:
+        items = call_items(renderer, call)
+        kept = [item for i, item in enumerate(items.items) if i not in positions]
+        items.items = kept
+        return items.with_last_comma_dropped().render()
 
-    edits.replace(call, rewrite, drops=dropped)
+    edits.rewrite(call, rewrite, drops=drops)
     return True

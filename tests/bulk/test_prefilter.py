@@ -1,20 +1,23 @@
-"""The prefilter stages are supersets of what the LibCST pipeline changes or reports."""
+"""The prefilter stages are supersets of what the full pipeline changes or reports."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 from bulk_support import HERE, REPO, TRAIN_SCRIPT
 
 from migrator import prefilter
+from migrator.analysis.index import ModuleIndex
 from migrator.engine import MigrationError, Options, migrate_bytes, migrate_text
 from migrator.rules import ALL_RULES
 from migrator.rules.catalogue import RULE_CODES
+from migrator.source import Source
 
 ALL = frozenset(RULE_CODES)
 
-# Shapes around the gate's conditions: each is run through the gate and through LibCST.
+# Shapes around the gate's conditions: each is run through the gate and the whole pipeline.
 GATE_CASES = {
     "no_backward": "import torch\nx = torch.ones(2)\n",
     "def_backward_only": (
@@ -52,14 +55,24 @@ def _python_sources() -> list[Path]:
     return sorted(p for root in roots if root.is_dir() for p in root.rglob("*.py"))
 
 
+def _gate(text: str, present) -> bool:
+    """The ast gate's verdict (True: analyse); an unparsable file goes to the pipeline, which
+    reports it."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return True
+    return prefilter.gate(ModuleIndex(tree, Source(text)), frozenset(present))
+
+
 def _gate_rejects(text: str) -> bool:
     data = text.encode()
     present = prefilter.matched_triggers(data, ALL)
     if present is None:
         return True
-    return prefilter.needs_syntax_gate(present) and not prefilter.could_train_or_report(
-        text, frozenset(present)
-    )
+    if not prefilter.needs_syntax_gate(present):
+        return False
+    return not prefilter.could_step(data, present) or not _gate(text, present)
 
 
 def _assert_superset(text: str) -> None:
@@ -69,7 +82,7 @@ def _assert_superset(text: str) -> None:
         output, findings = migrate_text(text, Options())
     except MigrationError:  # unparsable input: nothing for either stage to act on
         return
-    assert output is None and findings == [], "the gate rejected a file LibCST would act on"
+    assert output is None and findings == [], "the gate rejected a file the pipeline acts on"
 
 
 @pytest.mark.parametrize("name", sorted(GATE_CASES))
@@ -95,7 +108,7 @@ def test_gate_keeps_files_whose_backward_could_be_reported():
     for name in ("backward_module_level", "backward_in_uncalled_method", "py312_syntax"):
         stepping = GATE_CASES[name] + "\noptimizer.step()\n"  # MIG905 needs an optimizer step
         assert not _gate_rejects(stepping), name
-        if name != "py312_syntax":  # Python 3.11's ast cannot read it: LibCST decides
+        if name != "py312_syntax":  # Python 3.11's ast cannot read it: the pipeline reports it
             assert _gate_rejects(GATE_CASES[name]), name
 
 
@@ -117,6 +130,9 @@ def test_gate_keeps_files_whose_backward_could_be_reported():
 )
 def test_byte_stage_finds_every_spelling_of_a_backward_attribute(source):
     assert prefilter.could_need_migration(source, ALL)
+    present = prefilter.matched_triggers(source, ALL)
+    assert prefilter.could_step(source + b"\nopt.step()\n", present)
+    assert prefilter.could_step(b"opt.\\\n  step (1)\n" + source, present)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +184,7 @@ def test_the_hidden_step_gate_knows_every_loader_class():
 
 
 HIDDEN_STEP_CASES = {
-    # (text, the ast stage must hand it to LibCST)
+    # (text, the ast stage must hand it to the analysis)
     "loader_and_imported_helper": (
         (
             "from torch.utils.data import DataLoader as DL\nfrom engine import fit\n"
@@ -195,12 +211,11 @@ HIDDEN_STEP_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(HIDDEN_STEP_CASES))
-def test_the_ast_stage_passes_possible_hidden_steps_to_libcst(name):
+def test_the_ast_stage_passes_possible_hidden_steps_to_the_analysis(name):
     text, expected = HIDDEN_STEP_CASES[name]
     present = prefilter.matched_triggers(text.encode(), ALL)
     assert present == {"DataLoader"}
-    verdict = prefilter.screen(text, frozenset(present)).verdict
-    assert (verdict == prefilter.LIBCST) is expected
+    assert _gate(text, present) is expected
     if not expected:
         assert _assert_skip_means_nothing(text)
 
@@ -247,74 +262,98 @@ SKIP_CASES = {
 
 
 def _assert_skip_means_nothing(text: str) -> bool:
-    """True if the ast stage decided without LibCST (SKIP or NOTES); then LibCST changes
-    nothing and its findings equal the notes (none for SKIP)."""
-    present = prefilter.matched_triggers(text.encode("utf-8"), Options().rules)
-    if present is None or not prefilter.needs_syntax_gate(present):
-        return False  # the byte stage decided, or the ast stage does not apply
-    screening = prefilter.screen(text, frozenset(present))
-    if screening.verdict == prefilter.LIBCST:
+    """True if a cheap stage (bytes or the ast gate) decided the file needs nothing; then the
+    whole pipeline agrees: no change, no finding."""
+    if not _gate_rejects(text):
         return False
-    output, findings = migrate_text(text, Options())
-    rendered = lambda fs: [(f.code, f.message, f.level, f.line, f.col) for f in fs]
+    try:
+        output, findings = migrate_text(text, Options())
+    except MigrationError:
+        return True  # unparsable: nothing for any stage to act on
     assert output is None
-    assert rendered(screening.notes) == rendered(findings)
+    assert findings == []
     return True
 
 
 NOTES_CASES = {
-    "module_level": "loss = model(x).sum()\nloss.backward()\noptimizer.step()\n",
+    # (text, the codes the analysis reports): MIG905 is possible, so no cheap stage may skip
+    "module_level": ("loss = model(x).sum()\nloss.backward()\noptimizer.step()\n", ["MIG905"]),
     "step_through_a_helper": (
-        "def apply(opt):\n    opt.step()\n\ndef train(loss, opt):\n    loss.backward()\n"
-        "    apply(opt)\n"
+        (
+            "def apply(opt):\n    opt.step()\n\ndef train(loss, opt):\n    loss.backward()\n"
+            "    apply(opt)\n"
+        ),
+        ["MIG905"],
     ),
     "called_function_gets_no_note": (
-        "def train(loss, opt):\n    loss.backward()\n    opt.step()\n\ntrain(l, o)\n"
+        "def train(loss, opt):\n    loss.backward()\n    opt.step()\n\ntrain(l, o)\n",
+        [],
     ),
-    "tabs_and_crlf": "def f(loss, o):\r\n\tif loss:\r\n\t\tloss.backward()\r\n\t\to.step()\r\n",
-    "autograd_receiver": "import torch.autograd as ag\nag.backward(t)\nopt.step()\n",
+    "tabs_and_crlf": (
+        "def f(loss, o):\r\n\tif loss:\r\n\t\tloss.backward()\r\n\t\to.step()\r\n",
+        ["MIG905"],
+    ),
+    "autograd_receiver": ("import torch.autograd as ag\nag.backward(t)\nopt.step()\n", []),
 }
 
 
 @pytest.mark.parametrize("name", sorted(NOTES_CASES))
-def test_notes_from_the_ast_stage_equal_libcst_findings(name):
-    assert _assert_skip_means_nothing(NOTES_CASES[name])
+def test_files_where_a_note_is_possible_reach_the_analysis(name):
+    text, codes = NOTES_CASES[name]
+    assert not _gate_rejects(text)
+    result = migrate_bytes(text.encode(), "notes.py")
+    assert not result.skipped and result.migrated is None
+    assert [f.code for f in result.findings] == codes
 
 
-def test_a_backward_in_a_method_goes_to_libcst():
+def test_a_backward_in_a_method_goes_to_the_analysis():
     text = "class T:\n    def fit(self, loss):\n        loss.backward()\n        self.opt.step()\n"
-    assert prefilter.screen(text).verdict == prefilter.LIBCST
+    assert not _gate_rejects(text)
 
 
 @pytest.mark.parametrize("name", sorted(SKIP_CASES))
-def test_files_without_an_optimizer_step_are_skipped_and_libcst_agrees(name):
+def test_files_without_an_optimizer_step_are_skipped_and_the_analysis_agrees(name):
     assert _assert_skip_means_nothing(SKIP_CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(GATE_CASES))
-def test_skip_verdict_on_gate_cases_equals_libcst(name):
+def test_skip_verdict_on_gate_cases_equals_the_pipeline(name):
     _assert_skip_means_nothing(GATE_CASES[name])
 
 
 @pytest.mark.parametrize("path", _python_sources(), ids=lambda p: str(p.relative_to(REPO)))
-def test_skip_verdict_on_every_fixture_equals_libcst(path):
+def test_skip_verdict_on_every_fixture_equals_the_pipeline(path):
     _assert_skip_means_nothing(path.read_text(encoding="utf-8", errors="replace"))
 
 
-def test_skip_verdict_on_real_code_equals_libcst():
+def test_skip_verdict_on_real_code_equals_the_pipeline():
     torch = pytest.importorskip("torch")
-    checked = 0
+    checked = gated = 0
     for path in sorted(Path(torch.__file__).parent.rglob("*.py")):
         data = path.read_bytes()
         if b".backward(" not in data or len(data) > 80_000:
             continue
-        checked += _assert_skip_means_nothing(data.decode("utf-8", errors="replace"))
-    assert checked >= 3  # several real files mention backward yet are skipped
+        text = data.decode("utf-8", errors="replace")
+        skipped = _assert_skip_means_nothing(text)
+        checked += skipped
+        gated += skipped and prefilter.matched_triggers(data, ALL) is not None
+    assert checked >= 3 and gated >= 3  # real files mention backward yet are skipped, some
+    # by the byte stage (no optimizer step), some by the ast gate
 
 
-def test_files_that_could_train_or_note_go_to_libcst():
+def test_a_backward_without_any_step_is_rejected_once_parsed():
+    backward = {"backward"}
+    assert not prefilter.could_step(b"loss.backward()\n", backward)
+    assert not prefilter.could_step(b"loss.backward()\n# opt.step()\n", backward)
+    assert prefilter.could_step(b"loss.backward()\nopt.step()\n", backward)
+    assert prefilter.could_step(b"loss.backward()\n", {"backward", "DataLoader"})
+    result = migrate_bytes(b"for x in loader\n    loss.backward()\n", "broken.py")
+    assert result.error is not None and result.error.startswith("cannot parse")
+
+
+def test_files_that_could_train_or_note_go_to_the_analysis():
     for text in (
         "for b in loader:\n    loss.backward()\n    opt.step()\n",  # could train
         "class T:\n    def f(self):\n        loss.backward()\n        opt.step()\n",  # a method
     ):
-        assert prefilter.screen(text).verdict == prefilter.LIBCST, text
+        assert not _gate_rejects(text), text
