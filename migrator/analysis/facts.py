@@ -108,6 +108,8 @@ class TrainingFacts:
                 if patterns.looks_like_device_name(name):
                     names.add(name)
             names.update(n for n in current.bindings if self.rank_kind(current, n) in RANK_KINDS)
+            names.update(n for n in current.uses if n.startswith(patterns.SELF + ".") and (
+                self.rank_kind(current, n) in RANK_KINDS))  # a Trainer's `self.gpu_id`  # fmt: skip
             current = current.parent
         return names
 

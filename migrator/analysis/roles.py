@@ -247,12 +247,33 @@ class _Analyser(LoopAnalysis):
                 continue
             uses = owner.uses.get(origin.name, [])
             placed = any(u.kind == "attr" and u.attr in ("to", "cuda", "train", "parameters")
-                         for u in uses)  # fmt: skip
+                         for u in uses) or self._placed_or_received(owner, origin.name)  # fmt: skip
             if (placed or origin.name in self.facts.prepared_already) and (
                 origin.name not in models
             ):
                 models.append(origin.name)
         return models
+
+    def _placed_or_received(self, owner: Scope, name: str) -> bool:
+        """A Trainer's `self.model = model.to(gpu_id)` / `self.model = model` (a parameter of
+        its `__init__`) / `self.model = DDP(...)`: the object the loop calls is its model."""
+        if any(w.site.scope is owner and w.target == name for w in self.facts.distributed.wraps):
+            return True
+        for binding in owner.assigns(name):
+            value = binding.element if binding.unpacked else binding.value
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and (value.func.attr in ("to", "cuda"))
+            ):
+                return True
+            if (
+                name.startswith(patterns.SELF + ".")
+                and isinstance(value, ast.Name)
+                and value.id in owner.params
+            ):
+                return True
+        return False
 
     def _schedulers(self, owner: Scope, stepped: list[str], per_batch: set[int]):
         roles = []
