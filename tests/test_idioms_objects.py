@@ -4,6 +4,7 @@ prints shows the data was split between the two processes."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -52,3 +53,21 @@ def test_trainer_wrapping_self_model_under_torchrun_runs_and_resumes(tmp_path):
     assert (tmp_path / "snapshot.pt").exists()
     resumed = launch(script, tmp_path)  # the snapshot says epoch 1 ran: only epoch 1 again
     assert resumed.stdout.count("mean loss") == 1 and "epoch 1" in resumed.stdout
+
+
+def verify_json(script: Path, cwd: Path) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    env.pop("WORLD_SIZE", None)
+    command = [sys.executable, "-m", "migrator", "verify", str(script), "--nproc", "2",
+               "--format", "json"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=LAUNCH_TIMEOUT, check=False)  # fmt: skip
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-4000:]}"
+    return json.loads(done.stdout)
+
+
+def test_single_gpu_trainer_from_factories_is_equivalent_on_two_processes(tmp_path):
+    migrated("trainer_factory_single_gpu")
+    report = verify_json(GOLDEN / "trainer_factory_single_gpu.in.py", tmp_path)
+    assert report["verdict"] == "EQUIVALENT"
+    assert len(report["steps"]) == 16  # 128 samples, batch 16, two epochs: every step compared

@@ -100,10 +100,18 @@ class TrainingFacts:
     def device_names(self, scope: Scope) -> set[str]:
         names: set[str] = set()
         current: Scope | None = scope
+        methods = {id(m) for m in class_methods(scope)}
         while current is not None:
             for binding in self.device_bindings:
-                if binding.statement.block.scope is current:
+                bound_in = binding.statement.block.scope
+                if bound_in is current or (  # a Trainer's `self.device`, seen by its methods
+                    binding.name.startswith(patterns.SELF + ".") and id(bound_in) in methods
+                ):
                     names.add(binding.name)
+                if bound_in is current and isinstance(binding.value, ast.Name) and (
+                    binding.value.id in current.params
+                ):  # `self.gpu_id = gpu_id`: the parameter is that device too
+                    names.add(binding.value.id)
             for name in current.params:
                 if patterns.looks_like_device_name(name):
                     names.add(name)

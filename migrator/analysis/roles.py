@@ -10,6 +10,7 @@ Rules read these facts; none re-derives them.
 from __future__ import annotations
 
 import ast
+import re
 
 from migrator.analysis import patterns
 from migrator.analysis.dataflow import derive
@@ -22,12 +23,17 @@ from migrator.analysis.facts import (
     argument_for,
     bindings_of,
     call_sites_of,
+    class_methods,
+    is_method,
     value_call,
 )  # fmt: skip
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.findings import Finding
 from migrator.source import Source
+
+
+GPU_INDEX = re.compile(r"^(gpu|gpu_id|gpu_index|local_rank|device_id)$")
 
 
 class _Analyser(LoopAnalysis):
@@ -371,6 +377,17 @@ class _Analyser(LoopAnalysis):
                 if self._callee_scope(c) is not None
             ):
                 facts.training_scopes.append(scope)
+        if is_method(facts.owner):  # a Trainer's `_save_checkpoint()`, called from `train()`
+            methods = {id(m) for m in class_methods(facts.owner)}
+            for scope in list(facts.training_scopes):
+                for call in scope.calls:
+                    callee = self._callee_scope(call)
+                    if (
+                        callee is not None
+                        and id(callee) in methods
+                        and callee not in facts.training_scopes
+                    ):
+                        facts.training_scopes.append(callee)
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:
@@ -389,6 +406,7 @@ class _Analyser(LoopAnalysis):
                         continue
                     trainer_device = name.startswith(patterns.SELF + ".") and (
                         patterns.looks_like_device_name(name.split(".", 1)[1])
+                        or self._device_index_attribute(scope, name, value)
                     )
                     if (
                         trainer_device
@@ -402,6 +420,16 @@ class _Analyser(LoopAnalysis):
                         ):
                             continue
                         facts.device_bindings.append(binding)
+
+    def _device_index_attribute(self, scope: Scope, name: str, value: ast.expr) -> bool:
+        """A Trainer's `self.gpu_id = gpu_id` (a parameter, not a launch rank MIG010 reads):
+        the GPU index the single-GPU script places everything on is the accelerator's device."""
+        return (
+            GPU_INDEX.match(name.split(".", 1)[1]) is not None
+            and isinstance(value, ast.Name)
+            and value.id in scope.params
+            and self.facts.rank_kind(scope, value.id) is None
+        )
 
     def _used_in_training(self, name: str) -> bool:
         return any(name in scope.uses for scope in self.facts.training_scopes)
