@@ -108,8 +108,10 @@ class TrainingFacts:
                     binding.name.startswith(patterns.SELF + ".") and id(bound_in) in methods
                 ):
                     names.add(binding.name)
-                if bound_in is current and isinstance(binding.value, ast.Name) and (
-                    binding.value.id in current.params
+                if (
+                    bound_in is current
+                    and isinstance(binding.value, ast.Name)
+                    and (binding.value.id in current.params)
                 ):  # `self.gpu_id = gpu_id`: the parameter is that device too
                     names.add(binding.value.id)
             for name in current.params:
