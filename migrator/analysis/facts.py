@@ -67,6 +67,9 @@ class TrainingFacts:
     blocked: bool = False  # a finding says the file cannot be migrated safely
     origins: dict[tuple[int, str], Origin | None] = field(default_factory=dict)
     distributed: DistributedFacts = field(default_factory=DistributedFacts)  # MIG010
+    # The function that creates some training objects and receives the others: its
+    # parameters are traced no further than itself (prepared where the objects meet).
+    meeting: Scope | None = None
 
     @property
     def has_training(self) -> bool:
@@ -172,7 +175,12 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
         result = Origin(scope, name)
     elif scope.kind == "function" and name in scope.params:
         results = set()
-        for site in call_sites_of(facts.index, scope):
+        sites = call_sites_of(facts.index, scope)
+        if not sites or scope is facts.meeting:
+            # No caller in this file (a driver elsewhere calls it), or the function where the
+            # training objects meet: the parameter is the object, prepared in this function.
+            results.add(Origin(scope, name))
+        for site in sites if scope is not facts.meeting else []:
             argument = argument_for(site.node, scope, name)
             if patterns.name_of(argument) is not None:
                 results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))

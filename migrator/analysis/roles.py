@@ -32,7 +32,6 @@ from migrator.analysis.loops import LoopAnalysis
 from migrator.findings import Finding
 from migrator.source import Source
 
-
 GPU_INDEX = re.compile(r"^(gpu|gpu_id|gpu_index|local_rank|device_id)$")
 
 
