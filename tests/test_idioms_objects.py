@@ -105,3 +105,10 @@ def test_functions_preparing_what_an_unmigrated_driver_passes_run_on_two_process
     assert done.stdout.count("epoch 1: loss") == 2, done.stdout  # two folds, one line each
     assert done.stdout.count("returned Net") == 4  # the plain model comes back, on both ranks
     assert done.stdout.count("rank-local epoch 2") == 2
+
+
+def test_function_preparing_its_callers_objects_every_fold_is_equivalent(tmp_path):
+    migrated("function_meets_caller_objects")
+    report = verify_json(GOLDEN / "function_meets_caller_objects.in.py", tmp_path)
+    assert report["verdict"] == "EQUIVALENT"
+    assert len(report["steps"]) == 16  # 2 folds x 2 epochs x 4 steps per process

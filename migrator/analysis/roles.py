@@ -89,6 +89,49 @@ class _Analyser(LoopAnalysis):
         return patterns.name_of(site.receiver) in self.facts.accelerator_names
 
     def _find_owner_and_roles(self, per_batch: set[int]) -> None:
+        """Roles as seen from the owner; when that fails because the function that creates the
+        optimizer receives the loaders (or the model) from its callers, the objects meet in
+        that function: roles again with its parameters as its own objects."""
+        facts = self.facts
+        findings = list(facts.findings)
+        self._roles(per_batch)
+        meeting = self._meeting_point()
+        if meeting is None or facts.meeting is not None:
+            return
+        if not facts.blocked and facts.owner is meeting:
+            return
+        first = (list(facts.findings), facts.blocked)
+        facts.findings, facts.blocked, facts.owner = list(findings), False, None
+        facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
+        facts.meeting = meeting
+        facts.origins.clear()
+        self._roles(per_batch)
+        if facts.blocked or facts.owner is not meeting:  # no better: the first answer stands
+            facts.findings, facts.blocked = first
+            facts.meeting, facts.owner = None, None
+            facts.origins.clear()
+
+    def _meeting_point(self) -> Scope | None:
+        """The function that creates the optimizer the training loop steps, when it is not
+        where the loaders come from."""
+        facts = self.facts
+        for loop in facts.training_loops:
+            for call in self._calls_reachable(loop.calls):
+                receiver = patterns.name_of(call.receiver)
+                if call.method != "step" or receiver is None:
+                    continue
+                origin = facts.origin(call.scope, receiver)
+                if origin is None or origin.scope.kind != "function":
+                    continue
+                if any(
+                    (built := value_call(b)) is not None
+                    and patterns.is_optimizer_call(built, self.imports)
+                    for b in bindings_of(origin)
+                ):
+                    return origin.scope
+        return None
+
+    def _roles(self, per_batch: set[int]) -> None:
         facts = self.facts
         loaders: list[Origin] = []
         step_receivers: list[tuple[CallSite, Origin]] = []
