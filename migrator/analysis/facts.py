@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed import RANK_KINDS, DistributedFacts
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope
 from migrator.findings import Finding
 
@@ -43,6 +44,8 @@ class SchedulerRole:
     name: str
     per_step: bool
     binding: Binding | None
+    plateau: bool = False  # `ReduceLROnPlateau`, or `.step(metric)`: never prepared
+    site: ast.AST | None = None  # its `.step(metric)` call, where no binding is in sight
 
 
 @dataclass(eq=False)
@@ -84,6 +87,46 @@ class TrainingFacts:
 
     def origin(self, scope: Scope, name: str) -> Origin | None:
         return _origin(self, scope, name, frozenset())
+
+    def chain_origin(self, scope: Scope, expr: ast.expr | None) -> Origin | None:
+        """Where the object `expr` names is made. An object held on another object
+        (`self.cfg.optimiser`, `config.scheduler`) is named by its attribute chain, rooted
+        where the root is made: `Origin(Trainer.__init__, "self.cfg.optimiser")`."""
+        name = patterns.name_of(expr)
+        if name is not None:
+            return self.origin(scope, name)
+        parts: list[str] = []
+        root = None
+        while isinstance(expr, ast.Attribute) and root is None:
+            parts.append(expr.attr)
+            expr = expr.value
+            root = patterns.name_of(expr)
+        found = self.origin(scope, root) if root is not None else None
+        if found is None:
+            return None
+        return Origin(found.scope, ".".join([found.name, *reversed(parts)]))
+
+    def chain_bindings(self, scope: Scope, chain: str) -> list[Binding]:
+        """`self.cfg.optimiser = SGD(...)` in `scope`: the bindings of an attribute chain
+        (the index binds names and `self.x` only); [] for a plain name or `self.x`."""
+        if chain.count(".") < (2 if chain.startswith(patterns.SELF + ".") else 1):
+            return []
+        found, stack = [], list(ast.iter_child_nodes(scope.node))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            stack.extend(ast.iter_child_nodes(node))
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            if dotted_name(node.targets[0]) != chain:
+                continue
+            line = self.index.small_line.get(id(node))
+            statement = self.index.statement_of.get(id(line)) if line is not None else None
+            if statement is not None:
+                found.append(Binding(chain, "assign", statement, node.value, small=node))
+        found.sort(key=lambda b: (b.small.lineno, b.small.col_offset))
+        return found
 
     def role(self, scope: Scope, name: str) -> str | None:
         """model / optimizer / loader / scheduler for a name as seen from `scope`."""

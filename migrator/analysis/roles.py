@@ -27,11 +27,13 @@ from migrator.analysis.facts import (
     is_method,
     value_call,
 )  # fmt: skip
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.findings import Finding
 from migrator.source import Source
 
+EPOCH_ARGUMENT = re.compile(r"epoch|step|iter", re.IGNORECASE)
 GPU_INDEX = re.compile(r"^(gpu|gpu_id|gpu_index|local_rank|device_id)$")
 
 
@@ -82,8 +84,9 @@ class _Analyser(LoopAnalysis):
         for site in self.index.calls():
             if site.method == "prepare" and self._is_accelerator_receiver(site):
                 for arg in patterns.call_args(site.node):
-                    if patterns.name_of(arg.value) is not None:
-                        self.facts.prepared_already.add(patterns.name_of(arg.value))
+                    name = patterns.name_of(arg.value) or dotted_name(arg.value)  # `self.cfg.opt`
+                    if name is not None:
+                        self.facts.prepared_already.add(name)
 
     def _is_accelerator_receiver(self, site: CallSite) -> bool:
         return patterns.name_of(site.receiver) in self.facts.accelerator_names
@@ -117,10 +120,9 @@ class _Analyser(LoopAnalysis):
         facts = self.facts
         for loop in facts.training_loops:
             for call in self._calls_reachable(loop.calls):
-                receiver = patterns.name_of(call.receiver)
-                if call.method != "step" or receiver is None:
+                if call.method != "step":
                     continue
-                origin = facts.origin(call.scope, receiver)
+                origin = facts.chain_origin(call.scope, call.receiver)
                 if origin is None or origin.scope.kind != "function":
                     continue
                 if any(
@@ -146,9 +148,9 @@ class _Analyser(LoopAnalysis):
             if found not in loaders:
                 loaders.append(found)
             for call in self._calls_reachable(loop.calls):
-                receiver = patterns.name_of(call.receiver)
+                receiver = dotted_name(call.receiver)
                 if call.method in ("step", "zero_grad") and receiver is not None:
-                    origin = facts.origin(call.scope, receiver)
+                    origin = facts.chain_origin(call.scope, call.receiver)
                     if origin is None:
                         self._block(call.node, receiver)
                         return
@@ -218,6 +220,46 @@ class _Analyser(LoopAnalysis):
             ):
                 schedulers.append(name)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
+        self._plateau_schedulers(owner)
+
+    def _plateau_schedulers(self, owner: Scope) -> None:
+        """`scheduler.step(val_loss)` / `ReduceLROnPlateau(...)`, wherever the scheduler is
+        held (`self.cfg.scheduler`): left unprepared, with a note."""
+        facts = self.facts
+        roles = {role.name: role for role in facts.schedulers}
+        for site in self.index.calls():
+            if site.method != "step" or not patterns.call_args(site.node):
+                continue
+            origin = facts.chain_origin(site.scope, site.receiver)
+            if origin is None or origin.scope is not owner or origin.name in facts.optimizers:
+                continue
+            if not self._plateau(origin) and (
+                self._step_kind(origin, stepped=True) != "scheduler"
+                or any(value_call(b) is not None for b in self._bindings(origin))
+                or EPOCH_ARGUMENT.search(self.index.source.text_of(site.node.args[0]) if (
+                    site.node.args) else "")  # `scheduler.step(epoch)`: an epoch, not a metric
+            ):  # fmt: skip
+                continue
+            role = roles.get(origin.name)
+            if role is None:
+                role = SchedulerRole(origin.name, False, None)
+                roles[origin.name] = role
+                facts.schedulers.append(role)
+            role.plateau, role.site = True, role.site or site.node
+        for role in facts.schedulers:
+            if self._plateau(Origin(owner, role.name)):
+                role.plateau = True
+
+    def _plateau(self, origin: Origin) -> bool:
+        return any(
+            (call := value_call(b)) is not None
+            and patterns.last_part(self.imports.qualify(call.func)) == "ReduceLROnPlateau"
+            for b in self._bindings(origin)
+        )
+
+    def _bindings(self, origin: Origin):
+        """The bindings of a name, `self.x`, or an attribute chain (`self.cfg.optimiser`)."""
+        return bindings_of(origin) or self.facts.chain_bindings(origin.scope, origin.name)
 
     def _scaler_step_target(self, call: CallSite) -> Origin | None:
         """`scaler.step(optimizer)`: the optimizer is the argument."""
@@ -244,7 +286,7 @@ class _Analyser(LoopAnalysis):
         """optimizer / scheduler / None for a name the loop calls `.step()` (stepped) or only
         `.zero_grad()` on. Modules have `zero_grad()` too: that alone never makes an optimizer."""
         built_by_unknown = False
-        for binding in bindings_of(origin):
+        for binding in self._bindings(origin):
             call = value_call(binding)
             if call is None:
                 continue
@@ -255,7 +297,7 @@ class _Analyser(LoopAnalysis):
             if patterns.is_optimizer_call(call, self.imports):
                 return "optimizer"
             built_by_unknown = True
-        lowered = origin.name.lower()
+        lowered = origin.name.rsplit(".", 1)[-1].lower()  # `self.cfg.optimiser`: `optimiser`
         if "scaler" in lowered:
             return None
         if "sched" in lowered:
@@ -273,7 +315,7 @@ class _Analyser(LoopAnalysis):
         models: list[str] = []
         saw_constructor = False
         for name in optimizers:
-            for binding in owner.assigns(name):
+            for binding in self._bindings(Origin(owner, name)):
                 call = value_call(binding)
                 if call is None:
                     continue
@@ -328,10 +370,9 @@ class _Analyser(LoopAnalysis):
         for name in stepped:
             per_step = False
             for site in self.index.calls():
-                receiver = patterns.name_of(site.receiver)
-                if site.method != "step" or receiver is None:
+                if site.method != "step" or site.receiver is None:
                     continue
-                if self.facts.origin(site.scope, receiver) != Origin(owner, name):
+                if self.facts.chain_origin(site.scope, site.receiver) != Origin(owner, name):
                     continue
                 if self._in_training(site, per_batch):
                     per_step = True
