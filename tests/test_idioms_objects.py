@@ -111,14 +111,14 @@ def test_function_preparing_its_callers_objects_every_fold_is_equivalent(tmp_pat
     migrated("function_meets_caller_objects")
     report = verify_json(GOLDEN / "function_meets_caller_objects.in.py", tmp_path)
     assert report["verdict"] == "EQUIVALENT"
-    assert len(report["steps"]) == 16  # 2 folds x 2 epochs x 4 steps per process
+    assert len(report["steps"]) == 16  # the steps verify compares, all of them agreeing
 
 
 def test_optimizer_and_plateau_scheduler_on_a_config_object_are_equivalent(tmp_path):
     migrated("optimizer_on_config_object")
     report = verify_json(GOLDEN / "optimizer_on_config_object.in.py", tmp_path)
     assert report["verdict"] == "EQUIVALENT"
-    assert len(report["steps"]) == 24  # 64 samples, batch 8, 3 epochs, two processes
+    assert len(report["steps"]) == 24  # 64 samples, batch 8, 3 epochs: every step compared
 
 
 def test_optimizer_hung_on_the_received_config_runs_on_two_processes(tmp_path):
@@ -126,3 +126,10 @@ def test_optimizer_hung_on_the_received_config_runs_on_two_processes(tmp_path):
     lines = [line.split() for line in done.stdout.splitlines() if line[:1].isdigit()]
     assert [line[0] for line in lines] == ["0", "1"], done.stdout  # printed once per epoch
     assert float(lines[1][1]) < float(lines[0][1])  # the validation loss falls
+
+
+def test_data_parallel_removed_is_equivalent_on_two_processes(tmp_path):
+    migrated("data_parallel_removed")
+    report = verify_json(GOLDEN / "data_parallel_removed.in.py", tmp_path)
+    assert report["verdict"] == "EQUIVALENT"
+    assert len(report["steps"]) == 16  # 128 samples, batch 16, 2 epochs: every step compared
