@@ -195,17 +195,18 @@ class _Analyser(LoopAnalysis):
             self._finding(facts.training_loops[0].node, "MIG900",
                           "no optimizer step found in the training loop; migrate by hand")  # fmt: skip
             return
-        if len(optimizers) > 1:
-            self._finding(
-                facts.training_loops[0].node,
-                "MIG906",
-                f"several optimizers ({', '.join(optimizers)}) train in one loop; models, "
-                "optimizers and backward passes need a human to pair them",
-            )
-            return
         facts.optimizers = optimizers
         facts.models = self._models(owner, optimizers, forwards)
         if facts.blocked:
+            return
+        if len(optimizers) > 1 and not self._each_trains_a_model(owner, optimizers):
+            self._finding(
+                facts.training_loops[0].node,
+                "MIG906",
+                f"several optimizers ({', '.join(optimizers)}) train in one loop, and not every "
+                "one is built on a model's parameters here; pair models, optimizers and "
+                "backward passes by hand",
+            )
             return
         if not facts.models:
             self._finding(facts.training_loops[0].node, "MIG900",
@@ -343,6 +344,39 @@ class _Analyser(LoopAnalysis):
             ):
                 models.append(origin.name)
         return models
+
+    def _each_trains_a_model(self, owner: Scope, optimizers: list[str]) -> bool:
+        """Several optimizers (a GAN's, actor and critic): one prepare holds them all, with
+        their models, when each is built here on the parameters of models found here."""
+        for name in optimizers:
+            calls = [value_call(b) for b in self._bindings(Origin(owner, name))
+                     if not self._from_prepare(b)]  # fmt: skip
+            if not calls or any(call is None or not self._known_optimizer(call) for call in calls):
+                return False  # an EMA's `.step()` or a factory's optimizer: not for us to pair
+            roots = [root for call in calls for arg in patterns.call_args(call)
+                     for root in patterns.parameter_roots(arg.value)]  # fmt: skip
+            if not roots or not all(root in self.facts.models for root in roots):
+                return False
+        return True
+
+    def _known_optimizer(self, call: ast.Call) -> bool:
+        """`torch.optim.Adam(...)` / a known optimizer class (not any class fed parameters)."""
+        qualified = self.imports.qualify(call.func) or ""
+        name = patterns.last_part(qualified)
+        known = name in patterns.OPTIMIZER_CLASSES or (
+            qualified.startswith("torch.optim.") and ".lr_scheduler." not in qualified
+        )
+        return known and patterns.is_optimizer_call(call, self.imports)
+
+    def _from_prepare(self, binding) -> bool:
+        """`a, b = accelerator.prepare(a, b)`: a binding of code already migrated."""
+        value = binding.value
+        return (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "prepare"
+            and patterns.name_of(value.func.value) in self.facts.accelerator_names
+        )
 
     def _placed_or_received(self, owner: Scope, name: str) -> bool:
         """A Trainer's `self.model = model.to(gpu_id)` / `self.model = model` (a parameter of
