@@ -148,3 +148,8 @@ def torch_state_keys(path: Path) -> list[str]:
     import torch
 
     return sorted(k for k in torch.load(path) if k.startswith("0."))  # no `module.` prefix
+
+
+def test_optimizers_kept_in_a_dict_run_on_two_processes(tmp_path):
+    done = launch(migrated("optimizers_in_a_dict"), tmp_path)
+    assert done.stdout.count("epoch") == 2 and "epoch 1: d" in done.stdout, done.stdout

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed import RANK_KINDS, DistributedFacts
-from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope
 from migrator.findings import Finding
 
@@ -97,19 +96,24 @@ class TrainingFacts:
             return self.origin(scope, name)
         parts: list[str] = []
         root = None
-        while isinstance(expr, ast.Attribute) and root is None:
-            parts.append(expr.attr)
+        while root is None:
+            if isinstance(expr, ast.Attribute):
+                parts.append(f".{expr.attr}")
+            elif isinstance(expr, ast.Subscript) and _string_key(expr.slice) is not None:
+                parts.append(f"[{_key_text(expr.slice)}]")  # `self.optimizers["g"]`
+            else:
+                return None
             expr = expr.value
             root = patterns.name_of(expr)
-        found = self.origin(scope, root) if root is not None else None
+        found = self.origin(scope, root)
         if found is None:
             return None
-        return Origin(found.scope, ".".join([found.name, *reversed(parts)]))
+        return Origin(found.scope, found.name + "".join(reversed(parts)))
 
     def chain_bindings(self, scope: Scope, chain: str) -> list[Binding]:
         """`self.cfg.optimiser = SGD(...)` in `scope`: the bindings of an attribute chain
         (the index binds names and `self.x` only); [] for a plain name or `self.x`."""
-        if chain.count(".") < (2 if chain.startswith(patterns.SELF + ".") else 1):
+        if "[" not in chain and chain.count(".") < (2 if chain.startswith("self.") else 1):
             return []
         found, stack = [], list(ast.iter_child_nodes(scope.node))
         while stack:
@@ -119,12 +123,18 @@ class TrainingFacts:
             stack.extend(ast.iter_child_nodes(node))
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
                 continue
-            if dotted_name(node.targets[0]) != chain:
+            target, value = chain_text(node.targets[0]), node.value
+            if target != chain and isinstance(value, ast.Dict) and target is not None:
+                # `self.optimizers = {"g": Adam(...), ...}` binds `self.optimizers['g']`
+                entries = {f"{target}[{_key_text(k)}]": v
+                           for k, v in zip(value.keys, value.values) if _string_key(k)}  # fmt: skip
+                target, value = (chain, entries[chain]) if chain in entries else (None, None)
+            if target != chain:
                 continue
             line = self.index.small_line.get(id(node))
             statement = self.index.statement_of.get(id(line)) if line is not None else None
             if statement is not None:
-                found.append(Binding(chain, "assign", statement, node.value, small=node))
+                found.append(Binding(chain, "assign", statement, value, small=node))
         found.sort(key=lambda b: (b.small.lineno, b.small.col_offset))
         return found
 
@@ -173,6 +183,34 @@ class TrainingFacts:
         """process_index / local_process_index / num_processes for a name holding one (MIG010)."""
         found = self.origin(scope, name)
         return self.distributed.kind_of(found.scope, found.name) if found is not None else None
+
+
+def _string_key(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _key_text(node: ast.AST) -> str:
+    key = _string_key(node)
+    return f'"{key}"' if '"' not in key and "\\" not in key else repr(key)
+
+
+def chain_text(expr: ast.AST | None) -> str | None:
+    """`self.cfg.optimiser`, `self.optimizers['g']`: an attribute / string-key chain as one
+    name (the names chain_origin gives), None for anything else."""
+    parts: list[str] = []
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        if isinstance(expr, ast.Attribute):
+            parts.append(f".{expr.attr}")
+        elif _string_key(expr.slice) is not None:
+            parts.append(f"[{_key_text(expr.slice)}]")
+        else:
+            return None
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    return expr.id + "".join(reversed(parts))
 
 
 def is_method(scope: Scope | None) -> bool:

@@ -10,6 +10,7 @@ left unprepared, with a note saying why.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from migrator.analysis.facts import TrainingFacts
@@ -123,9 +124,9 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
 def _holders(name: str) -> list[str]:
     """`self.cfg` for `self.cfg.optimiser`: an object held on another object (an attribute
     chain, facts.chain_origin) exists once its holder is bound."""
-    parts = name.split(".")
-    first = 2 if parts[0] == "self" else 1
-    return [".".join(parts[:end]) for end in range(first, len(parts))]
+    cuts = [m.start() for m in re.finditer(r"[.\[]", name)]
+    first = 1 if name.startswith("self.") else 0
+    return [name[:cut] for cut in cuts[first:]]
 
 
 def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:

@@ -23,11 +23,11 @@ from migrator.analysis.facts import (
     argument_for,
     bindings_of,
     call_sites_of,
+    chain_text,
     class_methods,
     is_method,
     value_call,
 )  # fmt: skip
-from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.findings import Finding
@@ -84,7 +84,7 @@ class _Analyser(LoopAnalysis):
         for site in self.index.calls():
             if site.method == "prepare" and self._is_accelerator_receiver(site):
                 for arg in patterns.call_args(site.node):
-                    name = patterns.name_of(arg.value) or dotted_name(arg.value)  # `self.cfg.opt`
+                    name = patterns.name_of(arg.value) or chain_text(arg.value)  # `self.cfg.opt`
                     if name is not None:
                         self.facts.prepared_already.add(name)
 
@@ -148,7 +148,7 @@ class _Analyser(LoopAnalysis):
             if found not in loaders:
                 loaders.append(found)
             for call in self._calls_reachable(loop.calls):
-                receiver = dotted_name(call.receiver)
+                receiver = chain_text(call.receiver)
                 if call.method in ("step", "zero_grad") and receiver is not None:
                     origin = facts.chain_origin(call.scope, call.receiver)
                     if origin is None:
@@ -327,8 +327,9 @@ class _Analyser(LoopAnalysis):
                         if found is None or found.scope is not owner:
                             self._block(call, root)
                             return []
-                        if found.name not in models:
-                            models.append(found.name)
+                        name = self._kept_on_self(owner, found.name)
+                        if name not in models:
+                            models.append(name)
         if saw_constructor:
             return models
         # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
@@ -345,6 +346,23 @@ class _Analyser(LoopAnalysis):
                 models.append(origin.name)
         return models
 
+    def _kept_on_self(self, owner: Scope, name: str) -> str:
+        """`self.gen` for `gen`, a parameter of a Trainer's `__init__` stored as `self.gen =
+        gen`: the methods train `self.gen`, so that is the model prepare rebinds."""
+        if not is_method(owner) or name not in owner.params:
+            return name
+        kept = []
+        for other, bindings in owner.bindings.items():
+            bindings = [b for b in bindings if not self._from_prepare(b)]  # migrated before
+            if (
+                other.startswith(patterns.SELF + ".")
+                and len(bindings) == 1
+                and isinstance(bindings[0].value, ast.Name)
+                and bindings[0].value.id == name
+            ):
+                kept.append(other)
+        return kept[0] if len(kept) == 1 else name
+
     def _each_trains_a_model(self, owner: Scope, optimizers: list[str]) -> bool:
         """Several optimizers (a GAN's, actor and critic): one prepare holds them all, with
         their models, when each is built here on the parameters of models found here."""
@@ -355,7 +373,8 @@ class _Analyser(LoopAnalysis):
                 return False  # an EMA's `.step()` or a factory's optimizer: not for us to pair
             roots = [root for call in calls for arg in patterns.call_args(call)
                      for root in patterns.parameter_roots(arg.value)]  # fmt: skip
-            if not roots or not all(root in self.facts.models for root in roots):
+            models = self.facts.models
+            if not roots or not all(self._kept_on_self(owner, r) in models for r in roots):
                 return False
         return True
 
