@@ -7,7 +7,7 @@ import ast
 
 from migrator.engine import migrate_text
 
-TRAINER = '''\
+TRAINER = """\
 import torch
 from accelerate import Accelerator
 
@@ -26,7 +26,7 @@ class Trainer:
             loss.backward()
             self.optimizer.step()
             self.optimizer.zero_grad()
-'''
+"""
 
 
 def test_half_migrated_trainer_gets_accelerator_backward_through_self():
@@ -37,7 +37,7 @@ def test_half_migrated_trainer_gets_accelerator_backward_through_self():
     assert migrate_text(output) == (None, [])
 
 
-PLAIN_LOOP_BESIDE = '''\
+PLAIN_LOOP_BESIDE = """\
 import torch
 from torch.utils.data import DataLoader
 from accelerate import Accelerator
@@ -51,14 +51,14 @@ model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
 for x in probe:
     model(x).sum().backward()
     optimizer.step()
-'''
+"""
 
 
 def test_backward_over_an_unprepared_loader_is_not_ours_to_complete():
     assert migrate_text(PLAIN_LOOP_BESIDE) == (None, [])
 
 
-RUNTIME_IMPORT_ONLY = '''\
+RUNTIME_IMPORT_ONLY = """\
 import torch
 from torch.utils.data import DataLoader
 from runtime import Accelerator
@@ -72,7 +72,7 @@ for x in loader:
     loss = model(x).sum()
     loss.backward()
     optimizer.step()
-'''
+"""
 
 
 def test_a_file_importing_our_accelerator_is_migrated_code():
@@ -83,14 +83,14 @@ def test_a_file_importing_our_accelerator_is_migrated_code():
     assert output is not None and "Accelerator()" in output  # the same code, not yet on it
 
 
-HELPER_WITH_ACCELERATOR = '''\
+HELPER_WITH_ACCELERATOR = """\
 def train_epoch(accelerator, model, loader, optimizer):
     for batch in loader:
         loss = model(batch)
         accelerator.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
-'''
+"""
 
 
 def test_a_helper_calling_accelerator_backward_is_left_alone():
