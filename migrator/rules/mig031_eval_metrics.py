@@ -26,6 +26,7 @@ from migrator.analysis.distributed_facts import NUM_PROCESSES
 from migrator.analysis.facts import DataRegion
 from migrator.analysis.index import Block, Line, Loop, Scope
 from migrator.analysis.patterns import name_of, preorder
+from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}
@@ -48,14 +49,17 @@ class EvalMetrics(Rule):
                 continue
             body = _body_block(context, loop)
             if body is not None:
-                walker = _Walker(context, region)
+                walker = _Walker(context, region, loop)
                 walker.block(body, set(region.names))
                 _drop_hand_reductions(context, region.scope, walker.metrics)
 
 
 class _Walker:
-    def __init__(self, context: RuleContext, region: DataRegion) -> None:
+    def __init__(self, context: RuleContext, region: DataRegion, loop: Loop) -> None:
         self.context = context
+        self.region = region
+        self.loop = loop
+        self.numbers: set[str] = set()  # per-process names holding a Python number
         self.models = {
             name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
             if context.prepared_role(region.scope, name.lstrip("*")) == "model"
@@ -77,11 +81,14 @@ class _Walker:
         if isinstance(small, (ast.Assign, ast.AnnAssign)):
             value = small.value
             targets = _targets(small)
+            self.numbers.difference_update(targets)
             if self._collective(value):
                 local.difference_update(targets)  # already gathered: global from here on
                 self.gathered.update(targets)
             elif value is not None and (self._reads(value, local) or self._forward(value)):
                 local.update(targets)
+                if self._is_number(value):
+                    self.numbers.update(targets)
             else:
                 local.difference_update(targets)
                 if value is not None and self._reads(value, self.gathered):
@@ -96,15 +103,132 @@ class _Walker:
             if any(name in self.gathered for name in _names_in_all(accumulated)):
                 self.metrics.add(_accumulator(small))
             return
-        gathered = ", ".join(names)
-        target = gathered if len(names) > 1 else names[0]
-        argument = f"({gathered})" if len(names) > 1 else names[0]
-        code = f"{target} = {self.context.accelerator}.gather_for_metrics({argument})\n"
-        self.context.edits.insert(block, index, self.context.statement(code), priority=20)
-        self.context.need_accelerator_before(block, index)
+        numbers = [name for name in names if name in self.numbers]
+        if numbers and len(numbers) < len(names):
+            self.context.findings.append(Finding(
+                code="MIG031", node=small,
+                message=f"`{numbers[0]}` (a Python number from this process's batch) is combined "
+                "with its tensors in a metric; gather what it is computed from by hand",
+            ))  # fmt: skip
+            local.difference_update(names)
+            return
+        if numbers:
+            self._reduce_numbers(block, index, small, numbers)
+        else:
+            names = self._with_later_metric_names(block, index, names, local)
+            gathered = ", ".join(names)
+            target = gathered if len(names) > 1 else names[0]
+            argument = f"({gathered})" if len(names) > 1 else names[0]
+            code = f"{target} = {self.context.accelerator}.gather_for_metrics({argument})\n"
+            self.context.edits.insert(block, index, self.context.statement(code), priority=20)
+            self.context.need_accelerator_before(block, index)
         local.difference_update(names)
         self.gathered.update(names)
         self.metrics.add(_accumulator(small))
+
+    def _reduce_numbers(self, block: Block, index: int, small: ast.stmt, numbers) -> None:
+        """A Python number per batch (`psnr = 10 * log10(1 / mse.item())`) is never gathered
+        (`gather_for_metrics` of a float is a list): it is all-reduced as a tensor. A metric
+        averaged over batches (divided by `len(loader)` or by a per-batch counter) takes the
+        mean over processes, so the average equals the 1-process one (each process sees its
+        share of the same batches); any other accumulation takes the sum."""
+        context = self.context
+        accumulator = _accumulator(small)
+        reduction = "mean" if self._averaged_per_batch(accumulator) else "sum"
+        torch = context.torch_name()
+        device = context.accelerator_expr("device")
+        for name in numbers:
+            code = (
+                f"{name} = {context.accelerator}.reduce("
+                f'{torch}.tensor({name}, device={device}), "{reduction}").item()\n'
+            )
+            context.edits.insert(block, index, context.statement(code), priority=20)
+        context.need_accelerator_before(block, index)
+
+    def _averaged_per_batch(self, accumulator: str | None) -> bool:
+        """Is `accumulator` divided by `len(<a loader>)` or by a name the loop adds 1 to?"""
+        scope = self.region.scope
+        counters = {
+            name
+            for name, bindings in scope.bindings.items()
+            for b in bindings
+            if isinstance(b.small, ast.AugAssign)
+            and isinstance(b.small.op, ast.Add)
+            and isinstance(b.small.value, ast.Constant)
+            and b.small.value.value == 1
+            and self.loop.contains(b.loop)
+        }
+        for node in ast.walk(scope.node):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                left, right = node.left, node.right
+            elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div):
+                left, right = node.target, node.value
+            else:
+                continue
+            if name_of(left) != accumulator:
+                continue
+            if name_of(right) in counters:
+                return True
+            if (
+                isinstance(right, ast.Call)
+                and name_of(right.func) == "len"
+                and len(right.args) == 1
+                and self.context.role(scope, name_of(right.args[0]) or "") == "loader"
+            ):
+                return True
+        return False
+
+    def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
+        """`names`, and the per-process names that later metric statements of this block read
+        and nothing else reads or rebinds before them: one `gather_for_metrics` of them all
+        before the first metric statement, not one per statement. Ordered as the metric
+        statement reading most of them reads them (`predicted, labels`)."""
+        spoiled: set[str] = set()
+        readings = [names]
+        extra: list[str] = []
+        for small in _simple_statements(self.context, block.statements[index + 1 :]):
+            accumulated = self._accumulation(small)
+            read = list(dict.fromkeys(_names_in_all(accumulated or [small])))
+            if accumulated is not None:
+                wanted = [
+                    n
+                    for n in read
+                    if n in local and n not in self.numbers and n not in spoiled and n not in names
+                ]
+                extra += [n for n in wanted if n not in extra]
+                readings.append([n for n in read if n in names or n in wanted])
+            else:
+                spoiled.update(read)
+            if isinstance(small, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                spoiled.update(_targets(small) if not isinstance(small, ast.AugAssign) else ())
+        chosen = [*names, *extra]
+        if len(chosen) == 1:
+            return chosen
+        most = max(readings, key=lambda read: len(set(read) & set(chosen)))
+        ordered = [n for n in most if n in chosen]
+        return ordered + [n for n in chosen if n not in ordered]
+
+    def _is_number(self, expr: ast.AST | None) -> bool:
+        """Does `expr` compute a Python number: `x.item()`, `float(...)`, a `math` function,
+        or arithmetic on those, literals and names already holding one?"""
+        if isinstance(expr, ast.Constant):
+            return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+        if isinstance(expr, ast.Name):
+            return expr.id in self.numbers
+        if isinstance(expr, ast.UnaryOp):
+            return self._is_number(expr.operand)
+        if isinstance(expr, ast.BinOp):
+            sides = (expr.left, expr.right)
+            return any(self._is_number(s) and not isinstance(s, ast.Constant) for s in sides) and (
+                all(self._is_number(s) for s in sides)
+            )
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            if isinstance(func, ast.Attribute) and func.attr == "item" and not expr.args:
+                return True
+            callee = self.context.facts.index.imports.qualify(func) or ""
+            return callee in ("float", "int", "round") or callee.startswith("math.")
+        return False
 
     def _accumulation(self, small: ast.stmt) -> list | None:
         """What a metric accumulates (expressions, and `_` for a method's own name), if `small`
@@ -134,6 +258,21 @@ class _Walker:
         return any(
             isinstance(node, ast.Call) and name_of(node.func) in models for node in ast.walk(expr)
         )
+
+
+def _simple_statements(context: RuleContext, statements: list) -> list[ast.stmt]:
+    """The simple statements of `statements` in order, those of the blocks of `with`, `if`
+    and `try` statements included (as the walker reads them)."""
+    found: list[ast.stmt] = []
+    for node in statements:
+        if isinstance(node, Line):
+            found += node.body
+        elif isinstance(node, (ast.With, ast.AsyncWith, ast.If, ast.Try)):
+            for child in _child_blocks(context, node):
+                found += _simple_statements(context, child.statements)
+        elif isinstance(node, ast.stmt):
+            found.append(node)
+    return found
 
 
 def _accumulator(small: ast.stmt) -> str | None:
