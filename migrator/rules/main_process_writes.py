@@ -7,10 +7,11 @@ statements go under `if accelerator.is_main_process:`:
 - a statement that is a call writing a file: `np.save` / `np.savez` / `np.savetxt`,
   `torchvision.utils.save_image`, `json.dump`, `pickle.dump`, `plt.savefig`, and the methods
   `.to_csv(...)`, `.savefig(...)`, `.write_text(...)`, `.write_bytes(...)`;
+- log files: `logging.basicConfig(filename=...)`, `logger.addHandler(logging.FileHandler(...))`;
 - trackers: `wandb.init / log / finish / watch / save(...)` statements, and a
-  `writer = SummaryWriter(...)` (or `run = wandb.init(...)`) with every statement that calls
-  its methods, when nothing else uses it (otherwise it is left, with a note: the name would
-  not exist on the other processes).
+  `writer = SummaryWriter(...)` (or `run = wandb.init(...)`, `log = open(path, "w")`) with
+  every statement that calls its methods, when nothing else uses it (otherwise it is left,
+  with a note: the name would not exist on the other processes).
 
 Adjacent statements share one `if`. Statements already under a guard that reads the process
 rank (`if accelerator.is_main_process:`, `if rank == 0:`, `if args.local_rank in [-1, 0]:`)
@@ -95,9 +96,27 @@ def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None
     small = site.small
     if not isinstance(small, ast.Expr) or small.value is not site.node:
         return None  # only a call that is a whole statement
-    if qualified in WRITING_CALLS or qualified in TRACKER_CALLS or site.method in WRITING_METHODS:
+    if (
+        qualified in WRITING_CALLS
+        or qualified in TRACKER_CALLS
+        or site.method in WRITING_METHODS
+        or _log_file(imports, site.node)
+    ):
         return _own_statement(context, site.statement, small)
     return None
+
+
+def _log_file(imports, call: ast.Call) -> bool:
+    """`logging.basicConfig(filename=...)`, `<logger>.addHandler(logging.FileHandler(...))`."""
+    qualified = imports.qualify(call.func)
+    if qualified == "logging.basicConfig":
+        return patterns.keyword(call, "filename") is not None
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "addHandler" and call.args:
+        handler = call.args[0]
+        return isinstance(handler, ast.Call) and (imports.qualify(handler.func) or "").endswith(
+            "FileHandler"
+        )
+    return False
 
 
 def _writing_mode(call: ast.Call) -> bool:
@@ -151,7 +170,8 @@ def _tracker_statements(context: RuleContext) -> list[Statement]:
                 if binding.kind != "assign" or not isinstance(call, ast.Call):
                     continue
                 callee = index.imports.qualify(call.func) or ""
-                if not callee.endswith(TRACKER_OBJECTS) or binding.unpacked:
+                log_file = callee in ("open", "io.open") and _writing_mode(call)
+                if not (callee.endswith(TRACKER_OBJECTS) or log_file) or binding.unpacked:
                     continue
                 creation = _own_statement(context, binding.statement, binding.small)
                 uses = [u for s in index.scopes for u in s.uses.get(name, [])]
