@@ -1,6 +1,7 @@
 """Issue 14, item 1: a per-batch Python number averaged over the eval batches (the PSNR of a
 super-resolution example) is all-reduced, never gathered; on 2 processes the printed average
-equals the 1-process one, and the history file is written (by the main process only)."""
+equals the 1-process one, and the history file and the checkpoints of a helper the epoch loop
+calls are written (by the main process only)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ def test_per_batch_psnr_on_two_processes_equals_one_process(tmp_path):
         done = _run(command, folder)
         assert done.returncode == 0, f"{name}: {done.stderr[-3000:]}"
         printed[name] = PSNR.findall(done.stdout)
+        assert done.stdout.count("Checkpoint saved to") == 2  # once per epoch, not per process
+        for epoch in (1, 2):
+            state = folder / f"model_epoch_{epoch}.pth"
+            assert state.exists()
+            state.unlink()
         history = folder / "history.json"
         histories[name] = [entry["psnr"] for entry in json.loads(history.read_text())]
         history.unlink()

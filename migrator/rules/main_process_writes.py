@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
-from migrator.analysis.index import CallSite, Line, Statement
+from migrator.analysis.index import CallSite, Line, Scope, Statement
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 from migrator.source import continuation_lines, split_lines
@@ -41,16 +41,41 @@ GUARD_WORDS = ("main_process", "rank", "is_master", "is_main")
 TRAINING_METHODS = {"backward", "step", "zero_grad"}
 
 
-def guard_writes(context: RuleContext) -> None:
-    """Register the guards (module docstring) for the training scopes of `context`."""
-    facts = context.facts
+def epoch_helpers(facts) -> list[Scope]:
+    """Training code beyond the training scopes: the module's functions called from inside an
+    epoch loop (a loop of a training scope that holds a training loop or calls a training
+    scope: `for epoch in ...: train(epoch); test(); checkpoint(epoch)`), and the functions
+    they call in turn."""
+    training = facts.training_scopes
+    functions = facts.index.functions
+    found: list[Scope] = []
+    pending = []
+    for scope in training:
+        for loop in scope.loops:
+            called = [functions.get(patterns.name_of(site.node.func) or "") for site in loop.calls]
+            if any(loop.contains(t) for t in facts.training_loops) or any(
+                c in training for c in called if c is not None
+            ):
+                pending += [c for c in called if c is not None]
+    while pending:
+        scope = pending.pop()
+        if scope in training or scope in found:
+            continue
+        found.append(scope)
+        pending += [functions.get(patterns.name_of(s.node.func) or "") for s in scope.calls]
+        pending = [c for c in pending if c is not None]
+    return found
+
+
+def guard_writes(context: RuleContext, scopes: list[Scope]) -> None:
+    """Register the guards (module docstring) for the training code in `scopes`."""
     statements: dict[int, Statement] = {}
-    for scope in facts.training_scopes:
+    for scope in scopes:
         for site in scope.calls:
             statement = _writing_statement(context, site)
             if statement is not None:
                 statements[id(statement.node)] = statement
-    for statement in _tracker_statements(context):
+    for statement in _tracker_statements(context, scopes):
         statements[id(statement.node)] = statement
     for key, statement in list(statements.items()):
         if _runs_collectives(context, statement):
@@ -157,13 +182,13 @@ def _own_statement(context: RuleContext, statement: Statement, small: ast.stmt):
     return None
 
 
-def _tracker_statements(context: RuleContext) -> list[Statement]:
+def _tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[Statement]:
     """`writer = SummaryWriter(...)` in training code, with every statement calling its
     methods, when those are all its uses."""
     facts = context.facts
     index = facts.index
     found: list[Statement] = []
-    for scope in facts.training_scopes:
+    for scope in scopes:
         for name, bindings in scope.bindings.items():
             for binding in bindings:
                 call = binding.value

@@ -1,5 +1,6 @@
 """MIG030 main-process I/O: on N processes every rank would print every line and write every
-checkpoint. In training code:
+checkpoint. In training code (the training scopes, and the functions an epoch loop calls:
+`checkpoint(epoch)`):
 
 - `print(...)` -> `accelerator.print(...)` (once per node);
 - `torch.save(<model>.state_dict(), path)` (directly, or through a dict built in the same
@@ -20,7 +21,7 @@ from migrator.analysis.index import CallSite, Scope
 from migrator.analysis.syntax import name_value
 from migrator.arglists import Item, call_items
 from migrator.rules.base import Rule, RuleContext
-from migrator.rules.main_process_writes import guard_writes
+from migrator.rules.main_process_writes import epoch_helpers, guard_writes
 
 
 class MainProcessIO(Rule):
@@ -34,7 +35,8 @@ class MainProcessIO(Rule):
 
     def apply(self, context: RuleContext) -> None:
         imports = context.facts.index.imports
-        for scope in context.facts.training_scopes:
+        scopes = [*context.facts.training_scopes, *epoch_helpers(context.facts)]
+        for scope in scopes:
             if "print" in scope.bindings or "print" in context.facts.index.module_scope.bindings:
                 printing = False  # a local `print` is somebody else's function
             else:
@@ -47,7 +49,7 @@ class MainProcessIO(Rule):
                     self._save(context, scope, site)
                 elif qualified in patterns.PROGRESS_BARS:
                     self._progress_bar(context, site)
-        guard_writes(context)
+        guard_writes(context, scopes)
 
     def _print(self, context: RuleContext, site: CallSite) -> None:
         replacement = context.accelerator_expr("print")
