@@ -18,6 +18,7 @@ for x, y in loader:
     optimizer.step()
     optimizer.zero_grad()
 correct = total = 0
+scores = []
 with torch.no_grad():
     for x, y in loader:
         predicted = model(x).argmax(dim=1)
@@ -85,3 +86,25 @@ def test_a_number_mixed_with_batch_tensors_is_a_finding_not_a_crash():
     assert [f.code for f in findings] == ["MIG031"]
     assert "batch_loss" in findings[0].message
     assert "reduce(" not in output and "gather_for_metrics" not in output
+
+
+def test_a_per_batch_loss_tensor_is_reduced_as_a_tensor_not_gathered():
+    """`gather_for_metrics(loss)` of a 0-d loss has N elements on N processes: `.item()` fails."""
+    output, _ = _migrate(
+        "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "        correct += loss.item()\n"
+        "        total += 1\n"
+        "    correct /= total\n"
+    )
+    assert '        loss = accelerator.reduce(loss, "mean")\n        correct += loss.item()\n' in (
+        output
+    )
+    assert "gather_for_metrics" not in output
+
+
+def test_a_listed_per_batch_number_is_averaged():
+    output, _ = _migrate(
+        "        accuracy = (predicted == y).float().mean().item()\n"
+        "        scores.append(accuracy)\n"
+    )
+    assert '"mean").item()\n        scores.append(accuracy)\n' in output

@@ -60,6 +60,7 @@ class _Walker:
         self.region = region
         self.loop = loop
         self.numbers: set[str] = set()  # per-process names holding a Python number
+        self.scalars: set[str] = set()  # per-process names holding a per-batch 0-d tensor
         self.models = {
             name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
             if context.prepared_role(region.scope, name.lstrip("*")) == "model"
@@ -82,6 +83,7 @@ class _Walker:
             value = small.value
             targets = _targets(small)
             self.numbers.difference_update(targets)
+            self.scalars.difference_update(targets)
             if self._collective(value):
                 local.difference_update(targets)  # already gathered: global from here on
                 self.gathered.update(targets)
@@ -89,6 +91,8 @@ class _Walker:
                 local.update(targets)
                 if self._is_number(value):
                     self.numbers.update(targets)
+                elif self._is_scalar_tensor(value):
+                    self.scalars.update(targets)
             else:
                 local.difference_update(targets)
                 if value is not None and self._reads(value, self.gathered):
@@ -103,8 +107,8 @@ class _Walker:
             if any(name in self.gathered for name in _names_in_all(accumulated)):
                 self.metrics.add(_accumulator(small))
             return
-        numbers = [name for name in names if name in self.numbers]
-        if numbers and len(numbers) < len(names):
+        numbers = [name for name in names if name in self.numbers or name in self.scalars]
+        if numbers and len(numbers) < len(names):  # a number beside batch tensors
             self.context.findings.append(Finding(
                 code="MIG031", node=small,
                 message=f"`{numbers[0]}` (a Python number from this process's batch) is combined "
@@ -134,14 +138,19 @@ class _Walker:
         share of the same batches); any other accumulation takes the sum."""
         context = self.context
         accumulator = _accumulator(small)
-        reduction = "mean" if self._averaged_per_batch(accumulator) else "sum"
-        torch = context.torch_name()
-        device = context.accelerator_expr("device")
+        listed = isinstance(small, ast.Expr)  # `values.append(x)`: averaged (np.mean) later
+        mean = listed or self._averaged_per_batch(accumulator)
+        reduction = "mean" if mean else "sum"
         for name in numbers:
-            code = (
-                f"{name} = {context.accelerator}.reduce("
-                f'{torch}.tensor({name}, device={device}), "{reduction}").item()\n'
-            )
+            if name in self.scalars:  # a tensor already: reduced as it is
+                code = f'{name} = {context.accelerator}.reduce({name}, "{reduction}")\n'
+            else:
+                torch = context.torch_name()
+                device = context.accelerator_expr("device")
+                code = (
+                    f"{name} = {context.accelerator}.reduce("
+                    f'{torch}.tensor({name}, device={device}), "{reduction}").item()\n'
+                )
             context.edits.insert(block, index, context.statement(code), priority=20)
         context.need_accelerator_before(block, index)
 
@@ -207,6 +216,35 @@ class _Walker:
         most = max(readings, key=lambda read: len(set(read) & set(chosen)))
         ordered = [n for n in most if n in chosen]
         return ordered + [n for n in chosen if n not in ordered]
+
+    def _is_scalar_tensor(self, expr: ast.AST | None) -> bool:
+        """Does `expr` compute one tensor value per batch: a loss (`criterion(out, y)`,
+        `F.mse_loss(...)`, `loss_fn(...)`), `x.mean()` / `x.sum()` without a dimension, or
+        arithmetic on those and numbers?"""
+        if isinstance(expr, ast.Name):
+            return expr.id in self.scalars
+        if isinstance(expr, ast.BinOp):
+            sides = (expr.left, expr.right)
+            return any(self._is_scalar_tensor(side) for side in sides) and all(
+                self._is_scalar_tensor(side) or self._is_number(side) for side in sides
+            )
+        if not isinstance(expr, ast.Call):
+            return False
+        func = expr.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("mean", "sum")
+            and not (expr.args or expr.keywords)
+        ):
+            return True
+        called = getattr(func, "attr", None) or getattr(func, "id", None) or ""
+        called = called.lower()
+        reduction = next((k.value for k in expr.keywords if k.arg == "reduction"), None)
+        if isinstance(reduction, ast.Constant) and reduction.value == "none":
+            return False
+        return any(word in called for word in ("loss", "criterion", "entropy")) or (
+            called == "kl_div"
+        )
 
     def _is_number(self, expr: ast.AST | None) -> bool:
         """Does `expr` compute a Python number: `x.item()`, `float(...)`, a `math` function,
