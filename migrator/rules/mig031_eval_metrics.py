@@ -12,6 +12,14 @@ Per-process tensors are the loader's batch data and the prepared model's outputs
 is computed from them; once gathered, a name and what is computed from it are global, so
 nothing is gathered twice.
 
+A per-batch value that is not a batch tensor (a Python number `psnr = 10 * log10(1 /
+mse.item())`, a loss `loss = criterion(output, target)`) is never gathered: it is all-reduced
+before the metric statement, with the mean when the metric is averaged over batches (divided
+by `len(loader)` or a batch counter, or listed), else the sum (metric_values.py). Tensors that
+later metric statements read are gathered with the first ones, in one call
+(`predicted, labels = accelerator.gather_for_metrics((predicted, labels))`). A number
+combined with batch tensors in one metric statement is a finding.
+
 A metric accumulated from gathered tensors is whole on every process: a hand-written
 all-reduce of it (or of a tensor built from it, `stats = torch.tensor([correct, seen])`) in
 the same function would count it N times, so it goes, and so does the division by the world
@@ -28,6 +36,7 @@ from migrator.analysis.index import Block, Line, Loop, Scope
 from migrator.analysis.patterns import name_of, preorder
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.metric_values import PerBatchValues, averaged_per_batch
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}
 COLLECTIVES = {"gather_for_metrics", "gather", "reduce"}
@@ -59,8 +68,7 @@ class _Walker:
         self.context = context
         self.region = region
         self.loop = loop
-        self.numbers: set[str] = set()  # per-process names holding a Python number
-        self.scalars: set[str] = set()  # per-process names holding a per-batch 0-d tensor
+        self.values = PerBatchValues(context)  # Python numbers and 0-d tensors per batch
         self.models = {
             name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
             if context.prepared_role(region.scope, name.lstrip("*")) == "model"
@@ -82,17 +90,13 @@ class _Walker:
         if isinstance(small, (ast.Assign, ast.AnnAssign)):
             value = small.value
             targets = _targets(small)
-            self.numbers.difference_update(targets)
-            self.scalars.difference_update(targets)
+            self.values.forget(targets)
             if self._collective(value):
                 local.difference_update(targets)  # already gathered: global from here on
                 self.gathered.update(targets)
             elif value is not None and (self._reads(value, local) or self._forward(value)):
                 local.update(targets)
-                if self._is_number(value):
-                    self.numbers.update(targets)
-                elif self._is_scalar_tensor(value):
-                    self.scalars.update(targets)
+                self.values.bind(targets, value)
             else:
                 local.difference_update(targets)
                 if value is not None and self._reads(value, self.gathered):
@@ -107,11 +111,11 @@ class _Walker:
             if any(name in self.gathered for name in _names_in_all(accumulated)):
                 self.metrics.add(_accumulator(small))
             return
-        numbers = [name for name in names if name in self.numbers or name in self.scalars]
+        numbers = [name for name in names if name in self.values]
         if numbers and len(numbers) < len(names):  # a number beside batch tensors
             self.context.findings.append(Finding(
                 code="MIG031", node=small,
-                message=f"`{numbers[0]}` (a Python number from this process's batch) is combined "
+                message=f"`{numbers[0]}` (one value for this process's batch) is combined "
                 "with its tensors in a metric; gather what it is computed from by hand",
             ))  # fmt: skip
             local.difference_update(names)
@@ -139,10 +143,10 @@ class _Walker:
         context = self.context
         accumulator = _accumulator(small)
         listed = isinstance(small, ast.Expr)  # `values.append(x)`: averaged (np.mean) later
-        mean = listed or self._averaged_per_batch(accumulator)
+        mean = listed or averaged_per_batch(context, self.region.scope, self.loop, accumulator)
         reduction = "mean" if mean else "sum"
         for name in numbers:
-            if name in self.scalars:  # a tensor already: reduced as it is
+            if name in self.values.scalars:  # a tensor already: reduced as it is
                 code = f'{name} = {context.accelerator}.reduce({name}, "{reduction}")\n'
             else:
                 torch = context.torch_name()
@@ -153,39 +157,6 @@ class _Walker:
                 )
             context.edits.insert(block, index, context.statement(code), priority=20)
         context.need_accelerator_before(block, index)
-
-    def _averaged_per_batch(self, accumulator: str | None) -> bool:
-        """Is `accumulator` divided by `len(<a loader>)` or by a name the loop adds 1 to?"""
-        scope = self.region.scope
-        counters = {
-            name
-            for name, bindings in scope.bindings.items()
-            for b in bindings
-            if isinstance(b.small, ast.AugAssign)
-            and isinstance(b.small.op, ast.Add)
-            and isinstance(b.small.value, ast.Constant)
-            and b.small.value.value == 1
-            and self.loop.contains(b.loop)
-        }
-        for node in ast.walk(scope.node):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-                left, right = node.left, node.right
-            elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div):
-                left, right = node.target, node.value
-            else:
-                continue
-            if name_of(left) != accumulator:
-                continue
-            if name_of(right) in counters:
-                return True
-            if (
-                isinstance(right, ast.Call)
-                and name_of(right.func) == "len"
-                and len(right.args) == 1
-                and self.context.role(scope, name_of(right.args[0]) or "") == "loader"
-            ):
-                return True
-        return False
 
     def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
         """`names`, and the per-process names that later metric statements of this block read
@@ -202,7 +173,7 @@ class _Walker:
                 wanted = [
                     n
                     for n in read
-                    if n in local and n not in self.numbers and n not in spoiled and n not in names
+                    if n in local and n not in self.values and n not in spoiled and n not in names
                 ]
                 extra += [n for n in wanted if n not in extra]
                 readings.append([n for n in read if n in names or n in wanted])
@@ -216,57 +187,6 @@ class _Walker:
         most = max(readings, key=lambda read: len(set(read) & set(chosen)))
         ordered = [n for n in most if n in chosen]
         return ordered + [n for n in chosen if n not in ordered]
-
-    def _is_scalar_tensor(self, expr: ast.AST | None) -> bool:
-        """Does `expr` compute one tensor value per batch: a loss (`criterion(out, y)`,
-        `F.mse_loss(...)`, `loss_fn(...)`), `x.mean()` / `x.sum()` without a dimension, or
-        arithmetic on those and numbers?"""
-        if isinstance(expr, ast.Name):
-            return expr.id in self.scalars
-        if isinstance(expr, ast.BinOp):
-            sides = (expr.left, expr.right)
-            return any(self._is_scalar_tensor(side) for side in sides) and all(
-                self._is_scalar_tensor(side) or self._is_number(side) for side in sides
-            )
-        if not isinstance(expr, ast.Call):
-            return False
-        func = expr.func
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr in ("mean", "sum")
-            and not (expr.args or expr.keywords)
-        ):
-            return True
-        called = getattr(func, "attr", None) or getattr(func, "id", None) or ""
-        called = called.lower()
-        reduction = next((k.value for k in expr.keywords if k.arg == "reduction"), None)
-        if isinstance(reduction, ast.Constant) and reduction.value == "none":
-            return False
-        return any(word in called for word in ("loss", "criterion", "entropy")) or (
-            called == "kl_div"
-        )
-
-    def _is_number(self, expr: ast.AST | None) -> bool:
-        """Does `expr` compute a Python number: `x.item()`, `float(...)`, a `math` function,
-        or arithmetic on those, literals and names already holding one?"""
-        if isinstance(expr, ast.Constant):
-            return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
-        if isinstance(expr, ast.Name):
-            return expr.id in self.numbers
-        if isinstance(expr, ast.UnaryOp):
-            return self._is_number(expr.operand)
-        if isinstance(expr, ast.BinOp):
-            sides = (expr.left, expr.right)
-            return any(self._is_number(s) and not isinstance(s, ast.Constant) for s in sides) and (
-                all(self._is_number(s) for s in sides)
-            )
-        if isinstance(expr, ast.Call):
-            func = expr.func
-            if isinstance(func, ast.Attribute) and func.attr == "item" and not expr.args:
-                return True
-            callee = self.context.facts.index.imports.qualify(func) or ""
-            return callee in ("float", "int", "round") or callee.startswith("math.")
-        return False
 
     def _accumulation(self, small: ast.stmt) -> list | None:
         """What a metric accumulates (expressions, and `_` for a method's own name), if `small`
