@@ -199,7 +199,8 @@ def _tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[State
                 if not (callee.endswith(TRACKER_OBJECTS) or log_file) or binding.unpacked:
                     continue
                 creation = _own_statement(context, binding.statement, binding.small)
-                uses = [u for s in index.scopes for u in s.uses.get(name, [])]
+                seeing = [scope, *(d for d in scope.descendants() if name not in d.bindings)]
+                uses = [use for seen in seeing for use in seen.uses.get(name, [])]
                 method_statements = []
                 for use in uses:
                     site = _statement_call(index, use)
