@@ -55,3 +55,28 @@ def test_a_writer_passed_to_a_helper_is_left_with_a_note():
     )
     assert [(f.code, f.level) for f in findings] == [("MIG030", "note")]
     assert "`writer`" in findings[0].message
+
+
+def test_the_log_files_golden_writes_its_file_from_the_main_process_only(tmp_path):
+    """On 2 processes each runs 2 of the 4 batches: the main process alone writes its 2 loss
+    lines and logs its 2 steps to the log files (both would append 4)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.fixtures import GOLDEN, ROOT
+
+    script = tmp_path / "train.py"
+    script.write_text((GOLDEN / "main_process_log_files.out.py").read_text())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "migrator", "launch", "--nproc", "2", str(script)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (tmp_path / "losses.txt").read_text().splitlines()
+    assert len(lines) == 2 and all(float(line) == float(line) for line in lines)
+    # appended by every process that configured it: the main process's 2 steps, not 4
+    assert (tmp_path / "train.log").read_text().count("step") == 2
+    assert (tmp_path / "debug.log").read_text().count("step") == 2
