@@ -62,3 +62,25 @@ def test_per_batch_psnr_on_two_processes_equals_one_process(tmp_path):
         assert len(histories[name]) == 2
         for value, expected in zip(histories[name], histories["original"], strict=True):
             assert abs(value - expected) < 1e-4 * abs(expected)
+
+
+ACCURACY = re.compile(r"Accuracy of the model on the test images: ([0-9.]+) %")
+
+
+def test_one_gather_accuracy_on_two_processes_equals_one_process(tmp_path):
+    """Issue 14, item 3: `predicted, labels` gathered once, before the first metric statement;
+    the count and the accuracy on 2 processes are the 1-process ones (lr=0, as above)."""
+    printed = {}
+    for kind, command in (("in", []), ("out", []), ("out", ["launch", "--nproc", "2"])):
+        text = (GOLDEN / f"eval_accuracy_one_gather.{kind}.py").read_text()
+        assert "lr=0.01" in text
+        script = tmp_path / f"{kind}{len(command)}" / "accuracy.py"
+        script.parent.mkdir()
+        script.write_text(text.replace("lr=0.01", "lr=0.0"))
+        launcher = [sys.executable, "-m", "migrator", *command] if command else [sys.executable]
+        done = _run([*launcher, str(script)], script.parent)
+        assert done.returncode == 0, f"{kind} {command}: {done.stderr[-3000:]}"
+        printed[f"{kind}{len(command)}"] = ACCURACY.findall(done.stdout)
+    assert len(printed["in0"]) == 1
+    assert printed["out0"] == printed["in0"]
+    assert printed["out3"] == printed["in0"]
