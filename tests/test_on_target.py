@@ -48,13 +48,15 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = DataLoader(torch.randn(8, 2), batch_size=2)
 probe = DataLoader(torch.randn(8, 2), batch_size=2)
 model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+head = torch.nn.Linear(2, 1)
+head_optimizer = torch.optim.SGD(head.parameters(), lr=0.1)
 for x in probe:
-    model(x).sum().backward()
-    optimizer.step()
+    head(x).sum().backward()
+    head_optimizer.step()
 """
 
 
-def test_backward_over_an_unprepared_loader_is_not_ours_to_complete():
+def test_backward_over_an_unprepared_loader_and_optimizer_is_not_ours_to_complete():
     assert migrate_text(PLAIN_LOOP_BESIDE) == (None, [])
 
 
@@ -96,3 +98,29 @@ def train_epoch(accelerator, model, loader, optimizer):
 def test_a_helper_calling_accelerator_backward_is_left_alone():
     assert migrate_text(HELPER_WITH_ACCELERATOR) == (None, [])
     ast.parse(HELPER_WITH_ACCELERATOR)
+
+
+MODEL_AND_OPTIMIZER_ONLY = """\
+import torch
+from accelerate import Accelerator
+
+
+def main(loader):
+    accelerator = Accelerator()
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for x in loader:
+        loss = model(x.to(accelerator.device)).sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_loop_stepping_a_prepared_optimizer_gets_accelerator_backward():
+    output, findings = migrate_text(MODEL_AND_OPTIMIZER_ONLY)
+    assert output == MODEL_AND_OPTIMIZER_ONLY.replace(
+        "loss.backward()", "accelerator.backward(loss)"
+    )
+    assert findings == []

@@ -9,8 +9,8 @@ reported for it.
 
 The one thing completed is a half-migrated step: a plain `<expr>.backward(...)` inside a loop
 over a loader the module itself prepared (`train_dl = accelerator.prepare(...)` or one of
-`accelerator.prepare`'s arguments) becomes `accelerator.backward(<expr>, ...)` — never a
-second Accelerator or prepare. `half_migrated_backward` finds those calls; the engine applies
+`accelerator.prepare`'s arguments), or a loop that steps an optimizer it prepared, becomes
+`accelerator.backward(<expr>, ...)` — never a second Accelerator or prepare. `half_migrated_backward` finds those calls; the engine applies
 MIG005's edit to them and nothing else.
 
 Everything here is a few lookups in the module's index (`ModuleIndex`): no role analysis.
@@ -66,11 +66,11 @@ def is_on_target(index: ModuleIndex) -> bool:
 
 
 def half_migrated_backward(index: ModuleIndex) -> list[tuple[CallSite, str]]:
-    """Plain `<expr>.backward(...)` calls inside a loop over a loader that an
-    `accelerator.prepare(...)` call of this module prepared, in the function of that prepare
+    """Plain `<expr>.backward(...)` calls inside a loop over a loader (or stepping an
+    optimizer) that an `accelerator.prepare(...)` call of this module prepared, in the function of that prepare
     call or one nested in it; each with the accelerator's code as that prepare call spells it."""
     names = accelerator_names(index)
-    prepared: dict[str, list[CallSite]] = {}  # loader name -> the prepare calls
+    prepared: dict[str, list[CallSite]] = {}  # prepared name -> the prepare calls
     for site in index.calls():
         if site.method != "prepare" or not is_accelerator_expr(site.receiver, names):
             continue
@@ -94,7 +94,15 @@ def half_migrated_backward(index: ModuleIndex) -> list[tuple[CallSite, str]]:
         loop = site.loop
         while loop is not None:
             loader, _ = loader_base(loop.iter, index.imports)
-            preparing = [p for p in prepared.get(loader, ()) if _sees(site.scope, p)]
+            stepped = [
+                name_of(call.receiver) for call in loop.calls if call.method == "step"
+            ]  # a prepared optimizer stepping in the loop makes it a training loop too
+            preparing = [
+                p
+                for name in [loader, *stepped]
+                for p in prepared.get(name, ())
+                if _sees(site.scope, p)
+            ]
             if preparing:
                 found.append((site, index.source.text_of(preparing[0].receiver).strip()))
                 break
