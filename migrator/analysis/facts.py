@@ -31,6 +31,9 @@ class DataRegion:
     loader: Origin
     seeds: set[str]
     names: set[str] = field(default_factory=set)  # seeds plus names derived by pure access
+    # ids of the simple statements that bind the seeds from the loader (`batch = next(it)`):
+    # they do not count as rebinding a seed from non-data.
+    seed_statements: set[int] = field(default_factory=set)
 
     def contains(self, call: CallSite) -> bool:
         if call.scope is not self.scope:

@@ -5,6 +5,11 @@ forward, stepping, handing them to a helper, and `len(loader)` used for step cou
 seeds' order: models, optimizers, loaders, schedulers. A scheduler defined after that point
 (sized from the prepared loader, as in the transformers recipe) or stepped once per epoch is
 left unprepared, with a note saying why.
+
+A loader wrapped into an iterator or a generator before the model or the optimizer exists
+(`data_iter = cycle(train_loader)`, `it = iter(loader)`: the wrapper holds the loader object
+from then on) is prepared on its own just before that statement
+(`train_loader = accelerator.prepare(train_loader)`), the rest in the one call after.
 """
 
 from __future__ import annotations
@@ -35,9 +40,11 @@ class PreparePlan:
     index: int = 0  # insert before block.statements[index]
     notes: list[Finding] = field(default_factory=list)
     conflict: Finding | None = None
+    # loaders prepared on their own, before `block.statements[index]` (a wrapper binds them)
+    early: list[tuple[str, Block, int]] = field(default_factory=list)
 
     def prepares(self, name: str) -> bool:
-        return name in self.objects
+        return name in self.objects or any(early[0] == name for early in self.early)
 
 
 def _mandatory(facts: TrainingFacts) -> list[str]:
@@ -58,6 +65,10 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     schedulers = [s for s in schedulers if s.per_step]
     if not mandatory:
         return plan
+    early = _early_loaders(facts, owner, mandatory)
+    if early:
+        plan.early = early
+        mandatory = [n for n in mandatory if not any(e[0] == n for e in early)]
     scheduler_names = [s.name for s in schedulers]
     names = mandatory + scheduler_names
 
@@ -114,6 +125,48 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     plan.index = max(start, after_imports(block, first_hard))
     plan.objects = [*mandatory, *included]
     return plan
+
+
+def _wrapper_use(use, owner) -> str | None:
+    """The name `use` binds if its statement is `name = wrapper(loader, ...)` (one assignment
+    in the owner's body, the loader its first argument), else None."""
+    line = use.statement.node
+    if use.kind != "arg" or not isinstance(line, Line) or len(line.body) != 1:
+        return None
+    small = line.body[0]
+    if not isinstance(small, ast.Assign) or len(small.targets) != 1:
+        return None
+    target = small.targets[0]
+    call = small.value
+    if not isinstance(target, ast.Name) or not isinstance(call, ast.Call) or not call.args:
+        return None
+    if call.args[0] is not use.node or use.call is not call:
+        return None
+    return target.id
+
+
+def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
+    """Loaders bound into a wrapper before the last model/optimizer definition, in the same
+    block: (name, block, index) to prepare each on its own just before its wrapper."""
+    loaders = [n for n in mandatory if n in facts.train_loaders or n in facts.eval_loaders]
+    others = [n for n in mandatory if n not in loaders]
+    found = []
+    for name in loaders:
+        wraps = [u for u in owner.uses.get(name, []) if _wrapper_use(u, owner) is not None]
+        if not wraps:
+            continue
+        first = min(wraps, key=lambda u: (u.statement.node.lineno, u.statement.node.col_offset))
+        block = first.statement.block
+        if block.scope is not owner:
+            continue
+        later = [b for n in others for b in owner.assigns(n)
+                 if b.statement.ancestor_in(block) is not None
+                 and b.statement.ancestor_in(block).index > first.statement.index]  # fmt: skip
+        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
+        if not later or any(d is None or d.index >= first.statement.index for d in defs):
+            continue
+        found.append((name, block, first.statement.index))
+    return found
 
 
 def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:

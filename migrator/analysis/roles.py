@@ -36,6 +36,7 @@ class _Analyser(LoopAnalysis):
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
         self.imports = self.index.imports
         self._callees: dict[int, Scope | None] = {}  # id(call site) -> the function it calls
+        self._sources: dict[int, object] = {}  # id(loop) -> its LoopSource (loops.py)
 
     # -- entry point -------------------------------------------------------------------------
     def run(self) -> TrainingFacts:
@@ -90,13 +91,14 @@ class _Analyser(LoopAnalysis):
         zero_grad: list[Origin] = []
         forwards: list[Origin] = []
         for loop in facts.training_loops:
-            name, _ = patterns.loader_base(loop.iter, self.imports)
-            found = facts.origin(loop.scope, name)
-            if found is None:
-                self._block(loop.node, name)
-                return
-            if found not in loaders:
-                loaders.append(found)
+            source = self._loop_source(loop)
+            for name in source.loaders:
+                found = facts.origin(source.scope, name)
+                if found is None:
+                    self._block(loop.node, name)
+                    return
+                if found not in loaders:
+                    loaders.append(found)
             for call in self._calls_reachable(loop.calls):
                 receiver = patterns.name_of(call.receiver)
                 if call.method in ("step", "zero_grad") and receiver is not None:
@@ -287,31 +289,37 @@ class _Analyser(LoopAnalysis):
                 if loop in facts.training_loops or any(loop.contains(t) or t.contains(loop)
                                                        for t in facts.training_loops):  # fmt: skip
                     continue
-                name, _ = patterns.loader_base(loop.iter, self.imports)
-                if name is None:
-                    continue
-                found = facts.origin(scope, name)
-                if found is None or found.scope is not facts.owner or not self._is_loader(found):
+                source = self._loop_source(loop)
+                if source is None:
                     continue
                 if scope is not facts.owner and not call_sites_of(self.index, scope):
                     continue
+                origins = [facts.origin(source.scope, name) for name in source.loaders]
+                if any(found is None or found.scope is not facts.owner
+                       or not self._is_loader(found) for found in origins):  # fmt: skip
+                    continue
                 facts.eval_loops.append(loop)
-                if found.name not in facts.train_loaders and found.name not in facts.eval_loaders:
-                    facts.eval_loaders.append(found.name)
+                for found in origins:
+                    if found.name not in facts.train_loaders + facts.eval_loaders:
+                        facts.eval_loaders.append(found.name)
 
     def _find_regions(self, per_batch: set[int]) -> None:
         facts = self.facts
         for loop in [*facts.training_loops, *facts.eval_loops]:
-            name, through_enumerate = patterns.loader_base(loop.iter, self.imports)
+            source = self._loop_source(loop)
             target = loop.node.target if not isinstance(loop.node, ast.While) else None
-            seeds = set(loop.target_names)
-            if through_enumerate and isinstance(target, ast.Tuple) and target.elts:
+            seeds = set(loop.target_names) if source.batches is None else set(source.batches)
+            if (
+                source.batches is None
+                and source.through_enumerate
+                and (isinstance(target, ast.Tuple) and target.elts)
+            ):
                 first = target.elts[0]
                 if isinstance(first, ast.Name):
                     seeds.discard(first.id)
-            region = DataRegion(
-                scope=loop.scope, loop=loop, loader=facts.origin(loop.scope, name), seeds=seeds
-            )
+            loader = facts.origin(source.scope, source.loaders[0])
+            region = DataRegion(scope=loop.scope, loop=loop, loader=loader, seeds=seeds,
+                                seed_statements=source.batch_statements)  # fmt: skip
             facts.regions.append(region)
         # Helpers called with batch data inside a region receive it as a parameter.
         queue = list(facts.regions)

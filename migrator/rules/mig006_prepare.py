@@ -18,6 +18,10 @@ class Prepare(Rule):
     def apply(self, context: RuleContext) -> None:
         plan = context.plan
         context.findings.extend(plan.notes)
+        for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
+            code = f"{name} = {context.accelerator}.prepare({name})\n"
+            context.edits.insert(block.holder, index, context.statement(code), priority=10)
+            context.need_accelerator_before(block, index)
         if not plan.objects or plan.block is None:
             return
         names = ", ".join(plan.objects)

@@ -1,0 +1,99 @@
+"""What a training loop iterates (issue 10 items 1-2, issue 16 item 2): loaders behind
+wrappers, names bound to wrappers, iterators drawn with `next()`. The golden fixtures
+fixtures/golden/loop_*.in.py hold the reviewed outputs; here each migrated fixture runs on
+2 processes, and the analysis is checked on the shapes the fixtures do not spell out."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from migrator.engine import migrate_text
+from tests.fixtures import GOLDEN, ROOT
+
+LOOP_FIXTURES = sorted(p.name[: -len(".in.py")] for p in GOLDEN.glob("loop_*.in.py"))
+
+
+def _migrate(source: str):
+    output, findings = migrate_text(textwrap.dedent(source))
+    return output, [f.code for f in findings]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LOOP_FIXTURES)
+def test_migrated_loop_fixture_runs_on_two_processes(name, tmp_path):
+    script = tmp_path / f"{name}.py"
+    script.write_text((GOLDEN / f"{name}.out.py").read_text())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        env.pop(key, None)
+    command = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", str(script)]
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+PREAMBLE = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+"""
+STEP = """\
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "for x, y in tqdm(loader):",
+        "for i, (x, y) in enumerate(tqdm(loader)):",
+        "for x, y in itertools.islice(loader, 3):",
+        "for x, y in logger.log_every(loader, 10, 'train'):",
+        "bar = tqdm(loader)\nfor x, y in bar:",
+        "it = enumerate(loader)\nfor i, (x, y) in it:",
+    ],
+)
+def test_a_loop_over_a_wrapped_loader_prepares_the_loader(head):
+    source = "import itertools\nfrom tqdm import tqdm\n" + PREAMBLE + head + "\n" + STEP
+    output, codes = _migrate(source)
+    assert codes == []
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
+    assert "accelerator.backward(loss)" in output and ".backward()" not in output
+    ast.parse(output)
+    assert migrate_text(output)[0] is None
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "it = iter(loader)\nfor step in range(4):\n    x, y = next(it)\n",
+        "while True:\n    x, y = next(iter(loader))\n",
+    ],
+)
+def test_next_over_an_iterator_of_the_loader_is_a_training_loop(loop):
+    output, codes = _migrate(
+        PREAMBLE + loop + STEP.replace("optimizer.step()", "optimizer.step()\n    break")
+    )
+    assert codes == []
+    assert "accelerator.prepare(model, optimizer, loader)" in output
+
+
+def test_a_generator_that_does_not_yield_its_argument_is_not_a_wrapper():
+    source = PREAMBLE + (
+        "def batches(n):\n    for _ in range(n):\n        yield torch.randn(2, 2), torch.randn(2, 1)\n"
+        "for x, y in batches(loader):\n" + STEP
+    )
+    output, codes = _migrate(source)
+    assert output is None and codes == ["MIG905"]
