@@ -252,23 +252,60 @@ class LoopAnalysis:
                 if loop not in loops:
                     loops.append(loop)
                 own_loop_functions.add(id(site.scope))
+        notes: list[tuple[CallSite, Scope | None]] = []
         for site in events:
-            if self._batch_loop_for(site.loop) is not None:
+            if self._batch_loop_for(site.loop) is not None or self._is_accelerator_receiver(site):
                 continue
             callee = self._callee_scope(site)
-            if callee is not None and id(callee) in own_loop_functions:
-                continue  # the helper trains over its own loop
-            if site.scope.kind == "function" and call_sites_of(self.index, site.scope):
-                continue  # a per-batch step helper: its caller's loop is the training loop
-            steps_here = any(c.method == "step" for c in self._calls_reachable(site.scope.calls))
-            if site.method == "backward" and steps_here and not self._is_accelerator_receiver(site):
-                self._finding(
-                    site.node,
-                    "MIG905",
-                    "backward() outside a loop over a DataLoader; migrate this step by hand",
-                    level="note",
+            if callee is not None and (
+                site.loop is None or own_loop_functions & self._reachable_functions(callee)
+            ):
+                continue  # a call outside any loop, or into a helper training over its own loop
+            if (
+                site.loop is None
+                and site.scope.kind == "function"
+                and (call_sites_of(self.index, site.scope))
+            ):
+                continue  # a step helper without a loop: its caller's loop is the training loop
+            if self._steps_nearby(site):
+                notes.append((site, callee))
+        noted = {id(site.scope) for site, _ in notes}
+        for site, callee in notes:
+            if callee is not None and noted & self._reachable_functions(callee):
+                continue  # the step inside the callee is reported where it is
+            if site.method == "backward":
+                message = "backward() outside a loop over a DataLoader; migrate this step by hand"
+            else:
+                name = patterns.name_of(site.node.func) or "this call"
+                message = (
+                    f"`{name}()` runs backward() and an optimizer step (line "
+                    f"{callee.node.lineno}) in a loop that does not draw from a DataLoader; "
+                    "migrate this step by hand"
                 )
+            self._finding(site.node, "MIG905", message, level="note")
         self.facts.training_loops = loops
+
+    def _reachable_functions(self, function: Scope) -> set[int]:
+        found = {id(function)}
+        for call in self._calls_reachable(function.calls):
+            callee = self._callee_scope(call)
+            if callee is not None:
+                found.add(id(callee))
+        return found
+
+    def _steps_nearby(self, site: CallSite) -> bool:
+        """An optimizer steps around this backward (or call into one): in its loop, else in its
+        scope, or, for a closure (`optimizer.step(closure)`), in the functions around it."""
+        if site.loop is not None:
+            return any(self._steps_optimizer(loop) for loop in [site.loop, *site.loop.ancestors()])
+        scope: Scope | None = site.scope
+        while scope is not None and scope.kind != "class":
+            if any(c.method == "step" for c in self._calls_reachable(scope.calls)):
+                return True
+            if scope.kind != "function" or call_sites_of(self.index, scope):
+                return False
+            scope = scope.parent
+        return False
 
     def _steps_optimizer(self, loop: Loop) -> bool:
         for call in self._calls_reachable(loop.calls):

@@ -47,6 +47,9 @@ class _Analyser(LoopAnalysis):
         backward_functions = self._backward_functions(backward_sites)
         self._find_training_loops(backward_sites, backward_functions)
         if not self.facts.training_loops:
+            if self.facts.distributed.blocking:  # RPC, FSDP, Hogwild: say so, loop or no loop
+                self.facts.findings = list(self.facts.distributed.findings)
+                self.facts.blocked = True
             return self.facts
         self.facts.findings += self.facts.distributed.findings
         if self.facts.distributed.blocking:
