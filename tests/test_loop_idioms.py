@@ -97,3 +97,63 @@ def test_a_generator_that_does_not_yield_its_argument_is_not_a_wrapper():
     )
     output, codes = _migrate(source)
     assert output is None and codes == ["MIG905"]
+
+
+# -- MIG900 names what was looked for and what was found (issue 16 item 4) ---------------------
+def _mig900(source: str) -> str:
+    _output, findings = migrate_text(textwrap.dedent(source))
+    messages = [f.message for f in findings if f.code == "MIG900"]
+    assert len(messages) == 1, [f.message for f in findings]
+    return messages[0]
+
+
+def test_a_step_on_an_optimizer_made_elsewhere_is_named_with_both_lines():
+    message = _mig900("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def main():
+            loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
+        """)
+    assert "no optimizer step found" not in message
+    assert "looked for an optimizer made in `main()` (line 6)" in message
+    assert "training loop at line 8" in message
+    assert (
+        "`optimizer.step()` at line 11 steps `optimizer`, made at line 4 at module level" in message
+    )
+
+
+def test_a_loader_parameter_without_callers_says_so_with_lines():
+    message = _mig900("""\
+        import torch
+
+        def train(model, optimizer, train_loader):
+            for x, y in train_loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
+        """)
+    assert "`train_loader` (used at line 4, in the training loop at line 4)" in message
+    assert "parameter in `train()` (line 3) and no call in this file passes it" in message
+
+
+def test_a_use_before_the_other_objects_exist_names_both_lines():
+    message = _mig900("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+        model = torch.nn.Linear(2, 1)
+        model.fit_somewhere_else(3)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """)
+    assert "`model` used at line 5" in message and "`optimizer` defined at line 6" in message

@@ -75,6 +75,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     defs: dict[str, list[Statement]] = {}
     hard: list[Statement] = []
     soft: list[Statement] = []  # len(loader)
+    used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
     for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
         defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
                       for b in owner.assigns(n)]  # fmt: skip
@@ -85,13 +86,16 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             kind = _use_kind(use, name, def_nodes, facts)
             if kind == "hard":
                 hard.append(use.statement)
+                used.setdefault(id(use.statement), name)
             elif kind == "soft":
                 soft.append(use.statement)
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
     block = _common_block(events, owner.body)
     if block is None:
-        plan.conflict = _conflict(facts, "definitions and uses of the training objects sit in "
-                                  "different branches")  # fmt: skip
+        lines = ", ".join(str(line) for line in sorted({_line(s) for s in events}))
+        plan.conflict = _conflict(facts, "looked for one block holding the definitions and uses "
+                                  "of the training objects; found them in different branches "
+                                  f"(lines {lines})")  # fmt: skip
         return plan
 
     def position(statement: Statement) -> int:
@@ -105,9 +109,13 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     first_soft = min((position(s) for s in soft), default=len(block.statements))
     last_mandatory = max((last_def(n) for n in mandatory), default=-1)
     if last_mandatory >= first_hard:
+        use = min(hard, key=position)
+        late = max(mandatory, key=last_def)
+        late_def = max(defs[late], key=position)
         plan.conflict = _conflict(
-            facts, "a training object is used before the others are defined (or is defined "
-            "inside the loop that uses it)"
+            facts, f"looked for a point after the last definition of the training objects and "
+            f"before their first use; found `{used.get(id(use), '?')}` used at line {_line(use)} "
+            f"before (or in the loop of) `{late}` defined at line {_line(late_def)}"
         )  # fmt: skip
         return plan
     limit = first_hard if first_soft <= last_mandatory else min(first_hard, first_soft)
@@ -232,6 +240,10 @@ def _note(binding, name: str, why: str) -> Finding:
         level="note",
         node=binding.statement.node if binding is not None else None,
     )
+
+
+def _line(statement: Statement) -> int:
+    return statement.node.lineno
 
 
 def _conflict(facts: TrainingFacts, why: str) -> Finding:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
+from migrator.analysis import explain, patterns
 from migrator.analysis.dataflow import derive
 from migrator.analysis.distributed import read_distributed
 from migrator.analysis.facts import (
@@ -47,7 +47,8 @@ class _Analyser(LoopAnalysis):
         backward_functions = self._backward_functions(backward_sites)
         self._find_training_loops(backward_sites, backward_functions)
         if not self.facts.training_loops:
-            if self.facts.distributed.blocking:  # RPC, FSDP, Hogwild: say so, loop or no loop
+            steps = any(site.method == "step" for site in self.index.calls())
+            if steps and self.facts.distributed.blocking:  # RPC, FSDP, Hogwild: loop or no loop
                 self.facts.findings = list(self.facts.distributed.findings)
                 self.facts.blocked = True
             return self.facts
@@ -93,12 +94,13 @@ class _Analyser(LoopAnalysis):
         step_receivers: list[tuple[CallSite, Origin]] = []
         zero_grad: list[Origin] = []
         forwards: list[Origin] = []
+        unnamed_steps: list[CallSite] = []
         for loop in facts.training_loops:
             source = self._loop_source(loop)
             for name in source.loaders:
                 found = facts.origin(source.scope, name)
                 if found is None:
-                    self._block(loop.node, name)
+                    self._block(loop.node, name, source.scope, loop)
                     return
                 if found not in loaders:
                     loaders.append(found)
@@ -107,7 +109,7 @@ class _Analyser(LoopAnalysis):
                 if call.method in ("step", "zero_grad") and receiver is not None:
                     origin = facts.origin(call.scope, receiver)
                     if origin is None:
-                        self._block(call.node, receiver)
+                        self._block(call.node, receiver, call.scope, loop)
                         return
                     if call.method == "step":
                         step_receivers.append((call, origin))
@@ -116,6 +118,8 @@ class _Analyser(LoopAnalysis):
                             step_receivers.append((call, scaled))
                     else:
                         zero_grad.append(origin)
+                elif call.method == "step" and receiver is None:
+                    unnamed_steps.append(call)
                 called = patterns.name_of(call.node.func)
                 if called is not None and self._callee_scope(call) is None:
                     origin = facts.origin(call.scope, called)
@@ -123,8 +127,10 @@ class _Analyser(LoopAnalysis):
                         forwards.append(origin)
         owners = {id(o.scope): o.scope for o in loaders}
         if len(owners) != 1:
+            made = ", ".join(f"`{o.name}` {explain.where(o.scope)}" for o in loaders)
             self._finding(facts.training_loops[0].node, "MIG900",
-                          "training objects come from several scopes; migrate by hand")  # fmt: skip
+                          f"looked for one scope that makes every loader the training loops "
+                          f"draw from; found {made}; migrate by hand")  # fmt: skip
             return
         owner = next(iter(owners.values()))
         facts.owner = owner
@@ -147,8 +153,9 @@ class _Analyser(LoopAnalysis):
             ):
                 optimizers.append(origin.name)
         if not optimizers:
-            self._finding(facts.training_loops[0].node, "MIG900",
-                          "no optimizer step found in the training loop; migrate by hand")  # fmt: skip
+            kind = lambda origin: self._step_kind(origin, stepped=True)
+            self._finding(facts.training_loops[0].node, "MIG900", explain.no_optimizer(
+                facts, owner, step_receivers, unnamed_steps, kind))  # fmt: skip
             return
         if len(optimizers) > 1:
             self._finding(
@@ -163,8 +170,14 @@ class _Analyser(LoopAnalysis):
         if facts.blocked:
             return
         if not facts.models:
+            made = owner.assigns(optimizers[0])
+            built = (f"is built at line {made[-1].statement.node.lineno} from no "
+                     "`model.parameters()` of a model made there") if made else (
+                     f"is not built {explain.where(owner)}")  # fmt: skip
             self._finding(facts.training_loops[0].node, "MIG900",
-                          "could not tell which model the optimizer trains; migrate by hand")  # fmt: skip
+                          f"could not tell which model the optimizer trains: `{optimizers[0]}` "
+                          f"{built}, and {explain.loop_words(facts.training_loops[0])} calls no "
+                          "model placed on a device; migrate by hand")  # fmt: skip
             return
         for name, bindings in owner.bindings.items():
             # Schedulers stepped outside the loop (per epoch) are found by their constructor.
@@ -239,7 +252,7 @@ class _Analyser(LoopAnalysis):
                     for root in patterns.parameter_roots(arg.value):
                         found = self.facts.origin(owner, root)
                         if found is None or found.scope is not owner:
-                            self._block(call, root)
+                            self._block(call, root, owner)
                             return []
                         if found.name not in models:
                             models.append(found.name)
@@ -397,12 +410,20 @@ class _Analyser(LoopAnalysis):
         return any(name in scope.uses for scope in self.facts.training_scopes)
 
     # -- findings ----------------------------------------------------------------------------
-    def _block(self, node: ast.AST, name: str | None) -> None:
+    def _block(self, node: ast.AST, name: str | None, scope: Scope | None = None,
+               loop=None) -> None:  # fmt: skip
+        """MIG900: `name`, used at `node` in `scope`, has no single place where it is made."""
+        detail = ""
+        if scope is not None and name is not None:
+            detail = f": {explain.untraceable(self.facts, scope, name)}"
+        used = f" (used at line {node.lineno}" + (
+            f", in {explain.loop_words(loop)})" if loop is not None else ")"
+        )
         self._finding(
             node,
             "MIG900",
-            f"`{name}` reaches the training loop from outside this file (or from several "
-            "places); prepare it where it is created, by hand",
+            f"`{name}`{used} reaches the training loop from outside this file (or from several "
+            f"places){detail}; prepare it where it is created, by hand",
         )
 
     def _finding(self, node: ast.AST, code: str, message: str, level: str = "warning"):
