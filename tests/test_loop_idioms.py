@@ -92,10 +92,24 @@ def test_next_over_an_iterator_of_the_loader_is_a_training_loop(loop):
 
 def test_a_generator_that_does_not_yield_its_argument_is_not_a_wrapper():
     source = PREAMBLE + (
-        "def batches(n):\n    for _ in range(n):\n        yield torch.randn(2, 2), torch.randn(2, 1)\n"
+        "def batches(n):\n    for _ in range(n):\n"
+        "        yield torch.randn(2, 2), torch.randn(2, 1)\n"
         "for x, y in batches(loader):\n" + STEP
     )
     output, codes = _migrate(source)
+    assert codes == ["MIG905"]  # loader-less training: the data is not sharded
+    assert "model, optimizer = accelerator.prepare(model, optimizer)" in output
+
+
+def test_a_closure_stepped_by_the_optimizer_stays_a_note_not_a_migration():
+    output, codes = _migrate(
+        "import torch\nmodel = torch.nn.Linear(2, 1)\n"
+        "optimizer = torch.optim.LBFGS(model.parameters())\nx = torch.randn(4, 2)\n"
+        "for step in range(3):\n"
+        "    def closure():\n        optimizer.zero_grad()\n"
+        "        loss = model(x).sum()\n        loss.backward()\n        return loss\n"
+        "    optimizer.step(closure)\n"
+    )
     assert output is None and codes == ["MIG905"]
 
 
@@ -149,11 +163,30 @@ def test_a_use_before_the_other_objects_exist_names_both_lines():
         from torch.utils.data import DataLoader, TensorDataset
         loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
         model = torch.nn.Linear(2, 1)
-        model.fit_somewhere_else(3)
+        for x, y in loader:
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """)
+    assert "`loader` used at line 5" in message and "`optimizer` defined at line 6" in message
+
+
+def test_setup_uses_before_the_optimizer_exists_stay_on_the_plain_model():
+    output, codes = _migrate("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+        model = torch.nn.Linear(2, 1)
+        model.requires_grad_(True).crop_to(3)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for x, y in loader:
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
             optimizer.step()
         """)
-    assert "`model` used at line 5" in message and "`optimizer` defined at line 6" in message
+    assert codes == []
+    lines = output.splitlines()
+    crop = next(i for i, line in enumerate(lines) if "crop_to" in line)
+    prepare = next(i for i, line in enumerate(lines) if "accelerator.prepare(" in line)
+    assert crop < prepare and "accelerator.unwrap_model" not in lines[crop]

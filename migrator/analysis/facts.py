@@ -56,6 +56,9 @@ class TrainingFacts:
     prepared_already: set[str] = field(default_factory=set)
     owner: Scope | None = None
     training_loops: list[Loop] = field(default_factory=list)
+    # the training loops draw no batches from a DataLoader (nanoGPT's `get_batch`, full-batch
+    # graph models): model and optimizer are prepared, the data is not sharded (loops.py)
+    loaderless: bool = False
     eval_loops: list[Loop] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     optimizers: list[str] = field(default_factory=list)

@@ -17,7 +17,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import argument_for, call_sites_of, class_methods, is_method
+from migrator.analysis.facts import (
+    argument_for,
+    call_sites_of,
+    class_methods,
+    is_method,
+    value_call,
+)
 from migrator.analysis.index import CallSite, Loop, Scope
 
 
@@ -270,9 +276,13 @@ class LoopAnalysis:
             if self._steps_nearby(site):
                 notes.append((site, callee))
         noted = {id(site.scope) for site, _ in notes}
+        notes = [(site, callee) for site, callee in notes
+                 if callee is None or not noted & self._reachable_functions(callee)]  # fmt: skip
+        loaderless = self._loaderless_loops(notes) if not loops else []
+        if loaderless:
+            self.facts.loaderless = True
+            notes = []
         for site, callee in notes:
-            if callee is not None and noted & self._reachable_functions(callee):
-                continue  # the step inside the callee is reported where it is
             if site.method == "backward":
                 message = "backward() outside a loop over a DataLoader; migrate this step by hand"
             else:
@@ -283,7 +293,41 @@ class LoopAnalysis:
                     "migrate this step by hand"
                 )
             self._finding(site.node, "MIG905", message, level="note")
-        self.facts.training_loops = loops
+        self.facts.training_loops = loops or loaderless
+
+    def _loaderless_loops(self, notes: list[tuple[CallSite, Scope | None]]) -> list[Loop]:
+        """Loader-less training (nanoGPT's `get_batch`, full-batch graph models): the loop
+        around each reported step that also steps the optimizer, if every step has one."""
+        found: list[Loop] = []
+        for site, _callee in notes:
+            loops = [site.loop, *site.loop.ancestors()] if site.loop is not None else []
+            loop = next((loop for loop in loops if self._steps_optimizer(loop)), None)
+            if loop is None:
+                return []  # a closure stepped by `optimizer.step(closure)`: by hand
+            if loop not in found:
+                found.append(loop)
+        return found
+
+    def _named_stepper(self, origin) -> bool:
+        """In loader-less training, only what is built or named as an optimizer or scheduler
+        steps like one (`env.step(action)` in reinforcement learning does not)."""
+        for binding in origin.scope.assigns(origin.name):
+            call = value_call(binding)
+            if call is not None and (
+                patterns.is_optimizer_call(call, self.imports)
+                or patterns.is_scheduler_call(call, self.imports)
+            ):
+                return True
+        lowered = origin.name.rsplit(".", 1)[-1].lower()
+        return "optim" in lowered or lowered.startswith("opt") or "sched" in lowered
+
+    def _loaderless_no_model(self) -> str:
+        loop = self.facts.training_loops[0]
+        return (
+            f"the training loop at line {loop.node.lineno} draws no batches from a DataLoader "
+            f"and `{self.facts.optimizers[0]}` trains no model this file makes (it optimises "
+            "tensors); there is nothing for DDP to wrap; migrate this step by hand"
+        )
 
     def _reachable_functions(self, function: Scope) -> set[int]:
         found = {id(function)}

@@ -42,6 +42,18 @@ class PreparePlan:
     conflict: Finding | None = None
     # loaders prepared on their own, before `block.statements[index]` (a wrapper binds them)
     early: list[tuple[str, Block, int]] = field(default_factory=list)
+    # objects re-created after training (a model reloaded for inference): from
+    # `block.statements[index]` on, the name holds a plain object again (MIG003 keeps its
+    # `.to(device)`)
+    reloaded: list[tuple[str, Block, int]] = field(default_factory=list)
+
+    def reloaded_at(self, name: str, statement: Statement) -> bool:
+        """Does `name` at `statement` hold an object re-created after training?"""
+        for reloaded, block, index in self.reloaded:
+            found = statement.ancestor_in(block) if reloaded == name else None
+            if found is not None and found.index >= index:
+                return True
+        return False
 
     def prepares(self, name: str) -> bool:
         return name in self.objects or any(early[0] == name for early in self.early)
@@ -63,7 +75,10 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         if not role.per_step:
             plan.notes.append(_note(role.binding, role.name, "steps once per epoch"))
     schedulers = [s for s in schedulers if s.per_step]
-    if not mandatory:
+    if not mandatory:  # migrated already: a model re-created after training stays plain
+        block = owner.body
+        defs = {name: [b.statement for b in owner.assigns(name)] for name in facts.models}
+        plan.reloaded = _reloaded(facts, block, facts.models, defs)
         return plan
     early = _early_loaders(facts, owner, mandatory)
     if early:
@@ -102,14 +117,20 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         found = statement.ancestor_in(block)
         return found.index if found is not None else -1
 
+    plan.reloaded = _reloaded(facts, block, mandatory, defs)  # trims `defs` to before training
+    training = _training_statements(facts, block)
+
     def last_def(name: str) -> int:
         return max((position(s) for s in defs[name]), default=-1)
 
+    last_mandatory = max((last_def(n) for n in mandatory), default=-1)
+    # Uses before the last definition that run no training (`model.crop_block_size(n)`, a
+    # loader inspected before the model exists) stay on the plain objects.
+    hard = [s for s in hard if position(s) >= last_mandatory or position(s) in training]
     first_hard = min((position(s) for s in hard), default=len(block.statements))
     first_soft = min((position(s) for s in soft), default=len(block.statements))
-    last_mandatory = max((last_def(n) for n in mandatory), default=-1)
     if last_mandatory >= first_hard:
-        use = min(hard, key=position)
+        use = min(hard, key=lambda s: (position(s), _line(s)))
         late = max(mandatory, key=last_def)
         late_def = max(defs[late], key=position)
         plan.conflict = _conflict(
@@ -132,7 +153,59 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     plan.block = block
     plan.index = max(start, after_imports(block, first_hard))
     plan.objects = [*mandatory, *included]
+    if facts.loaderless:
+        loop = facts.training_loops[0]
+        plan.notes.append(Finding(
+            code="MIG905", level="note", node=loop.node,
+            message=f"the training loop at line {loop.node.lineno} draws no batches from a "
+            "DataLoader, so its data is not sharded: each process samples its own batches, as "
+            "the same script under torchrun DDP would (batches go where the script's own "
+            "`.to(device)` puts them)",
+        ))  # fmt: skip
     return plan
+
+
+def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) -> list:
+    """(name, block, index) of objects re-created after the last statement of `block` that
+    trains (a model reloaded for inference); their later definitions leave `defs`."""
+    training = _training_statements(facts, block)
+    if not training:
+        return []
+    end = max(training)
+    found = []
+
+    def position(statement: Statement) -> int:
+        ancestor = statement.ancestor_in(block)
+        return ancestor.index if ancestor is not None else -1
+
+    for name in names:
+        late = [s for s in defs[name] if position(s) > end]
+        if late and len(late) < len(defs[name]):
+            defs[name] = [s for s in defs[name] if position(s) <= end]
+            found.append((name, block, min(position(s) for s in late)))
+    return found
+
+
+def _training_statements(facts: TrainingFacts, block: Block) -> set[int]:
+    """Indexes of `block`'s statements that hold a training loop or call the function that
+    does (by name: `train(...)`, `self.fit(...)`)."""
+    found: set[int] = set()
+    names = {loop.scope.name for loop in facts.training_loops if loop.scope.kind == "function"}
+    for loop in facts.training_loops:
+        statement = loop.statement.ancestor_in(block)
+        if statement is not None:
+            found.add(statement.index)
+    for index, node in enumerate(block.statements):
+        if index in found or not names:
+            continue
+        parts = node.body if isinstance(node, Line) else [node]
+        for inner in (n for part in parts for n in ast.walk(part)):
+            func = inner.func if isinstance(inner, ast.Call) else None
+            called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if called is not None and called in names:
+                found.add(index)
+                break
+    return found
 
 
 def _wrapper_use(use, owner) -> str | None:

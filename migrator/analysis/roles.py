@@ -97,7 +97,7 @@ class _Analyser(LoopAnalysis):
         unnamed_steps: list[CallSite] = []
         for loop in facts.training_loops:
             source = self._loop_source(loop)
-            for name in source.loaders:
+            for name in source.loaders if source is not None else []:
                 found = facts.origin(source.scope, name)
                 if found is None:
                     self._block(loop.node, name, source.scope, loop)
@@ -126,6 +126,10 @@ class _Analyser(LoopAnalysis):
                     if origin is not None:
                         forwards.append(origin)
         owners = {id(o.scope): o.scope for o in loaders}
+        if facts.loaderless:  # no loader: the scope that makes the optimizer owns training
+            step_receivers = [(c, o) for c, o in step_receivers if self._named_stepper(o)]
+            owners = {id(o.scope): o.scope for _, o in step_receivers
+                      if self._step_kind(o, stepped=True) == "optimizer"}  # fmt: skip
         if len(owners) != 1:
             made = ", ".join(f"`{o.name}` {explain.where(o.scope)}" for o in loaders)
             self._finding(facts.training_loops[0].node, "MIG900",
@@ -168,6 +172,9 @@ class _Analyser(LoopAnalysis):
         facts.optimizers = optimizers
         facts.models = self._models(owner, optimizers, forwards)
         if facts.blocked:
+            return
+        if not facts.models and facts.loaderless:
+            self._finding(facts.training_loops[0].node, "MIG905", self._loaderless_no_model())
             return
         if not facts.models:
             made = owner.assigns(optimizers[0])
@@ -248,6 +255,9 @@ class _Analyser(LoopAnalysis):
                 if call is None:
                     continue
                 saw_constructor = True
+                maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
+                if maker is not None and maker not in models:
+                    models.append(maker)
                 for arg in patterns.call_args(call):
                     for root in patterns.parameter_roots(arg.value):
                         found = self.facts.origin(owner, root)
@@ -271,6 +281,20 @@ class _Analyser(LoopAnalysis):
             ):
                 models.append(origin.name)
         return models
+
+    def _optimizer_maker(self, owner: Scope, call: ast.Call) -> str | None:
+        """The model whose own method builds the optimizer (nanoGPT's
+        `optimizer = model.configure_optimizers(weight_decay, lr, betas, device_type)`)."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or "optim" not in func.attr.lower():
+            return None
+        receiver = patterns.name_of(func.value)
+        found = self.facts.origin(owner, receiver) if receiver is not None else None
+        if found is None or found.scope is not owner:
+            return None
+        if not any(b.kind == "assign" for b in owner.assigns(found.name)):
+            return None
+        return found.name
 
     def _schedulers(self, owner: Scope, stepped: list[str], per_batch: set[int]):
         roles = []
@@ -323,6 +347,8 @@ class _Analyser(LoopAnalysis):
         facts = self.facts
         for loop in [*facts.training_loops, *facts.eval_loops]:
             source = self._loop_source(loop)
+            if source is None:  # loader-less training: no batches to follow
+                continue
             target = loop.node.target if not isinstance(loop.node, ast.While) else None
             seeds = set(loop.target_names) if source.batches is None else set(source.batches)
             if (

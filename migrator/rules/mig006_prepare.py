@@ -36,6 +36,10 @@ class Prepare(Rule):
         at_block_start = at_block_start or (plan.index == 0 and plan.block.scope.kind != "module")
         statement = context.statement(code, blank_line_before=not at_block_start)
         context.edits.insert(plan.block.holder, plan.index, statement, priority=10)
+        for index in sorted({index for _name, _block, index in plan.reloaded}):
+            # the re-created model loads what the main process saved: every process waits
+            code = f"{context.accelerator}.wait_for_everyone()\n"
+            context.edits.insert(plan.block.holder, index, context.statement(code), priority=10)
         context.need_accelerator_before(plan.block, plan.index)
 
 
