@@ -36,6 +36,7 @@ class LoopSource:
     through_enumerate: bool = False  # the loop's first target is a counter
     batches: set[str] | None = None  # bound from `next(it)`; None: the loop's own targets
     batch_statements: set[int] = field(default_factory=set)  # ids of `batch = next(it)`
+    inline: ast.Call | None = None  # `enumerate(DataLoader(ds, ...))`: the loader has no name
 
 
 class LoopAnalysis:
@@ -103,6 +104,8 @@ class LoopAnalysis:
         """The loaders whose items `expr` yields (None: not a loader's items we can name)."""
         through = False
         while isinstance(expr, ast.Call):
+            if patterns.is_loader_call(expr, self.imports):  # built in place: named by MIG006
+                return LoopSource(scope, [], through, inline=expr)
             inner = self._wrapped(expr, scope)
             if not inner:
                 return None
@@ -110,7 +113,7 @@ class LoopAnalysis:
                 through = True
             if len(inner) > 1:  # zip(a, b): every argument is a loader
                 parts = [self._unwrap(e, scope, seen) for e in inner]
-                if any(p is None or p.scope is not parts[0].scope for p in parts):
+                if any(p is None or p.scope is not parts[0].scope or p.inline for p in parts):
                     return None
                 return LoopSource(parts[0].scope, [n for p in parts for n in p.loaders], through)
             expr = inner[0]
@@ -213,8 +216,9 @@ class LoopAnalysis:
                 for target in small.targets:
                     batches.update(_target_names(target))
             if found is None:
-                found = LoopSource(source.scope, list(source.loaders), False, batches)
-            elif source.scope is found.scope:
+                found = LoopSource(source.scope, list(source.loaders), False, batches,
+                                   inline=source.inline)  # fmt: skip
+            elif source.scope is found.scope and source.inline is None:
                 found.loaders += [n for n in source.loaders if n not in found.loaders]
                 found.batches |= batches
             if found.scope is source.scope:

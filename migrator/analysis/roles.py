@@ -15,6 +15,7 @@ from migrator.analysis import explain, patterns
 from migrator.analysis.dataflow import derive
 from migrator.analysis.distributed import read_distributed
 from migrator.analysis.facts import (
+    INLINE_LOADER,
     DataRegion,
     Origin,
     SchedulerRole,
@@ -24,7 +25,7 @@ from migrator.analysis.facts import (
     call_sites_of,
     value_call,
 )  # fmt: skip
-from migrator.analysis.index import CallSite, ModuleIndex, Scope
+from migrator.analysis.index import CallSite, Line, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.findings import Finding
 from migrator.source import Source
@@ -84,6 +85,12 @@ class _Analyser(LoopAnalysis):
                 for arg in patterns.call_args(site.node):
                     if patterns.name_of(arg.value) is not None:
                         self.facts.prepared_already.add(patterns.name_of(arg.value))
+                small = site.small  # `train_loader = accelerator.prepare(DataLoader(...))`
+                if isinstance(small, ast.Assign) and small.value is site.node:
+                    for target in small.targets:
+                        name = patterns.name_of(target)
+                        if name is not None:
+                            self.facts.prepared_already.add(name)
 
     def _is_accelerator_receiver(self, site: CallSite) -> bool:
         return patterns.name_of(site.receiver) in self.facts.accelerator_names
@@ -95,8 +102,18 @@ class _Analyser(LoopAnalysis):
         zero_grad: list[Origin] = []
         forwards: list[Origin] = []
         unnamed_steps: list[CallSite] = []
+        inline_scopes: list[Scope] = []
         for loop in facts.training_loops:
             source = self._loop_source(loop)
+            if source is not None and source.inline is not None:
+                statement = self._inline_statement(loop, source)
+                if statement is None:
+                    self._finding(loop.node, "MIG900", f"the DataLoader built at line "
+                                  f"{source.inline.lineno} for {explain.loop_words(loop)} "
+                                  "cannot be named where it is built; migrate by hand")  # fmt: skip
+                    return
+                facts.inline_loaders.append((source.inline, statement))
+                inline_scopes.append(statement.block.scope)
             for name in source.loaders if source is not None else []:
                 found = facts.origin(source.scope, name)
                 if found is None:
@@ -126,6 +143,7 @@ class _Analyser(LoopAnalysis):
                     if origin is not None:
                         forwards.append(origin)
         owners = {id(o.scope): o.scope for o in loaders}
+        owners.update((id(scope), scope) for scope in inline_scopes)
         if facts.loaderless:  # no loader: the scope that makes the optimizer owns training
             step_receivers = [(c, o) for c, o in step_receivers if self._named_stepper(o)]
             owners = {id(o.scope): o.scope for _, o in step_receivers
@@ -282,6 +300,18 @@ class _Analyser(LoopAnalysis):
                 models.append(origin.name)
         return models
 
+    def _inline_statement(self, loop, source):
+        """Where a DataLoader built in place gets its name: before the loop, or before the
+        binding of the wrapper the loop draws from (`it = cycle(DataLoader(...))`)."""
+        for statement in [loop.statement, *(b.statement for bs in source.scope.bindings.values()
+                                             for b in bs)]:  # fmt: skip
+            node = statement.node
+            parts = node.body if isinstance(node, Line) else [
+                node.iter if isinstance(node, ast.For) else node]  # fmt: skip
+            if any(inner is source.inline for part in parts for inner in ast.walk(part)):
+                return statement if statement.block.kind != "suite" else None
+        return None
+
     def _optimizer_maker(self, owner: Scope, call: ast.Call) -> str | None:
         """The model whose own method builds the optimizer (nanoGPT's
         `optimizer = model.configure_optimizers(weight_decay, lr, betas, device_type)`)."""
@@ -359,7 +389,10 @@ class _Analyser(LoopAnalysis):
                 first = target.elts[0]
                 if isinstance(first, ast.Name):
                     seeds.discard(first.id)
-            loader = facts.origin(source.scope, source.loaders[0])
+            if source.loaders:
+                loader = facts.origin(source.scope, source.loaders[0])
+            else:  # a DataLoader built in place (MIG006 names and prepares it)
+                loader = Origin(source.scope, INLINE_LOADER)
             region = DataRegion(scope=loop.scope, loop=loop, loader=loader, seeds=seeds,
                                 seed_statements=source.batch_statements)  # fmt: skip
             facts.regions.append(region)

@@ -22,6 +22,7 @@ class Prepare(Rule):
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
             context.need_accelerator_before(block, index)
+        self._name_inline_loaders(context)
         if not plan.objects or plan.block is None:
             return
         names = ", ".join(plan.objects)
@@ -41,6 +42,29 @@ class Prepare(Rule):
             code = f"{context.accelerator}.wait_for_everyone()\n"
             context.edits.insert(plan.block.holder, index, context.statement(code), priority=10)
         context.need_accelerator_before(plan.block, plan.index)
+
+    def _name_inline_loaders(self, context: RuleContext) -> None:
+        """`for b in enumerate(DataLoader(ds, ...)):` -> `train_loader = accelerator.prepare(
+        DataLoader(ds, ...))` before the statement, and the loop iterates `train_loader`."""
+        taken = {name for scope in context.facts.index.scopes
+                 for name in [*scope.bindings, *scope.uses, *scope.params]}  # fmt: skip
+        for call, statement in context.facts.inline_loaders:
+            name = next(n for n in _loader_names() if n not in taken)
+            taken.add(name)
+            text = context.source.text_of(call)
+            code = f"{name} = {context.accelerator}.prepare({text})\n"
+            context.edits.insert(statement.block.holder, statement.index,
+                                 context.statement(code), priority=10)  # fmt: skip
+            context.edits.replace_with(call, name)
+            context.need_accelerator_before(statement.block, statement.index)
+
+
+def _loader_names():
+    yield from ("train_loader", "train_dataloader", "loader")
+    count = 1
+    while True:
+        yield f"train_loader_{count}"
+        count += 1
 
 
 def _depth(block) -> int:
