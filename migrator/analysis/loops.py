@@ -64,7 +64,6 @@ class LoopAnalysis:
                        for c in scope.calls):  # fmt: skip
                     found.add(id(scope))
                     changed = True
-        self._backward_function_ids = found
         return found
 
     def _callee_scope(self, site: CallSite) -> Scope | None:
@@ -210,6 +209,8 @@ class LoopAnalysis:
             source = self._unwrap(args[0].value, loop.scope, frozenset())
             if source is None or not self._is_iterator(args[0].value, loop.scope):
                 continue
+            if any(self._is_iterator(ast.Name(id=n), source.scope) for n in source.loaders):
+                continue  # an iterator over something this file cannot name
             batches = set()
             small = call.small
             if isinstance(small, ast.Assign) and small.value is call.node:
@@ -262,9 +263,16 @@ class LoopAnalysis:
                 if loop not in loops:
                     loops.append(loop)
                 own_loop_functions.add(id(site.scope))
+        # Steps with no loader loop: only where a plain backward runs (a file whose every
+        # backward is `accelerator.backward` is migrated already).
+        plain = [site for site in sites if not self._is_accelerator_receiver(site)]
+        plain_functions = self._backward_functions(plain)
+        events = [site for site in events if site in plain or (
+            self._callee_scope(site) is not None
+            and id(self._callee_scope(site)) in plain_functions)]  # fmt: skip
         notes: list[tuple[CallSite, Scope | None]] = []
         for site in events:
-            if self._batch_loop_for(site.loop) is not None or self._is_accelerator_receiver(site):
+            if self._batch_loop_for(site.loop) is not None:
                 continue
             callee = self._callee_scope(site)
             if callee is not None and (

@@ -420,6 +420,9 @@ class _Analyser(LoopAnalysis):
         for region in facts.regions:
             if region.scope not in facts.training_scopes:
                 facts.training_scopes.append(region.scope)
+        for loop in facts.training_loops:  # loader-less loops have no region
+            if loop.scope not in facts.training_scopes:
+                facts.training_scopes.append(loop.scope)
         if facts.owner not in facts.training_scopes:
             facts.training_scopes.insert(0, facts.owner)
         for scope in self.index.scopes:
