@@ -72,7 +72,7 @@ def no_optimizer(facts: TrainingFacts, owner: Scope, steps: list[tuple[CallSite,
         text = ast.unparse(call.node.func)
         found.append(f"`{text}()` at line {call.node.lineno} steps an object this file cannot "
                      "name")  # fmt: skip
-    loaders = ", ".join(f"`{n}`" for n in facts.train_loaders)
+    loaders = ", ".join(f"`{n}`" for n in facts.train_loaders) or "the DataLoader"
     looked = (f"looked for an optimizer made {where(owner)}, where {loaders} is made, and "
               f"stepped in {loop_words(loop)}")  # fmt: skip
     return (
