@@ -221,3 +221,19 @@ def test_setup_uses_before_the_optimizer_exists_stay_on_the_plain_model():
     crop = next(i for i, line in enumerate(lines) if "crop_to" in line)
     prepare = next(i for i, line in enumerate(lines) if "accelerator.prepare(" in line)
     assert crop < prepare and "accelerator.unwrap_model" not in lines[crop]
+
+
+def test_a_forward_before_the_optimizer_exists_still_needs_a_human():
+    message = _mig900("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+        model = torch.nn.Linear(2, 1)
+        print(model(torch.randn(1, 2)))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """)
+    assert "`model` used at line 5" in message and "`optimizer` defined at line 6" in message

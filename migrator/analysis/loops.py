@@ -266,8 +266,9 @@ class LoopAnalysis:
         # Steps with no loader loop: only where a plain backward runs (a file whose every
         # backward is `accelerator.backward` is migrated already).
         plain = [site for site in sites if not self._is_accelerator_receiver(site)]
+        plain_ids = {id(site) for site in plain}
         plain_functions = self._backward_functions(plain)
-        events = [site for site in events if site in plain or (
+        events = [site for site in events if id(site) in plain_ids or (
             self._callee_scope(site) is not None
             and id(self._callee_scope(site)) in plain_functions)]  # fmt: skip
         notes: list[tuple[CallSite, Scope | None]] = []

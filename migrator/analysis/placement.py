@@ -91,6 +91,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     hard: list[Statement] = []
     soft: list[Statement] = []  # len(loader)
     used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
+    runs: set[int] = set()  # ids of statements that run a model or hand it over
     for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
         defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
                       for b in owner.assigns(n)]  # fmt: skip
@@ -102,6 +103,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             if kind == "hard":
                 hard.append(use.statement)
                 used.setdefault(id(use.statement), name)
+                if use.kind != "attr" and name in mandatory and not _is_loader(facts, name):
+                    runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
                 soft.append(use.statement)
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
@@ -125,8 +128,10 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
 
     last_mandatory = max((last_def(n) for n in mandatory), default=-1)
     # Uses before the last definition that run no training (`model.crop_block_size(n)`, a
-    # loader inspected before the model exists) stay on the plain objects.
-    hard = [s for s in hard if position(s) >= last_mandatory or position(s) in training]
+    # loader inspected before the model exists) stay on the plain objects; a forward or a
+    # model handed to a function before then still needs a human.
+    hard = [s for s in hard
+            if position(s) >= last_mandatory or position(s) in training or id(s) in runs]  # fmt: skip
     first_hard = min((position(s) for s in hard), default=len(block.statements))
     first_soft = min((position(s) for s in soft), default=len(block.statements))
     if last_mandatory >= first_hard:
@@ -313,6 +318,10 @@ def _note(binding, name: str, why: str) -> Finding:
         level="note",
         node=binding.statement.node if binding is not None else None,
     )
+
+
+def _is_loader(facts: TrainingFacts, name: str) -> bool:
+    return name in facts.train_loaders or name in facts.eval_loaders
 
 
 def _line(statement: Statement) -> int:
