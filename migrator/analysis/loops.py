@@ -24,7 +24,7 @@ from migrator.analysis.facts import (
     is_method,
     value_call,
 )
-from migrator.analysis.index import CallSite, Loop, Scope
+from migrator.analysis.index import CallSite, Line, Loop, Scope
 
 
 @dataclass(eq=False)
@@ -240,6 +240,18 @@ class LoopAnalysis:
         return bool(bindings) and all(
             b.value is not None and self._is_iterator(b.value, origin.scope) for b in bindings
         )
+
+    def _inline_statement(self, loop, source):
+        """Where a DataLoader built in place gets its name: before the loop, or before the
+        binding of the wrapper the loop draws from (`it = cycle(DataLoader(...))`)."""
+        for statement in [loop.statement, *(b.statement for bs in source.scope.bindings.values()
+                                             for b in bs)]:  # fmt: skip
+            node = statement.node
+            parts = node.body if isinstance(node, Line) else [
+                node.iter if isinstance(node, ast.For) else node]  # fmt: skip
+            if any(inner is source.inline for part in parts for inner in ast.walk(part)):
+                return statement if statement.block.kind != "suite" else None
+        return None
 
     # -- training loops ----------------------------------------------------------------------
     def _batch_loop_for(self, loop: Loop | None) -> Loop | None:

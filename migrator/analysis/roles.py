@@ -25,7 +25,7 @@ from migrator.analysis.facts import (
     call_sites_of,
     value_call,
 )  # fmt: skip
-from migrator.analysis.index import CallSite, Line, ModuleIndex, Scope
+from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.findings import Finding
 from migrator.source import Source
@@ -299,18 +299,6 @@ class _Analyser(LoopAnalysis):
             ):
                 models.append(origin.name)
         return models
-
-    def _inline_statement(self, loop, source):
-        """Where a DataLoader built in place gets its name: before the loop, or before the
-        binding of the wrapper the loop draws from (`it = cycle(DataLoader(...))`)."""
-        for statement in [loop.statement, *(b.statement for bs in source.scope.bindings.values()
-                                             for b in bs)]:  # fmt: skip
-            node = statement.node
-            parts = node.body if isinstance(node, Line) else [
-                node.iter if isinstance(node, ast.For) else node]  # fmt: skip
-            if any(inner is source.inline for part in parts for inner in ast.walk(part)):
-                return statement if statement.block.kind != "suite" else None
-        return None
 
     def _optimizer_maker(self, owner: Scope, call: ast.Call) -> str | None:
         """The model whose own method builds the optimizer (nanoGPT's
