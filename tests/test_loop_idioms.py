@@ -237,3 +237,31 @@ def test_a_forward_before_the_optimizer_exists_still_needs_a_human():
             optimizer.step()
         """)
     assert "`model` used at line 5" in message and "`optimizer` defined at line 6" in message
+
+
+def test_a_bar_bound_in_another_method_is_a_loop_over_its_loader():
+    output, codes = _migrate("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        from tqdm import tqdm
+
+
+        class Trainer:
+            def __init__(self):
+                self.model = torch.nn.Linear(2, 1)
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                self.loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2)
+                self.bar = tqdm(self.loader, desc="train")
+
+            def train(self):
+                for (x,) in self.bar:
+                    loss = self.model(x).sum()
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """)
+    assert codes == []
+    prepare = output.index("self.accelerator.prepare(")
+    assert "self.model, self.optimizer, self.loader" in output[prepare - 60 : prepare + 80]
+    assert prepare < output.index("self.bar = tqdm(self.loader")
+    assert "self.accelerator.backward(loss)" in output
