@@ -24,7 +24,7 @@ from migrator.analysis.facts import (
     is_method,
     value_call,
 )
-from migrator.analysis.index import CallSite, Line, Loop, Scope
+from migrator.analysis.index import CallSite, Line, Loop, Scope, target_names
 
 
 @dataclass(eq=False)
@@ -215,7 +215,7 @@ class LoopAnalysis:
             small = call.small
             if isinstance(small, ast.Assign) and small.value is call.node:
                 for target in small.targets:
-                    batches.update(_target_names(target))
+                    batches.update(name for name, _ in target_names(target))
             if found is None:
                 found = LoopSource(source.scope, list(source.loaders), False, batches,
                                    inline=source.inline)  # fmt: skip
@@ -421,13 +421,3 @@ def _strip_enumerate(expr: ast.expr) -> ast.expr:
             break
         expr = expr.args[0]
     return expr
-
-
-def _target_names(target: ast.expr) -> list[str]:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [n for e in target.elts for n in _target_names(e)]
-    if isinstance(target, ast.Starred):
-        return _target_names(target.value)
-    return []
