@@ -265,3 +265,20 @@ def test_a_bar_bound_in_another_method_is_a_loop_over_its_loader():
     assert "self.model, self.optimizer, self.loader" in output[prepare - 60 : prepare + 80]
     assert prepare < output.index("self.bar = tqdm(self.loader")
     assert "self.accelerator.backward(loss)" in output
+
+
+def test_a_model_shown_alone_on_a_line_before_the_optimizer_is_set_up():
+    output, codes = _migrate("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+        model = torch.nn.Linear(2, 1)
+        model
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """)
+    assert codes == []
+    assert output.index("\nmodel\n") < output.index("accelerator.prepare(")

@@ -103,7 +103,12 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             if kind == "hard":
                 hard.append(use.statement)
                 used.setdefault(id(use.statement), name)
-                if use.kind != "attr" and name in mandatory and not _is_loader(facts, name):
+                if (
+                    use.kind != "attr"
+                    and name in mandatory
+                    and not _is_loader(facts, name)
+                    and (not _displayed(use))
+                ):
                     runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
                 soft.append(use.statement)
@@ -317,6 +322,17 @@ def _note(binding, name: str, why: str) -> Finding:
         message=f"scheduler `{name}` is not prepared: it {why}",
         level="note",
         node=binding.statement.node if binding is not None else None,
+    )
+
+
+def _displayed(use) -> bool:
+    """`model` alone on a line (a notebook cell showing the model)."""
+    line = use.statement.node
+    return (
+        isinstance(line, Line)
+        and len(line.body) == 1
+        and isinstance(line.body[0], ast.Expr)
+        and line.body[0].value is use.node
     )
 
 
