@@ -85,6 +85,8 @@ def migrate_tree(
 ) -> tuple[str | None, list[Finding]]:
     """`migrate_text` for a module already parsed from `text` (and indexed, if `index`)."""
     from migrator.analysis import analyse
+    from migrator.analysis.index import ModuleIndex
+    from migrator.analysis.on_target import is_on_target
     from migrator.analysis.placement import PreparePlan, plan_prepare
     from migrator.edits import EditSet
     from migrator.render import Renderer
@@ -92,6 +94,9 @@ def migrate_tree(
     from migrator.source import Source
 
     source = index.source if index is not None else Source(text)
+    index = index if index is not None else ModuleIndex(tree, source)
+    if is_on_target(index):  # already on Accelerate: left alone, a half-migrated step completed
+        return _complete_half_migration(text, index, options), []
     facts = analyse(tree, source, index)
     findings = list(facts.findings)
     context = RuleContext(
@@ -123,6 +128,29 @@ def migrate_tree(
         except SyntaxError as error:  # a bug in a rule, never the user's fault
             raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
     return (output if output != text else None), _positioned(source, findings)
+
+
+def _complete_half_migration(text: str, index, options: Options) -> str | None:
+    """Code already on the target (analysis/on_target.py): only plain `loss.backward()` calls
+    in loops over loaders it prepared become `accelerator.backward(loss)` (MIG005's edit)."""
+    from migrator.analysis.on_target import half_migrated_backward
+    from migrator.edits import EditSet
+    from migrator.render import Renderer
+    from migrator.rules.mig005_backward import backward_render
+
+    if "MIG005" not in options.rules:
+        return None
+    edits = EditSet()
+    for site, accelerator in half_migrated_backward(index):
+        edits.rewrite(site.node, backward_render(site.node, f"{accelerator}.backward"))
+    if edits.empty:
+        return None
+    output = Renderer(index.source, index, edits).render()
+    try:
+        quiet_parse(output)
+    except SyntaxError as error:  # a bug in a rule, never the user's fault
+        raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
+    return output if output != text else None
 
 
 def _edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
