@@ -174,7 +174,9 @@ def test_a_step_on_an_optimizer_made_elsewhere_is_named_with_both_lines():
     )
 
 
-def test_a_loader_parameter_without_callers_says_so_with_lines():
+def test_objects_that_are_all_parameters_with_no_model_in_sight_say_what_was_missing():
+    """Parameters of a function with no caller are its objects (idioms-objects); with neither a
+    model placed on a device nor an optimizer built here, the finding names both lines."""
     message = _mig900("""\
         import torch
 
@@ -184,8 +186,8 @@ def test_a_loader_parameter_without_callers_says_so_with_lines():
                 loss.backward()
                 optimizer.step()
         """)
-    assert "`train_loader` (used at line 4, in the training loop at line 4)" in message
-    assert "parameter in `train()` (line 3) and no call in this file passes it" in message
+    assert "`optimizer` is not built in `train()` (line 3)" in message
+    assert "the training loop at line 4 calls no model placed on a device" in message
 
 
 def test_a_use_before_the_other_objects_exist_names_both_lines():
