@@ -84,6 +84,21 @@ def migrate_tree(
     text: str, tree: ast.Module, options: Options = Options(), index=None
 ) -> tuple[str | None, list[Finding]]:
     """`migrate_text` for a module already parsed from `text` (and indexed, if `index`)."""
+    output, context, findings = render_migration(text, tree, options, index)
+    if output is None:
+        return None, findings
+    checked = _edit_imports(output, context)
+    output = checked[0]
+    if checked[1] is None:
+        check_parses(output)
+    return (output if output != text else None), findings
+
+
+def render_migration(text: str, tree: ast.Module, options: Options = Options(), index=None):
+    """The analysis and the rules on one parsed module: (the edited text before imports are
+    added or retired, or None when nothing is edited; the rule context; the findings, with
+    positions). `migrate_tree` finishes the text; a program (`migrator/program.py`) splits it
+    into its files first and edits each file's imports on its own."""
     from migrator.analysis import analyse
     from migrator.analysis.placement import PreparePlan, plan_prepare
     from migrator.edits import EditSet
@@ -102,10 +117,11 @@ def migrate_tree(
         if rule_class.detector and rule_class.code in options.rules:
             rule_class().apply(context)
     if not facts.has_training or any(f.needs_human for f in context.findings):
-        return None, _positioned(source, [*findings, *context.findings])
+        return None, context, _positioned(source, [*findings, *context.findings])
     context.plan = plan_prepare(facts)
     if context.plan.conflict is not None:
-        return None, _positioned(source, [*findings, *context.findings, context.plan.conflict])
+        conflict = [*findings, *context.findings, context.plan.conflict]
+        return None, context, _positioned(source, conflict)
     for rule_class in APPLY_ORDER:
         if rule_class.detector:
             continue
@@ -113,16 +129,17 @@ def migrate_tree(
             rule_class().apply(context)
     findings += context.findings
     if context.blocked or context.edits.empty:
-        return None, _positioned(source, findings)
+        return None, context, _positioned(source, findings)
     output = Renderer(source, facts.index, context.edits).render()
-    checked = _edit_imports(output, context)
-    output = checked[0]
-    if checked[1] is None:
-        try:
-            quiet_parse(output)
-        except SyntaxError as error:  # a bug in a rule, never the user's fault
-            raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
-    return (output if output != text else None), _positioned(source, findings)
+    return output, context, _positioned(source, findings)
+
+
+def check_parses(output: str) -> None:
+    """Migrated code that does not parse is a bug in a rule, never the user's fault."""
+    try:
+        quiet_parse(output)
+    except SyntaxError as error:
+        raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
 
 
 def _edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
