@@ -52,6 +52,7 @@ from migrator.findings import Finding
 
 MARKER = "__migrator_program_file__ = {}"
 MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
+MAX_SCANNED = 400  # project modules read to find them
 ACCELERATOR = "accelerator"
 CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
 
@@ -89,32 +90,37 @@ def read_file(path: Path) -> ProgramFile:
 
 
 def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
-    """The entry and, transitively through its local imports, the project modules with a
-    `.backward(` (the helpers where the training step lives), entry first, then in import
-    order. Files that cannot be read or parsed are left out (they are reported on their own)."""
+    """The entry and the project modules it imports (transitively) that hold a `.backward(`
+    (the helpers where the training step lives), with the modules on the import chain between
+    them (`loop.fit` passing the objects to `steps.training_step`): entry first, then in
+    import order. Files that cannot be read or parsed are left out (reported on their own)."""
     roots = search_path(entry)
-    files = [first or read_file(entry)]
-    seen = {files[0].path.resolve()}
-    queue = [files[0]]
-    while queue and len(files) < MAX_FILES:
+    start = first or read_file(entry)
+    parsed = {start.path.resolve(): start}
+    parent: dict[Path, Path | None] = {start.path.resolve(): None}
+    order = [start.path.resolve()]
+    queue = [start]
+    while queue and len(parsed) < MAX_SCANNED:
         current = queue.pop(0)
         for imported in local_imports(current.tree, current.path, roots):
-            if imported.path in seen:
+            if imported.path in parent:
                 continue
-            seen.add(imported.path)
-            try:
-                data = imported.path.read_bytes()
-            except OSError:
-                continue
-            if b"backward" not in data:
-                continue
+            parent[imported.path] = current.path.resolve()
             try:
                 member = read_file(imported.path)
             except (OSError, MigrationError):
                 continue
-            files.append(member)
+            parsed[imported.path] = member
+            order.append(imported.path)
             queue.append(member)
-    return files
+    chosen = {order[0]}
+    for path in order[1:]:
+        if b"backward" in parsed[path].data:
+            while path is not None and path not in chosen:
+                chosen.add(path)
+                path = parent[path]
+    selected = [parsed[path] for path in order if path in chosen]
+    return selected[:MAX_FILES]
 
 
 def migrate_program(entry: Path, options: Options, first: ProgramFile | None = None):
@@ -129,10 +135,10 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
         joined = _join(files)
         output, context, findings = render_migration(joined, parse(joined), options)
     except ProgramError as error:
-        program.results = _unchanged(files, [_finding(files[0], 1, str(error))])
+        program.results = _unchanged(files, [[_finding(files[0], 1, str(error))]])
         return program
     except MigrationError as error:
-        program.results = _unchanged(files, [_finding(files[0], 1, f"joined program: {error}")])
+        program.results = _unchanged(files, [[_finding(files[0], 1, f"joined program: {error}")]])
         return program
     per_file = _assign(files, findings)
     if output is None:
@@ -157,6 +163,7 @@ def _finish(file: ProgramFile, text: str, context, findings: list[Finding]) -> F
     result = FileResult(path=str(file.path), source=file.data, findings=findings)
     if text == file.text:
         return result
+    text = _drop_misplaced_import(text, file.text, context)
     text = _add_missing_imports(text, context)
     text, tree = _edit_imports(text, _PerFile(context))
     if tree is None:
@@ -177,6 +184,20 @@ class _PerFile:
     @property
     def unused_imports(self):
         return self.context.unused_imports
+
+
+def _drop_misplaced_import(text: str, original: str, context) -> str:
+    """MIG001 puts `from runtime import Accelerator` after the joined module's first imports,
+    which are a helper's: gone from a file that does not read `Accelerator` (and did not have
+    the line before); `_add_missing_imports` puts it where it is read."""
+    source = "accelerate" if context.target == "accelerate" else "runtime"
+    line = f"from {source} import Accelerator"
+    lines = text.splitlines(keepends=True)
+    if line not in (item.rstrip("\r\n") for item in original.splitlines()):
+        kept = [item for item in lines if item.rstrip("\r\n") != line]
+        if len(kept) != len(lines) and "Accelerator" not in _module_names(parse(text))[1]:
+            return "".join(kept)
+    return text
 
 
 def _add_missing_imports(text: str, context) -> str:
@@ -236,10 +257,17 @@ def _module_names(tree: ast.Module) -> tuple[set[str], set[str]]:
 # -- joining and splitting ---------------------------------------------------------------
 
 
+def _joined_order(files: list[ProgramFile]) -> list[ProgramFile]:
+    """The helpers first, the entry last: the entry's imports are then the module's last, so
+    a module-level `accelerator = Accelerator()` (placed after the last import) lands in the
+    entry, and the helpers' definitions come before the code that runs them, as at run time."""
+    return [*files[1:], files[0]]
+
+
 def _join(files: list[ProgramFile]) -> str:
     parts = []
     line = 1
-    for number, file in enumerate(files):
+    for number, file in enumerate(_joined_order(files)):
         text = file.text if file.text.endswith(("\n", "\r")) or not file.text else file.text + "\n"
         file.start_line = line
         file.lines = text.count("\n")
@@ -250,9 +278,10 @@ def _join(files: list[ProgramFile]) -> str:
 
 
 def _split(output: str, files: list[ProgramFile]) -> list[str]:
-    texts = []
+    """The edited text of each file, in the order of `files` (entry first)."""
+    texts: dict[int, str] = {}
     rest = output
-    for number, file in enumerate(files):
+    for number, file in enumerate(_joined_order(files)):
         marker = MARKER.format(number)
         at = _marker_at(rest, marker)
         if at < 0:
@@ -262,8 +291,8 @@ def _split(output: str, files: list[ProgramFile]) -> list[str]:
         rest = rest[rest.find("\n") + 1 :] if "\n" in rest else ""
         if not file.text.endswith(("\n", "\r")) and file.text and text.endswith("\n"):
             text = text[:-1]
-        texts.append(file.text if _same(text, file.text) else text)
-    return texts
+        texts[id(file)] = text
+    return [texts[id(file)] for file in files]
 
 
 def _marker_at(text: str, marker: str) -> int:
@@ -273,10 +302,6 @@ def _marker_at(text: str, marker: str) -> int:
         if at < 0 or at == 0 or text[at - 1] in "\n\r":
             return at
         at += 1
-
-
-def _same(new: str, old: str) -> bool:
-    return new == old
 
 
 def _check_joinable(files: list[ProgramFile]) -> None:
@@ -535,7 +560,7 @@ def _assign(files: list[ProgramFile], findings: list[Finding]) -> list[list[Find
     for finding in findings:
         owner = 0
         for number, file in enumerate(files):
-            if finding.line >= file.start_line:
+            if file.start_line <= finding.line < file.start_line + file.lines + 1:
                 owner = number
         if finding.line:
             finding.line -= files[owner].start_line - 1

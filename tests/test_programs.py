@@ -1,0 +1,216 @@
+"""Programs of several files (migrator/program.py): golden fixtures under fixtures/programs/
+(a folder per program: in/ as written, out/ as reviewed; no out/ means nothing may change),
+the CLI over programs, and a migrated program running on two processes and verified.
+
+A fixture's entry is in/main.py unless its folder has an `entry` file naming it; the findings
+it must report are listed in its `findings` file, one `path:CODE` a line."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from migrator.command import FixRequest, run_fix
+from migrator.engine import Options
+from migrator.program import migrate_program
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "fixtures" / "programs"
+IGNORED = {"__pycache__"}
+
+
+def program_fixtures() -> list[Path]:
+    return sorted(path for path in PROGRAMS.iterdir() if (path / "in").is_dir())
+
+
+def entry_of(fixture: Path) -> str:
+    named = fixture / "entry"
+    return named.read_text().strip() if named.exists() else "main.py"
+
+
+def tree_files(folder: Path) -> dict[str, bytes]:
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not IGNORED & set(path.relative_to(folder).parts):
+            found[path.relative_to(folder).as_posix()] = path.read_bytes()
+    return found
+
+
+def run_cli(folder: Path, monkeypatch, capsys, *arguments: str, mode: str = "write"):
+    """`migrate ARGUMENTS --MODE --format json` run in `folder`: (exit code, JSON report)."""
+    monkeypatch.chdir(folder)
+    capsys.readouterr()
+    code = run_fix(
+        FixRequest(paths=list(arguments), mode=mode, output_format="json", no_cache=True)
+    )
+    return code, json.loads(capsys.readouterr().out)
+
+
+def findings_of(report: dict) -> list[str]:
+    return sorted(
+        f"{item['path']}:{f['code']}" for item in report["files"] for f in item["findings"]
+    )
+
+
+@pytest.mark.parametrize("fixture", program_fixtures(), ids=lambda p: p.name)
+def test_program_fixture_writes_its_reviewed_output(fixture, tmp_path, monkeypatch, capsys,
+                                                    update_golden):  # fmt: skip
+    work = tmp_path / "program"
+    shutil.copytree(fixture / "in", work)
+    _, report = run_cli(work, monkeypatch, capsys, entry_of(fixture))
+    expected_folder = fixture / "out" if (fixture / "out").is_dir() else fixture / "in"
+    if update_golden and (fixture / "out").is_dir():
+        shutil.rmtree(fixture / "out")
+        shutil.copytree(work, fixture / "out", ignore=shutil.ignore_patterns("__pycache__"))
+    assert tree_files(work) == tree_files(expected_folder)
+    declared = fixture / "findings"
+    expected = sorted(declared.read_text().split()) if declared.exists() else []
+    assert findings_of(report) == expected
+
+
+@pytest.mark.parametrize(
+    "fixture", [f for f in program_fixtures() if (f / "out").is_dir()], ids=lambda p: p.name
+)
+def test_migrated_program_parses_and_is_stable(fixture, tmp_path, monkeypatch, capsys):
+    work = tmp_path / "program"
+    shutil.copytree(fixture / "out", work)
+    for source in tree_files(work).values():
+        ast.parse(source)
+    code, report = run_cli(work, monkeypatch, capsys, entry_of(fixture), mode="check")
+    assert code == 0, report
+    assert report["summary"]["changed"] == 0
+    assert tree_files(work) == tree_files(fixture / "out")
+
+
+def test_diff_of_the_entry_shows_every_file_it_changes(tmp_path, monkeypatch, capsys):
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    monkeypatch.chdir(work)
+    code = run_fix(FixRequest(paths=["main.py"], mode="diff", no_cache=True))
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "--- engine.py\n+++ engine.py\n" in captured.out
+    assert "--- main.py\n+++ main.py\n" in captured.out
+    assert "models.py" not in captured.out  # imported, but no training step: not a member
+    assert "+        accelerator.backward(loss)" in captured.out
+    assert "(1 multi-file program, 1 file included)" in captured.err
+    assert tree_files(work) == tree_files(
+        PROGRAMS / "engine_function" / "in"
+    )  # diff writes nothing
+
+
+def test_check_of_a_folder_counts_programs_and_names_their_files(tmp_path, monkeypatch, capsys):
+    for name in ("engine_function", "package_relative"):
+        shutil.copytree(PROGRAMS / name / "in", tmp_path / name)
+    code, report = run_cli(tmp_path, monkeypatch, capsys, ".", mode="check")
+    assert code == 1
+    changed = sorted(item["path"] for item in report["files"] if item["changed"])
+    assert changed == [
+        "engine_function/engine.py", "engine_function/main.py", "package_relative/train.py",
+        "package_relative/trainer/loop.py", "package_relative/trainer/steps.py",
+    ]  # fmt: skip
+    assert report["summary"]["programs"] == 2
+    assert report["summary"]["included"] == 0
+
+
+def test_a_helper_is_never_migrated_alone(tmp_path, monkeypatch, capsys):
+    """engine.py alone cannot see where its objects come from: refused, never half-migrated."""
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    code, report = run_cli(work, monkeypatch, capsys, "engine.py", mode="check")
+    assert report["summary"]["changed"] == 0
+    assert code == 1 and findings_of(report) == ["engine.py:MIG900"]
+
+
+def test_a_program_is_written_all_or_nothing(tmp_path, monkeypatch, capsys):
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    engine = work / "engine.py"
+    engine.chmod(stat.S_IRUSR)  # read-only: main.py must not be written either
+    try:
+        code, report = run_cli(work, monkeypatch, capsys, "main.py")
+    finally:
+        engine.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    assert code == 2
+    errors = {item["path"]: item["error"] for item in report["files"] if item["error"]}
+    assert set(errors) == {"engine.py", "main.py"}
+    assert "read-only" in errors["main.py"]
+    assert tree_files(work) == tree_files(PROGRAMS / "engine_function" / "in")
+
+
+def test_select_applies_across_the_program(tmp_path, monkeypatch, capsys):
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    monkeypatch.chdir(work)
+    code = run_fix(
+        FixRequest(paths=["main.py"], mode="write", ignore="MIG021,MIG030", no_cache=True)
+    )
+    assert code == 0
+    engine = (work / "engine.py").read_text()
+    assert "accelerator.backward(loss)" in engine
+    assert "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)" in engine
+    assert "accelerator.print" not in engine + (work / "main.py").read_text()
+
+
+def test_an_entry_importing_no_helper_is_not_a_program(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport numpy\nfrom models import Net\n")
+    (tmp_path / "models.py").write_text("class Net:\n    pass\n")
+    assert migrate_program(script, Options()) is None
+
+
+def test_imports_resolve_from_the_project_root_for_a_script_in_a_subfolder(tmp_path):
+    """`python scripts/train.py` with the package at the project root (pip install -e .)."""
+    shutil.copytree(PROGRAMS / "package_relative" / "in" / "trainer", tmp_path / "trainer")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "scripts").mkdir()
+    entry = tmp_path / "scripts" / "train.py"
+    shutil.copy(PROGRAMS / "package_relative" / "in" / "train.py", entry)
+    program = migrate_program(entry, Options())
+    names = [path.relative_to(tmp_path).as_posix() for path in program.paths]
+    assert names == ["scripts/train.py", "trainer/loop.py", "trainer/steps.py"]
+    assert all(result.changed for result in program.results)
+
+
+# -- a migrated program runs -------------------------------------------------------------------
+def _python_env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def test_the_migrated_program_trains_on_two_processes(tmp_path):
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "out", work)
+    launch = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", "main.py"]
+    done = subprocess.run(
+        launch, cwd=work, env=_python_env(), capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("epoch 1: train") == 1  # accelerator.print: the main process only
+    assert (work / "checkpoint.pth").exists()
+
+
+def test_verify_says_a_migrated_program_is_equivalent(tmp_path):
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    command = [sys.executable, "-m", "migrator", "verify", "main.py", "--nproc", "2",
+               "--format", "json"]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=work, env={**_python_env(), "TMPDIR": str(tmp_path)}, capture_output=True,
+        text=True, timeout=300, check=False,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["verdict"] == "EQUIVALENT"
+    sources = {name: data for name, data in tree_files(work).items() if name.endswith(".py")}
+    assert sources == tree_files(PROGRAMS / "engine_function" / "in")  # migrated in a copy only
