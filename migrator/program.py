@@ -52,6 +52,7 @@ from migrator.findings import Finding
 
 MARKER = "__migrator_program_file__ = {}"
 MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
+STEP_CALLS = frozenset({"backward", "zero_grad"})
 MAX_SCANNED = 400  # project modules read to find them
 ACCELERATOR = "accelerator"
 CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
@@ -90,8 +91,8 @@ def read_file(path: Path) -> ProgramFile:
 
 
 def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
-    """The entry and the project modules it imports (transitively) that hold a `.backward(`
-    (the helpers where the training step lives), with the modules on the import chain between
+    """The entry and the project modules it imports (transitively) that hold a step call
+    (`_steps`: the helpers where the training step lives), with the modules on the import chain between
     them (`loop.fit` passing the objects to `steps.training_step`): entry first, then in
     import order. Files that cannot be read or parsed are left out (reported on their own)."""
     roots = search_path(entry)
@@ -115,12 +116,23 @@ def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
             queue.append(member)
     chosen = {order[0]}
     for path in order[1:]:
-        if b"backward" in parsed[path].data:
+        if _steps(parsed[path].tree):
             while path is not None and path not in chosen:
                 chosen.add(path)
                 path = parent[path]
     selected = [parsed[path] for path in order if path in chosen]
     return selected[:MAX_FILES]
+
+
+def _steps(tree: ast.Module) -> bool:
+    """Whether a module holds part of a training step: a `.backward(...)` or `.zero_grad(...)`
+    call (DeiT's and MAE's engines step through a loss-scaler object, without a backward)."""
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in STEP_CALLS
+        for node in ast.walk(tree)
+    )
 
 
 def migrate_program(entry: Path, options: Options, first: ProgramFile | None = None):
@@ -337,11 +349,11 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                found[(alias.asname or alias.name).split(".")[0]] = f"import {alias.name}"
+                local = alias.asname or alias.name.split(".")[0]
+                found[local] = f"import {alias.name if alias.asname else local}"
         elif isinstance(node, ast.ImportFrom):
-            module = "." * node.level + (node.module or "")
-            for alias in node.names:
-                found[alias.asname or alias.name] = f"import {module}.{alias.name}"
+            for alias in node.names:  # `from timm.data import Mixup` == `from timm.data.mixup ...`
+                found[alias.asname or alias.name] = f"import {alias.name}"
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found[node.name] = f"def {id(node)}"
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):

@@ -31,14 +31,14 @@ def migrated_program(script: Path, target: str, work_dir: Path):
     paths = [Path(r.path).resolve() for r in program.results]
     root = Path(os.path.commonpath([project_root(script), *(p.parent for p in paths)]))
     copy = work_dir / "program"
-    _copy_python_files(root, copy)
+    copy_python_files(root, copy)
     for result, path in zip(program.results, paths):
         if result.changed:
             (copy / path.relative_to(root)).write_bytes(result.migrated)
     return copy / script.resolve().relative_to(root), findings
 
 
-def _copy_python_files(root: Path, copy: Path) -> None:
+def copy_python_files(root: Path, copy: Path) -> None:
     for folder, folders, files in os.walk(root):
         folders[:] = sorted(f for f in folders if f not in SKIPPED_FOLDERS)
         target = copy / Path(folder).relative_to(root)
