@@ -19,6 +19,13 @@ Where: `.migrate_cache/` at the project root (the directory of the pyproject.tom
   migrated as a unit, their sorted (path, digest) pairs join the key and nothing else changes).
   Entries are content-addressed: a copy of a file, or a file moved back, hits.
 
+**Files the byte prefilter rejects** (most of a repository: no training code) have no entry;
+they are answered by the environment's `prefiltered` index instead: path → (size, mtime in
+ns) of every file the prefilter rejected, as ruff and black key their caches on file metadata.
+A file whose size and mtime still match is not read at all on a warm run; any other file is
+read and decided as on a cold run. The index only ever holds the prefilter's rejection, which
+depends on the file's bytes and the options (both in the environment) and on nothing else.
+
 An entry holds the verdict (skipped / findings / error / note) and, for a changed file, the
 migrated bytes, so `--diff` and `--write` are answered too; a hit is keyed by the bytes just
 read, and `--write` still refuses a file that changed before it is replaced. Internal errors
@@ -57,6 +64,7 @@ ENVIRONMENT_VARIABLE = "MIGRATE_CACHE_DIR"
 # Third-party packages whose code decides results; their installed files are fingerprinted.
 # None since the engine works on CPython's `ast` (the Python version is in the fingerprint).
 RESULT_PACKAGES: tuple[str, ...] = ()
+PREFILTERED = "prefiltered"  # the index of files the byte prefilter rejected
 UNUSED_SECONDS = 30 * 24 * 3600
 PACKAGE = Path(__file__).resolve().parent  # the installed migrator, fingerprinted
 GITIGNORE = b"# Automatically created by migrate.\n*\n"
@@ -164,6 +172,30 @@ class VerdictCache:
             replace_atomically(self.directory / key, entry, 0o644, durable=False)
         except WriteError:
             pass  # a full disk, a directory removed meanwhile: the next run recomputes
+
+    def load_prefiltered(self) -> dict[str, tuple[int, int]]:
+        """The `prefiltered` index: absolute path -> (size, mtime_ns); empty when unreadable."""
+        try:
+            stored = (self.directory / PREFILTERED).read_bytes()
+            checksum, _, content = stored.partition(b"\n")
+            if hashlib.sha256(content).hexdigest().encode() != checksum:
+                return {}
+            return {path: (size, mtime) for path, (size, mtime) in json.loads(content).items()}
+        except Exception:  # noqa: BLE001 - a bad index is an empty one, never an error
+            return {}
+
+    def store_prefiltered(self, index: dict[str, tuple[int, int]]) -> None:
+        """Replace the index (atomically; a failure leaves the old one or none)."""
+        if not self.writable:
+            return
+        content = json.dumps(index, separators=(",", ":")).encode()
+        checksum = hashlib.sha256(content).hexdigest().encode()
+        try:
+            replace_atomically(
+                self.directory / PREFILTERED, checksum + b"\n" + content, 0o644, durable=False
+            )
+        except WriteError:
+            pass
 
     def _decode(self, stored: bytes, key: str, path: str, data: bytes, kind: str):
         if not stored.startswith(MAGIC):

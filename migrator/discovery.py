@@ -110,7 +110,8 @@ class _Walker:
         if rel_top is None or (rel_top and self.excludes.match_file("/".join(rel_top) + "/")):
             base = absolute_top
         found: list[Path] = []
-        self._walk(top, absolute_top, base, inherited, found)
+        prefix = "/".join(self._relative_parts(absolute_top, base) or ())
+        self._walk(top, absolute_top, prefix, inherited, found)
         return found
 
     def _ignores_above(self, path: Path) -> list[tuple[Path, GitIgnoreSpec]]:
@@ -135,7 +136,9 @@ class _Walker:
             return []
         return ignores
 
-    def _walk(self, path: Path, absolute: Path, base: Path, ignores, found: list[Path]) -> None:
+    def _walk(self, path: Path, absolute: Path, prefix: str, ignores, found: list[Path]) -> None:
+        """Collect the files below `path`; `prefix` is its path relative to the excludes'
+        base, carried down as a string (no per-entry path arithmetic)."""
         own = self._ignore_spec(absolute)
         if own is not None:
             ignores = [*ignores, (absolute, own)]
@@ -150,13 +153,13 @@ class _Walker:
             if not is_dir and not entry.name.endswith(SOURCE_SUFFIXES):
                 continue
             child_absolute = absolute / entry.name
-            rel = "/".join(self._relative_parts(child_absolute, base) or ())
+            rel = f"{prefix}/{entry.name}" if prefix else entry.name
             if self.excludes.match_file(rel + "/" if is_dir else rel):
                 continue
-            if _ignored(child_absolute, is_dir, ignores):
+            if ignores and _ignored(child_absolute, is_dir, ignores):
                 continue
             if is_dir:
-                self._walk(path / entry.name, child_absolute, base, ignores, found)
+                self._walk(path / entry.name, child_absolute, rel, ignores, found)
             elif entry.is_file(follow_symlinks=False):
                 found.append(path / entry.name)
 

@@ -1,7 +1,8 @@
 """Many files through the engine: cheap checks in this process, parsing and analysis in a
 process pool.
 
-The parent reads every file and runs the byte prefilter (0.2 s for 46 MB), then answers what
+The parent reads every file and runs the byte prefilter (0.2 s for 46 MB; with a cache, a file
+the prefilter rejected before and whose size and mtime are unchanged is not read), then answers what
 it can from the verdict cache (`migrator/cache.py`), so only the remaining candidates cross a
 process boundary. Candidates go out largest first, in chunks (small files must not pay IPC one
 by one), to workers started once; each worker stores its verdicts in the cache; results come
@@ -95,10 +96,23 @@ def run_files(
     With a `cache`, candidates it knows are answered from it and new verdicts are stored."""
     outcome = RunOutcome(scanned=len(paths))
     candidates: list[Candidate] = []
+    rejected: dict[str, tuple[int, int]] = {}
     if cache is not None:
         from migrator.cache import entry_key
+
+        rejected = cache.load_prefiltered()
+        still_rejected: dict[str, tuple[int, int]] = {}
     for path in paths:
+        if cache is not None:
+            metadata = _metadata(path)
+            if metadata is not None and rejected.get(metadata[0]) == metadata[1]:
+                still_rejected[metadata[0]] = metadata[1]  # unchanged since it was rejected
+                outcome.results.append(FileResult(path=str(path), source=b"", skipped=True))
+                outcome.cached += 1
+                continue
         result, candidate = read_and_prefilter(path, options)
+        if cache is not None and metadata is not None and result is not None and result.skipped:
+            still_rejected[metadata[0]] = metadata[1]
         if result is None and cache is not None:
             candidate.key = entry_key(candidate.kind, candidate.data)
             result = cache.load(candidate.key, candidate.path, candidate.data, candidate.kind)
@@ -107,6 +121,8 @@ def run_files(
             outcome.results.append(result)
         else:
             candidates.append(candidate)
+    if cache is not None:
+        _update_prefiltered(cache, rejected, still_rejected, paths)
     total = len(paths)
     done = total - len(candidates)
     if on_progress is not None:
@@ -153,6 +169,24 @@ def run_files(
             _stop_workers(pool)
             raise
     return outcome
+
+
+def _metadata(path: Path) -> tuple[str, tuple[int, int]] | None:
+    """(absolute path, (size, mtime_ns)) of a file, taken before it is read; None if unreadable."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return os.path.abspath(path), (stat.st_size, stat.st_mtime_ns)
+
+
+def _update_prefiltered(cache, before: dict, rejected: dict, paths: list[Path]) -> None:
+    """Keep the index's other files, replace what this run saw; write only when it changed."""
+    seen = {os.path.abspath(path) for path in paths}
+    after = {path: value for path, value in before.items() if path not in seen}
+    after.update(rejected)
+    if after != before:
+        cache.store_prefiltered(after)
 
 
 def migrate_chunk(

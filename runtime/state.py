@@ -8,8 +8,8 @@
 - `AcceleratorState`: what the first `Accelerator` fixed for the process: mixed precision (a
   second Accelerator asking for another one raises, as in HF) and the fp16 GradScaler (one for
   the process, so a backward through one Accelerator and a step through another agree).
-- `GradientState`: accumulation settings, whether this micro-step syncs gradients, and the
-  loader being iterated (`end_of_dataloader`, `remainder` for `gather_for_metrics`).
+- `GradientState` (runtime/gradient_state.py, re-exported here): accumulation settings and
+  the loader being iterated.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from runtime import teardown
 from runtime.config import DistributedType
+from runtime.gradient_state import GradientState
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", ""}
@@ -283,8 +284,9 @@ def shut_down_process_group() -> None:
 
 def forget_inherited_state() -> None:
     """A forked worker must build its own state, not reuse its parent's 1-process one."""
-    global _process_state, _accelerator_state, _gradient_state
-    _process_state = _accelerator_state = _gradient_state = None
+    global _process_state, _accelerator_state
+    _process_state = _accelerator_state = None
+    GradientState._reset_state()
     teardown.forget_failure()
 
 
@@ -350,8 +352,9 @@ class AcceleratorState:
     @staticmethod
     def _reset_state(reset_partial_state: bool = False) -> None:
         """Forgets the Accelerator-level state (and the gradient state); for tests, as in HF."""
-        global _accelerator_state, _gradient_state
-        _accelerator_state = _gradient_state = None
+        global _accelerator_state
+        _accelerator_state = None
+        GradientState._reset_state()
         if reset_partial_state:
             PartialState._reset_state()
 
@@ -410,84 +413,3 @@ def accelerator_state_for(
     state._scaler = None
     _accelerator_state = state
     return state
-
-
-class GradientState:
-    """Accumulation settings, `sync_gradients`, and the loader being iterated (shared)."""
-
-    def __new__(cls, gradient_accumulation_plugin: Any = None):
-        global _gradient_state
-        if _gradient_state is None:
-            _gradient_state = object.__new__(cls)
-            _gradient_state._setup()
-        if gradient_accumulation_plugin is not None:
-            _gradient_state.configure(gradient_accumulation_plugin)
-        return _gradient_state
-
-    def __init__(self, gradient_accumulation_plugin: Any = None) -> None:
-        pass  # built once, in __new__
-
-    def _setup(self) -> None:
-        self.num_steps = 1
-        self.sync_with_dataloader = True
-        self.sync_each_batch = False
-        self.sync_gradients = True
-        self.active_loaders: list = []
-        self.inside_accumulate = False
-
-    def configure(self, plugin: Any) -> None:
-        """Settings from a GradientAccumulationPlugin (ours or HF's); they apply process-wide."""
-        steps = getattr(plugin, "num_steps", None)
-        if steps is not None:
-            if int(steps) < 1:
-                raise ValueError("gradient_accumulation_steps must be at least 1")
-            self.num_steps = int(steps)
-        self.sync_with_dataloader = bool(getattr(plugin, "sync_with_dataloader", True))
-        self.sync_each_batch = bool(getattr(plugin, "sync_each_batch", False))
-
-    initialized = True
-    adjust_scheduler = False  # HF 1.x never applies it either (see docs/runtime.md)
-
-    @property
-    def plugin_kwargs(self) -> dict:
-        return {
-            "num_steps": self.num_steps,
-            "sync_with_dataloader": self.sync_with_dataloader,
-            "sync_each_batch": self.sync_each_batch,
-        }
-
-    @property
-    def active_dataloader(self):
-        return self.active_loaders[-1] if self.active_loaders else None
-
-    @property
-    def dataloader_references(self) -> list:
-        return [None, *self.active_loaders]
-
-    @property
-    def in_dataloader(self) -> bool:
-        return bool(self.active_loaders)
-
-    @property
-    def end_of_dataloader(self) -> bool:
-        return bool(self.active_loaders) and self.active_loaders[-1].end_of_dataloader
-
-    @property
-    def remainder(self) -> int:
-        return self.active_loaders[-1].remainder if self.active_loaders else -1
-
-    @staticmethod
-    def _reset_state() -> None:
-        global _gradient_state
-        _gradient_state = None
-
-    def __repr__(self) -> str:
-        return (
-            f"Sync Gradients: {self.sync_gradients}\n"
-            f"At end of current dataloader: {self.end_of_dataloader}\n"
-            f"Extra samples added: {self.remainder}\n"
-            f"Gradient accumulation plugin: {self.plugin_kwargs}\n"
-        )
-
-
-_gradient_state: GradientState | None = None

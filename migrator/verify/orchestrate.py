@@ -239,7 +239,9 @@ def _run_and_compare(
         if batch_problems and not runs[1].timed_out:
             return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
         return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
-    return _compare(request, settings, script, original, migrated, runs, work_dir, deadline)
+    outcome = _compare(request, settings, script, original, migrated, runs, work_dir, deadline)
+    outcome.notes.extend(_epoch_scheduler_notes(migrated_path))
+    return outcome
 
 
 def _not_comparable(original: RunRecord, nproc: int) -> str | None:
@@ -318,6 +320,23 @@ def _compare(
         runs=runs,
         probe=probe,
     )
+
+
+def _epoch_scheduler_notes(migrated_path: Path) -> list[str]:
+    from migrator.verify.source import prepared_epoch_schedulers
+
+    try:
+        found = prepared_epoch_schedulers(migrated_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [
+        f"{where} of the migrated script steps a prepared scheduler outside the loop that steps "
+        "the optimizer: this comparison runs with split batches, where it advances once per "
+        "call as in the original, but a real run on N processes (split_batches=False) "
+        "advances it N times per call; leave a per-epoch scheduler out of "
+        "accelerator.prepare, or use Accelerator(step_scheduler_with_optimizer=False)"
+        for where in found
+    ]
 
 
 def _summed_losses(script: Path) -> list[str]:

@@ -101,3 +101,74 @@ def _sums(value: ast.expr) -> bool:
     ):
         return True
     return any(_sums(child) for child in ast.iter_child_nodes(value) if isinstance(child, ast.expr))
+
+
+SCHEDULER_CALL = re.compile(r"LR$|Scheduler|lr_scheduler|_schedule", re.IGNORECASE)
+
+
+def prepared_epoch_schedulers(text: str) -> list[str]:
+    """Schedulers the migrated script prepares but steps outside the optimizer's loop.
+
+    verify runs the migrated script with split batches, where a prepared scheduler advances
+    once per `step()` call, as the original does; a real N-process run (split_batches=False)
+    advances it N times per call, which is right for a per-step scheduler and wrong for one
+    stepped per epoch. The comparison cannot show that, so it is read from the source: a name
+    passed to `accelerator.prepare(...)` that is bound to a scheduler (`StepLR(...)`,
+    `lr_scheduler.X(...)`, `get_*_schedule*(...)`) and whose `.step()` is not inside the
+    innermost loop that steps an optimizer. Nothing is reported when the Accelerator is made
+    with `split_batches=True` or `step_scheduler_with_optimizer=False`.
+    Returns `line N: name` for each such `step()` call, in source order.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    prepared: set[str] = set()
+    schedulers: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _callee(node) == "Accelerator":
+            for keyword in node.keywords:
+                if (keyword.arg, _constant(keyword.value)) in (
+                    ("split_batches", True),
+                    ("step_scheduler_with_optimizer", False),
+                ):
+                    return []
+        if isinstance(node, ast.Call) and _callee(node) == "prepare":
+            prepared.update(ast.unparse(argument) for argument in node.args)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            called = ast.unparse(node.value.func)
+            if SCHEDULER_CALL.search(called):
+                schedulers.update(ast.unparse(target) for target in node.targets)
+    watched = prepared & schedulers
+    if not watched:
+        return []
+    steps: list[tuple[str, int, tuple[int, ...]]] = []
+    _collect_steps(tree, (), steps)
+    optimizer_loops = [loops for name, _, loops in steps if name not in schedulers and loops]
+    if not optimizer_loops:
+        return []
+    innermost = max(optimizer_loops, key=len)[-1]
+    return [
+        f"line {line}: {name}"
+        for name, line, loops in sorted(steps, key=lambda step: step[1])
+        if name in watched and innermost not in loops
+    ]
+
+
+def _constant(node: ast.expr):
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _collect_steps(node: ast.AST, loops: tuple[int, ...], steps: list) -> None:
+    """Every `X.step(...)` call with the ids of the loops around it (outermost first)."""
+    for child in ast.iter_child_nodes(node):
+        inner = loops
+        if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+            inner = (*loops, id(child))
+        if (
+            isinstance(child, ast.Call)
+            and isinstance(child.func, ast.Attribute)
+            and child.func.attr == "step"
+        ):
+            steps.append((ast.unparse(child.func.value), child.lineno, loops))
+        _collect_steps(child, inner, steps)

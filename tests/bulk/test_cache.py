@@ -69,11 +69,70 @@ def test_a_warm_run_gives_the_same_results_without_calling_the_engine(tree, tmp_
     monkeypatch.setattr(runner, "migrate_file", _no_engine)
     monkeypatch.setattr(runner, "migrate_bytes", _no_engine)
     warm = run_files(paths, Options(), jobs=1, cache=cache)
-    assert warm.cached == 3  # train, fragment, broken; util.py never passes the prefilter
+    assert warm.cached == 4  # train, fragment, broken by entry; util.py by the prefilter index
     assert _verdicts(warm.results) == _verdicts(cold.results)
     changed = [r for r in warm.results if r.changed]
     assert [r.path for r in changed] == [str(root / "train.py")]
     assert changed[0].source == TRAIN_SCRIPT.encode()  # the bytes just read, for --write
+
+
+def _reads(monkeypatch) -> list[str]:
+    """The names of the files `run_files` reads from now on."""
+    read: list[str] = []
+    real = runner.read_and_prefilter
+
+    def recording(path, options):
+        read.append(Path(path).name)
+        return real(path, options)
+
+    monkeypatch.setattr(runner, "read_and_prefilter", recording)
+    return read
+
+
+def test_files_the_prefilter_rejected_are_not_read_again_until_they_change(
+    tree, tmp_path, monkeypatch
+):
+    root = tree({"util.py": NOT_TRAINING, "other.py": NOT_TRAINING + "# other\n"})
+    paths = sorted(root.glob("*.py"))
+    cache = open_cache(tmp_path / "cache", Options())
+    cold = run_files(paths, Options(), jobs=1, cache=cache)
+    assert cold.cached == 0 and all(r.skipped for r in cold.results)
+    read = _reads(monkeypatch)
+    warm = run_files(paths, Options(), jobs=1, cache=cache)
+    assert read == [] and warm.cached == 2
+    assert _verdicts(warm.results) == _verdicts(cold.results)
+    # grown into a training script: size and mtime differ, so it is read and migrated
+    (root / "util.py").write_text(TRAIN_SCRIPT)
+    again = run_files(paths, Options(), jobs=1, cache=cache)
+    assert read == ["util.py"] and again.cached == 1
+    (migrated,) = [r for r in again.results if r.path.endswith("util.py")]
+    assert migrated.changed
+    # the same size, another mtime: read again (and still rejected)
+    os.utime(root / "other.py", ns=(1, 1))
+    read.clear()
+    run_files(paths, Options(), jobs=1, cache=cache)
+    assert read == ["other.py", "util.py"]  # a candidate is always read: its entry is its bytes
+    read.clear()
+    run_files(paths, Options(), jobs=1, cache=cache)
+    assert read == ["util.py"]
+
+
+def test_a_damaged_prefilter_index_is_an_empty_one(tree, tmp_path, monkeypatch):
+    root = tree({"util.py": NOT_TRAINING})
+    paths = [root / "util.py"]
+    cache = open_cache(tmp_path / "cache", Options())
+    run_files(paths, Options(), jobs=1, cache=cache)
+    index = cache.directory / cache_module.PREFILTERED
+    index.write_bytes(index.read_bytes().replace(b"util.py", b"util.px"))
+    read = _reads(monkeypatch)
+    again = run_files(paths, Options(), jobs=1, cache=cache)
+    assert read == ["util.py"] and again.cached == 0 and again.results[0].skipped
+    assert cache.load_prefiltered() == {str(paths[0]): _size_and_mtime(paths[0])}
+
+
+def _size_and_mtime(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
 
 
 def test_workers_of_a_pool_write_entries_a_later_run_reads(tree, tmp_path):
@@ -92,7 +151,7 @@ def test_the_command_line_reports_cached_files_and_the_same_output(tree, tmp_pat
     flags = ("--cache-dir", str(tmp_path / "cache"))
     cold_summary, cold_files = _summary(root, *flags)
     warm_summary, warm_files = _summary(root, *flags)
-    assert (cold_summary["cached"], warm_summary["cached"]) == (0, 3)
+    assert (cold_summary["cached"], warm_summary["cached"]) == (0, 4)
     assert warm_files == cold_files
     diffs = [run_migrate("--diff", *flags, "train.py", cwd=root).stdout for _ in range(2)]
     assert diffs[0] == diffs[1] and b"+            accelerator.backward(loss)" in diffs[0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migrator.verify.source import summed_losses
+from migrator.verify.source import prepared_epoch_schedulers, summed_losses
 
 VAE_LOSS = """
 import torch
@@ -61,3 +61,34 @@ def test_evaluation_sums_are_not_the_trained_loss():
         "    val_loss = criterion(out, y).sum()\n"
     )
     assert summed_losses(text) == []
+
+
+PREPARED_EPOCH_SCHEDULER = """
+from runtime import Accelerator
+accelerator = Accelerator()
+scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+warmup = get_linear_schedule_with_warmup(optimizer, 10, 100)
+model, optimizer, loader, scheduler, warmup = accelerator.prepare(
+    model, optimizer, loader, scheduler, warmup
+)
+for epoch in range(3):
+    for x, y in loader:
+        accelerator.backward(model(x))
+        optimizer.step()
+        warmup.step()
+        optimizer.zero_grad()
+    scheduler.step()
+"""
+
+
+def test_a_prepared_scheduler_stepped_per_epoch_is_reported_not_a_per_step_one():
+    assert prepared_epoch_schedulers(PREPARED_EPOCH_SCHEDULER) == ["line 15: scheduler"]
+
+
+def test_an_unprepared_epoch_scheduler_or_one_the_accelerator_steps_as_called_is_not():
+    unprepared = PREPARED_EPOCH_SCHEDULER.replace("loader, scheduler, warmup\n", "loader, warmup\n")
+    unprepared = unprepared.replace("scheduler, warmup = ", "warmup = ")
+    assert prepared_epoch_schedulers(unprepared) == []
+    for argument in ("step_scheduler_with_optimizer=False", "split_batches=True"):
+        text = PREPARED_EPOCH_SCHEDULER.replace("Accelerator()", f"Accelerator({argument})")
+        assert prepared_epoch_schedulers(text) == []
