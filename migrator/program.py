@@ -152,7 +152,7 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
     except MigrationError as error:
         program.results = _unchanged(files, [[_finding(files[0], 1, f"joined program: {error}")]])
         return program
-    per_file = _assign(files, findings)
+    per_file = _assign(files, _in_program(findings, files))
     if output is None:
         program.results = _unchanged(files, per_file)
         return program
@@ -564,6 +564,19 @@ def _finding(file: ProgramFile, line: int, message: str) -> Finding:
     finding = Finding(code=CODE, message=message)
     finding.line, finding.col = line, 1
     return finding
+
+
+def _in_program(findings: list[Finding], files: list[ProgramFile]) -> list[Finding]:
+    """MIG910 says a step hides in another module; analysed with it, say so."""
+    names = ", ".join(file.path.name for file in files[1:])
+    for finding in findings:
+        if finding.code == CODE and "migrate both files by hand" in finding.message:
+            finding.message = finding.message.replace(
+                "migrate both files by hand",
+                f"analysed as one program with {names}, where no training loop was recognised; "
+                "migrate these files by hand",
+            )
+    return findings
 
 
 def _assign(files: list[ProgramFile], findings: list[Finding]) -> list[list[Finding]]:

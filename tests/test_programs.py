@@ -214,3 +214,26 @@ def test_verify_says_a_migrated_program_is_equivalent(tmp_path):
     assert report["verdict"] == "EQUIVALENT"
     sources = {name: data for name, data in tree_files(work).items() if name.endswith(".py")}
     assert sources == tree_files(PROGRAMS / "engine_function" / "in")  # migrated in a copy only
+
+
+def test_a_module_shared_by_two_entries_is_migrated_once_or_refused(tmp_path, monkeypatch, capsys):
+    """train.py calls train_one_epoch and evaluate; finetune.py only train_one_epoch, so its
+    program would leave evaluate's batches on the device: engine.py would come out two ways."""
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    main = (work / "main.py").read_text()
+    (work / "finetune.py").write_text(
+        main.replace("from engine import evaluate, train_one_epoch", "from engine import train_one_epoch")
+        .replace("        test_stats = evaluate(model, criterion_eval, data_loader_val, device)\n", "")
+        .replace(" val {test_stats['loss']:.4f}", "")
+    )  # fmt: skip
+    code, report = run_cli(work, monkeypatch, capsys, ".", mode="check")
+    assert code == 1
+    assert report["summary"]["changed"] == 0
+    shared = [f["message"] for item in report["files"] for f in item["findings"]
+              if "shared with" in f["message"]]  # fmt: skip
+    assert len(shared) == 2 and any("finetune.py" in m for m in shared)
+    assert (
+        tree_files(work)["engine.py"]
+        == tree_files(PROGRAMS / "engine_function" / "in")["engine.py"]
+    )
