@@ -34,6 +34,7 @@ cannot be joined safely (two files binding the same top-level name differently) 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,13 +50,15 @@ from migrator.engine import (
     render_migration,
 )
 from migrator.findings import Finding
+from migrator.source import Source
 
 MARKER = "__migrator_program_file__ = {}"
 MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
-STEP_CALLS = frozenset({"backward", "zero_grad"})
+STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
 MAX_SCANNED = 400  # project modules read to find them
 ACCELERATOR = "accelerator"
-CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
+CODE = "MIG910"
+LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # a program that cannot be migrated as a unit is a hidden step still
 
 
 @dataclass
@@ -126,7 +129,10 @@ def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
 
 def _steps(tree: ast.Module) -> bool:
     """Whether a module holds part of a training step: a `.backward(...)` or `.zero_grad(...)`
-    call (DeiT's and MAE's engines step through a loss-scaler object, without a backward)."""
+    call (DeiT's and MAE's engines step through a loss-scaler object, without a backward), or
+    the native-DDP set-up the migration replaces (`utils.init_distributed_mode(args)` calling
+    `dist.init_process_group`: left out, it would start a second process group beside the
+    Accelerator's)."""
     return any(
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
@@ -232,7 +238,6 @@ def _add_missing_imports(text: str, context) -> str:
 
 def _insert_import(text: str, tree: ast.Module, line: str) -> str:
     """`line` after the file's leading imports (after a docstring), as MIG001 places it."""
-    from migrator.source import Source
 
     source = Source(text)
     body = tree.body
@@ -318,7 +323,14 @@ def _marker_at(text: str, marker: str) -> int:
 
 def _check_joinable(files: list[ProgramFile]) -> None:
     """Two files that bind one top-level name to different things would share it in the
-    joined module (a `def main` in each, `utils` imported as two modules): refused."""
+    joined module (a `def main` in each, `utils` imported as two modules), and new code is
+    written in the joined module's line ending: refused."""
+    endings = {Source(file.text).newline for file in files if "\n" in file.text}
+    if len(endings) > 1:
+        raise ProgramError(
+            "the program's files end their lines differently (LF and CRLF): new code would not "
+            "match one of them; convert them to one style first"
+        )
     owners: dict[str, tuple[Path, str]] = {}
     defined = {name: file.path for file in files for name in _top_level_defs(file.tree)}
     for file in files:
@@ -507,7 +519,7 @@ def _has_param(node, name: str) -> bool:
 
 def _offset(text: str, line: int, col: int) -> int:
     """Character offset of an `ast` (line, UTF-8 byte column)."""
-    lines = text.splitlines(keepends=True)
+    lines = LINES.findall(text)  # as the tokenizer counts them (not str.splitlines: \x0c...)
     start = sum(len(item) for item in lines[: line - 1])
     return start + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
 

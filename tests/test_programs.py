@@ -237,3 +237,42 @@ def test_a_module_shared_by_two_entries_is_migrated_once_or_refused(tmp_path, mo
         tree_files(work)["engine.py"]
         == tree_files(PROGRAMS / "engine_function" / "in")["engine.py"]
     )
+
+
+def test_native_ddp_helpers_join_the_program(tmp_path):
+    """`utils.init_distributed_mode(args)` starts a process group: its module is a member, so
+    the program migrates only when that set-up can go (as in one file), never beside it."""
+    shutil.copytree(PROGRAMS / "engine_function" / "in", tmp_path, dirs_exist_ok=True)
+    (tmp_path / "utils.py").write_text(
+        "import torch.distributed as dist\n\n\n"
+        "def init_distributed_mode(args):\n    dist.init_process_group('gloo')\n"
+    )
+    (tmp_path / "helpers.py").write_text("def unrelated():\n    return 1  # no backward() here\n")
+    main = (tmp_path / "main.py").read_text()
+    (tmp_path / "main.py").write_text(
+        main.replace("import argparse\n", "import argparse\n\nimport helpers\nimport utils\n")
+    )
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert [path.name for path in program.paths] == ["main.py", "utils.py", "engine.py"]
+
+
+def test_files_with_different_line_endings_are_not_joined(tmp_path):
+    shutil.copytree(PROGRAMS / "engine_function" / "in", tmp_path, dirs_exist_ok=True)
+    engine = tmp_path / "engine.py"
+    engine.write_bytes(engine.read_bytes().replace(b"\n", b"\r\n"))
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert not any(result.changed for result in program.results)
+    [finding] = program.results[0].findings
+    assert finding.code == "MIG910" and "LF and CRLF" in finding.message
+
+
+def test_a_crlf_program_stays_crlf(tmp_path, monkeypatch, capsys):
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    for path in work.glob("*.py"):
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    code, _ = run_cli(work, monkeypatch, capsys, "main.py")
+    assert code == 0
+    for name, data in tree_files(work).items():
+        expected = tree_files(PROGRAMS / "engine_function" / "out")[name]
+        assert data == expected.replace(b"\n", b"\r\n"), name
