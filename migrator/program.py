@@ -58,7 +58,9 @@ STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
 MAX_SCANNED = 400  # project modules read to find them
 ACCELERATOR = "accelerator"
 CODE = "MIG910"
-LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # a program that cannot be migrated as a unit is a hidden step still
+LINES = re.compile(
+    r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$"
+)  # a program that cannot be migrated as a unit is a hidden step still
 
 
 @dataclass
@@ -532,15 +534,13 @@ def _parameter_insert(text: str, node) -> tuple[int, str]:
     new = ACCELERATOR if star else f"*, {ACCELERATOR}"
     if arguments.kwarg is not None:
         at = _offset(text, arguments.kwarg.lineno, arguments.kwarg.col_offset)
-        at = text.rindex("**", 0, at)
-        return at, f"{new}, "
-    close = _closing_paren(text, node)
-    before = text[:close].rstrip()
-    if before.endswith(","):
-        return close, f" {new}" if not text[close - 1].isspace() else new
-    if before.endswith("("):
-        return close, ACCELERATOR if not star else new
-    return len(before), f", {new}"
+        return text.rindex("**", 0, at), f"{new}, "
+    parts = [
+        *arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, *arguments.defaults,
+        *(d for d in arguments.kw_defaults if d is not None),
+        *(a for a in (arguments.vararg,) if a is not None),
+    ]  # fmt: skip
+    return _after_last(text, parts, _closing_paren(text, node), new)
 
 
 def _closing_paren(text: str, node) -> int:
@@ -549,18 +549,36 @@ def _closing_paren(text: str, node) -> int:
     body_at = _offset(text, first.lineno, first.col_offset)
     if node.returns is not None:
         body_at = _offset(text, node.returns.lineno, node.returns.col_offset)
-    return text.rindex(")", 0, body_at)
+    return _last_code_paren(text, body_at)
+
+
+def _last_code_paren(text: str, before: int) -> int:
+    """The last `)` before `before` that is not in a comment."""
+    at = before
+    while True:
+        at = text.rindex(")", 0, at)
+        line_start = text.rfind("\n", 0, at) + 1
+        if "#" not in text[line_start:at]:
+            return at
 
 
 def _argument_insert(text: str, call: ast.Call) -> tuple[int, str]:
-    end = _offset(text, call.end_lineno, call.end_col_offset) - 1  # the `)`
-    before = text[:end].rstrip()
-    argument = f"{ACCELERATOR}={ACCELERATOR}"
-    if before.endswith("("):
-        return end, argument
-    if before.endswith(","):
-        return end, argument if text[end - 1].isspace() else f" {argument}"
-    return len(before), f", {argument}"
+    close = _offset(text, call.end_lineno, call.end_col_offset) - 1  # the `)`
+    parts = [*call.args, *call.keywords]
+    return _after_last(text, parts, close, f"{ACCELERATOR}={ACCELERATOR}")
+
+
+def _after_last(text: str, parts: list, close: int, new: str) -> tuple[int, str]:
+    """Where `new` goes in a comma list: after the last item (and its comma, kept as the list's
+    trailing comma), or alone before `close` in an empty list. Comments stay where they are."""
+    if not parts:
+        return close, new
+    end = max(_offset(text, p.end_lineno, p.end_col_offset) for p in parts)
+    rest = text[end:close]
+    stripped = rest.lstrip(" \t")
+    if stripped.startswith(","):
+        return end + len(rest) - len(stripped) + 1, f" {new},"
+    return end, f", {new}"
 
 
 def _apply_inserts(text: str, inserts: list[tuple[int, str]]) -> str:
