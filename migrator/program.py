@@ -167,6 +167,7 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
     texts = _split(output, files)
     try:
         texts = _reach_accelerator(texts, files)
+        _check_reach(texts, files)
     except ProgramError as error:
         per_file[0].append(_finding(files[0], 1, str(error)))
         program.results = _unchanged(files, per_file)
@@ -399,6 +400,39 @@ def _reach_accelerator(texts: list[str], files: list[ProgramFile]) -> list[str]:
         if not changed:
             return texts
     return texts
+
+
+def _check_reach(texts: list[str], files: list[ProgramFile]) -> None:
+    """Every file that reads `accelerator` sees one: a helper through its parameters, the
+    entry through its own binding; and no helper creates one at its top level (see the module
+    docstring). A program edited otherwise is refused, never written."""
+    for number in [*range(1, len(files)), 0]:  # a helper's own creation is the cause to name
+        text, file = texts[number], files[number]
+        tree = parse(text)
+        module_binds = _module_binds(tree, ACCELERATOR)
+        if number and module_binds and not _module_binds(file.tree, ACCELERATOR):
+            raise ProgramError(
+                f"the accelerator would be created at the top level of {file.path.name}, not "
+                "in the entry; migrate this program by hand"
+            )
+        if not module_binds and any(_reads_free(node, ACCELERATOR) for node in tree.body):
+            raise ProgramError(
+                f"{file.path.name} would use an accelerator it cannot see; migrate this "
+                "program by hand"
+            )
+
+
+def _module_binds(tree: ast.Module, name: str) -> bool:
+    """Whether top-level code (not a def's or class's body) assigns `name`."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _functions_reading_accelerator(tree: ast.Module, path: Path) -> list[str]:

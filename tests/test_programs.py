@@ -276,3 +276,20 @@ def test_a_crlf_program_stays_crlf(tmp_path, monkeypatch, capsys):
     for name, data in tree_files(work).items():
         expected = tree_files(PROGRAMS / "engine_function" / "out")[name]
         assert data == expected.replace(b"\n", b"\r\n"), name
+
+
+def test_an_accelerator_that_would_be_created_in_a_helper_is_refused(tmp_path):
+    """The entry imports nothing at its top level, so the joined module's last import is the
+    helper's and a module-level Accelerator() would land there: refused, nothing changes."""
+    shutil.copytree(PROGRAMS / "engine_function" / "in", tmp_path, dirs_exist_ok=True)
+    main = (tmp_path / "main.py").read_text()
+    header, _, rest = main.partition("\n\n\ndef get_args")
+    imports = [line.strip() for line in header.splitlines() if line.startswith(("import", "from"))]
+    body = "def get_args" + rest.replace(
+        "def main(args):\n", "def main(args):\n" + "".join(f"    {line}\n" for line in imports)
+    ).replace("def get_args():\n", "def get_args():\n    import argparse\n\n")
+    (tmp_path / "main.py").write_text(body)
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert not any(result.changed for result in program.results)
+    messages = [f.message for r in program.results for f in r.findings if f.code == "MIG910"]
+    assert messages and "engine.py" in messages[0]
