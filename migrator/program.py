@@ -372,11 +372,13 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found[node.name] = f"def {id(node)}"
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            # the same statement in two files (`logger = logging.getLogger(__name__)`) is one
+            # meaning for the analysis; dunders (`__all__`, `__version__`) are never read by it
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 for name in ast.walk(target):
-                    if isinstance(name, ast.Name) and name.id != "__all__":
-                        found[name.id] = f"= {id(node)}"
+                    if isinstance(name, ast.Name) and not name.id.startswith("__"):
+                        found[name.id] = f"= {ast.dump(node)}"
     return found
 
 

@@ -293,3 +293,22 @@ def test_an_accelerator_that_would_be_created_in_a_helper_is_refused(tmp_path):
     assert not any(result.changed for result in program.results)
     messages = [f.message for r in program.results for f in r.findings if f.code == "MIG910"]
     assert messages and "engine.py" in messages[0]
+
+
+def test_the_same_top_level_statement_in_two_files_is_no_clash(tmp_path):
+    shutil.copytree(PROGRAMS / "engine_function" / "in", tmp_path, dirs_exist_ok=True)
+    for name in ("main.py", "engine.py"):
+        path = tmp_path / name
+        path.write_text(
+            path.read_text().replace(
+                "import torch\n", "import torch\n\nSEED = 0\n__all__ = []\n", 1
+            )
+        )
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert all(result.changed for result in program.results)
+    (tmp_path / "engine.py").write_text(
+        (tmp_path / "engine.py").read_text().replace("SEED = 0", "SEED = 1")
+    )
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert not any(result.changed for result in program.results)
+    assert "`SEED` is defined both in" in program.results[0].findings[0].message

@@ -88,7 +88,8 @@ def _from_import(node: ast.ImportFrom, path: Path, roots: list[Path]) -> list[Lo
         for name in names:  # `from pkg import module` imports a file of its own
             sub = module_file(folder, f"{dotted}.{name}" if dotted else name)
             if sub is not None:
-                found.append(LocalImport(path, sub, f"{written}.{name}", (), node.lineno))
+                spelled = f"{written}{name}" if written.endswith(".") else f"{written}.{name}"
+                found.append(LocalImport(path, sub, spelled, (), node.lineno))
         if base is not None:
             found.append(LocalImport(path, base, written, names, node.lineno))
         if found:
