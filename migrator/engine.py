@@ -87,7 +87,7 @@ def migrate_tree(
     output, context, findings = render_migration(text, tree, options, index)
     if output is None:
         return None, findings
-    checked = _edit_imports(output, context)
+    checked = edit_imports(output, context)
     output = checked[0]
     if checked[1] is None:
         check_parses(output)
@@ -142,7 +142,7 @@ def check_parses(output: str) -> None:
         raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
 
 
-def _edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
+def edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
     """The imports rules asked for added and retired, on the edited text; with the parse of
     the result when one was made of it (so it need not be checked again)."""
     tree = None

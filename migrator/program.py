@@ -5,13 +5,14 @@ Research code keeps the objects in `main.py` and the training step in a helper m
 class in `train_util.py`). A file of such a program is never migrated alone: a prepare in the
 entry without `accelerator.backward` in the helper, or the other way round, is half a migration.
 
-How: the entry and the project modules it imports that hold a backward (found by
-`analysis/program_imports.py`, transitively) are joined into one module, entry first, each
-file ending with a marker statement of its own. The analysis and the rules see one module, so
+How: the entry and the project modules it imports that hold a step (found through
+`analysis/program_imports.py`, transitively) are joined into one module, helpers first and the
+entry last, each file ending with a marker statement of its own. The analysis and the rules see one module, so
 roles flow from `main()` into `train_one_epoch` through its call site exactly as between two
 functions of one file, and every edit is made where its object lives. The edited text is cut
-back into files at the markers; then, per file, the imports (`from runtime import Accelerator`,
-`import torch`, imports the edits retired) and the accelerator's reach.
+back into files at the markers; then, per file, the accelerator's reach (`program_reach.py`)
+and the imports (`from runtime import Accelerator`, `import torch`, imports the edits retired).
+See docs/programs.md.
 
 How a helper module reaches the accelerator: as a keyword-only parameter `accelerator` of each
 of its functions that uses it, passed as `accelerator=accelerator` by every call in the
@@ -34,7 +35,6 @@ cannot be joined safely (two files binding the same top-level name differently) 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,11 +56,7 @@ MARKER = "__migrator_program_file__ = {}"
 MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
 STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
 MAX_SCANNED = 400  # project modules read to find them
-ACCELERATOR = "accelerator"
-CODE = "MIG910"
-LINES = re.compile(
-    r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$"
-)  # a program that cannot be migrated as a unit is a hidden step still
+CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
 
 
 @dataclass
@@ -97,7 +93,7 @@ def read_file(path: Path) -> ProgramFile:
 
 def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
     """The entry and the project modules it imports (transitively) that hold a step call
-    (`_steps`: the helpers where the training step lives), with the modules on the import chain between
+    (`_steps`: where the training step lives), with the modules on the import chain between
     them (`loop.fit` passing the objects to `steps.training_step`): entry first, then in
     import order. Files that cannot be read or parsed are left out (reported on their own)."""
     roots = search_path(entry)
@@ -164,10 +160,12 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
     if output is None:
         program.results = _unchanged(files, per_file)
         return program
+    from migrator.program_reach import check_reach, reach_accelerator
+
     texts = _split(output, files)
     try:
-        texts = _reach_accelerator(texts, files)
-        _check_reach(texts, files)
+        texts = reach_accelerator(texts, files)
+        check_reach(texts, files)
     except ProgramError as error:
         per_file[0].append(_finding(files[0], 1, str(error)))
         program.results = _unchanged(files, per_file)
@@ -179,14 +177,14 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
 
 
 def _finish(file: ProgramFile, text: str, context, findings: list[Finding]) -> FileResult:
-    from migrator.engine import _edit_imports
+    from migrator.engine import edit_imports
 
     result = FileResult(path=str(file.path), source=file.data, findings=findings)
     if text == file.text:
         return result
     text = _drop_misplaced_import(text, file.text, context)
     text = _add_missing_imports(text, context)
-    text, tree = _edit_imports(text, _PerFile(context))
+    text, tree = edit_imports(text, _PerFile(context))
     if tree is None:
         check_parses(text)
     if text != file.text:
@@ -380,247 +378,6 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
                     if isinstance(name, ast.Name) and not name.id.startswith("__"):
                         found[name.id] = f"= {ast.dump(node)}"
     return found
-
-
-# -- the accelerator in helper modules ---------------------------------------------------
-
-
-def _reach_accelerator(texts: list[str], files: list[ProgramFile]) -> list[str]:
-    """Each helper function that reads the free name `accelerator` gets it as a keyword-only
-    parameter, and every call of it in the program passes `accelerator=accelerator` (to a
-    fixed point: a helper calling such a function now reads it too)."""
-    needy: dict[int, set[str]] = {}
-    for _ in range(len(files) * 8):
-        changed = False
-        for number in range(1, len(files)):
-            tree = parse(texts[number])
-            for name in _functions_reading_accelerator(tree, files[number].path):
-                if name not in needy.setdefault(number, set()):
-                    needy[number].add(name)
-                    changed = True
-        texts = _pass_accelerator(texts, files, needy)
-        if not changed:
-            return texts
-    return texts
-
-
-def _check_reach(texts: list[str], files: list[ProgramFile]) -> None:
-    """Every file that reads `accelerator` sees one: a helper through its parameters, the
-    entry through its own binding; and no helper creates one at its top level (see the module
-    docstring). A program edited otherwise is refused, never written."""
-    for number in [*range(1, len(files)), 0]:  # a helper's own creation is the cause to name
-        text, file = texts[number], files[number]
-        tree = parse(text)
-        module_binds = _module_binds(tree, ACCELERATOR)
-        if number and module_binds and not _module_binds(file.tree, ACCELERATOR):
-            raise ProgramError(
-                f"the accelerator would be created at the top level of {file.path.name}, not "
-                "in the entry; migrate this program by hand"
-            )
-        if not module_binds and any(_reads_free(node, ACCELERATOR) for node in tree.body):
-            raise ProgramError(
-                f"{file.path.name} would use an accelerator it cannot see; migrate this "
-                "program by hand"
-            )
-
-
-def _module_binds(tree: ast.Module, name: str) -> bool:
-    """Whether top-level code (not a def's or class's body) assigns `name`."""
-    stack = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
-            return True
-        stack.extend(ast.iter_child_nodes(node))
-    return False
-
-
-def _functions_reading_accelerator(tree: ast.Module, path: Path) -> list[str]:
-    names = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if _reads_free(node, ACCELERATOR):
-                names.append(node.name)
-        elif isinstance(node, ast.ClassDef) and _reads_free(node, ACCELERATOR):
-            raise ProgramError(
-                f"the accelerator is needed in class `{node.name}` of {path.name} (line "
-                f"{node.lineno}); pass it to the class by hand"
-            )
-        elif _reads_free(node, ACCELERATOR) and not _binds(node, ACCELERATOR):
-            raise ProgramError(
-                f"the accelerator is needed at the top level of {path.name} (line "
-                f"{node.lineno}); migrate this file by hand"
-            )
-    return names
-
-
-def _reads_free(node: ast.AST, name: str) -> bool:
-    """Whether code in `node` reads `name` where no enclosing function of `node` binds it."""
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-    if isinstance(node, functions):
-        arguments = node.args
-        params = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
-        params += [a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None]
-        if name in params or (not isinstance(node, ast.Lambda) and _assigns_locally(node, name)):
-            return False
-        stack = list(node.body) if isinstance(node.body, list) else [node.body]
-    else:
-        stack = [node]
-    while stack:
-        current = stack.pop()
-        if current is not node and isinstance(current, functions):
-            if _reads_free(current, name):
-                return True
-            continue
-        if (
-            isinstance(current, ast.Name)
-            and current.id == name
-            and isinstance(current.ctx, ast.Load)
-        ):
-            return True
-        stack.extend(ast.iter_child_nodes(current))
-    return False
-
-
-def _assigns_locally(function: ast.AST, name: str) -> bool:
-    for inner in ast.walk(function):
-        if isinstance(inner, ast.Name) and inner.id == name and isinstance(inner.ctx, ast.Store):
-            return True
-    return False
-
-
-def _binds(node: ast.AST, name: str) -> bool:
-    return any(
-        isinstance(inner, ast.Name) and inner.id == name and isinstance(inner.ctx, ast.Store)
-        for inner in ast.walk(node)
-    )
-
-
-def _pass_accelerator(
-    texts: list[str], files: list[ProgramFile], needy: dict[int, set[str]]
-) -> list[str]:
-    """The parameter on each needy function, the argument at each of its calls."""
-    imported_as = _imported_names(files, needy)
-    result = []
-    for number, text in enumerate(texts):
-        tree = parse(text)
-        inserts: list[tuple[int, str]] = []
-        own = needy.get(number, set())
-        names = own | imported_as.get(number, set())
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in tree.body:
-                if node.name in own and not _has_param(node, ACCELERATOR):
-                    inserts.append(_parameter_insert(text, node))
-            elif _calls_one_of(node, names):
-                inserts.append(_argument_insert(text, node))
-        result.append(_apply_inserts(text, inserts))
-    return result
-
-
-def _calls_one_of(node: ast.AST, names: set[str]) -> bool:
-    """A call `f(...)` of one of `names` that does not pass the accelerator yet."""
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in names
-        and not any(k.arg == ACCELERATOR for k in node.keywords)
-    )
-
-
-def _imported_names(files: list[ProgramFile], needy: dict[int, set[str]]) -> dict[int, set[str]]:
-    """Per file, the local names under which it imports a needy function of another file."""
-    roots = search_path(files[0].path)
-    by_path = {file.path.resolve(): number for number, file in enumerate(files)}
-    found: dict[int, set[str]] = {}
-    for number, file in enumerate(files):
-        for node in ast.walk(file.tree):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            targets = local_imports(ast.Module(body=[node], type_ignores=[]), file.path, roots)
-            for target in targets:
-                owner = by_path.get(target.path)
-                if owner is None or not target.names:
-                    continue
-                for alias in node.names:
-                    if alias.name in needy.get(owner, set()):
-                        found.setdefault(number, set()).add(alias.asname or alias.name)
-    return found
-
-
-def _has_param(node, name: str) -> bool:
-    arguments = node.args
-    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-    return any(a.arg == name for a in every)
-
-
-def _offset(text: str, line: int, col: int) -> int:
-    """Character offset of an `ast` (line, UTF-8 byte column)."""
-    lines = LINES.findall(text)  # as the tokenizer counts them (not str.splitlines: \x0c...)
-    start = sum(len(item) for item in lines[: line - 1])
-    return start + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
-
-
-def _parameter_insert(text: str, node) -> tuple[int, str]:
-    """`def f(a, b)` -> `def f(a, b, *, accelerator)`; after `*args`/keyword-only parameters
-    it joins them; before `**kwargs`."""
-    arguments = node.args
-    star = arguments.vararg is not None or arguments.kwonlyargs
-    new = ACCELERATOR if star else f"*, {ACCELERATOR}"
-    if arguments.kwarg is not None:
-        at = _offset(text, arguments.kwarg.lineno, arguments.kwarg.col_offset)
-        return text.rindex("**", 0, at), f"{new}, "
-    parts = [
-        *arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, *arguments.defaults,
-        *(d for d in arguments.kw_defaults if d is not None),
-        *(a for a in (arguments.vararg,) if a is not None),
-    ]  # fmt: skip
-    return _after_last(text, parts, _closing_paren(text, node), new)
-
-
-def _closing_paren(text: str, node) -> int:
-    """Offset of the `)` that closes a def's parameter list."""
-    first = node.body[0]
-    body_at = _offset(text, first.lineno, first.col_offset)
-    if node.returns is not None:
-        body_at = _offset(text, node.returns.lineno, node.returns.col_offset)
-    return _last_code_paren(text, body_at)
-
-
-def _last_code_paren(text: str, before: int) -> int:
-    """The last `)` before `before` that is not in a comment."""
-    at = before
-    while True:
-        at = text.rindex(")", 0, at)
-        line_start = text.rfind("\n", 0, at) + 1
-        if "#" not in text[line_start:at]:
-            return at
-
-
-def _argument_insert(text: str, call: ast.Call) -> tuple[int, str]:
-    close = _offset(text, call.end_lineno, call.end_col_offset) - 1  # the `)`
-    parts = [*call.args, *call.keywords]
-    return _after_last(text, parts, close, f"{ACCELERATOR}={ACCELERATOR}")
-
-
-def _after_last(text: str, parts: list, close: int, new: str) -> tuple[int, str]:
-    """Where `new` goes in a comma list: after the last item (and its comma, kept as the list's
-    trailing comma), or alone before `close` in an empty list. Comments stay where they are."""
-    if not parts:
-        return close, new
-    end = max(_offset(text, p.end_lineno, p.end_col_offset) for p in parts)
-    rest = text[end:close]
-    stripped = rest.lstrip(" \t")
-    if stripped.startswith(","):
-        return end + len(rest) - len(stripped) + 1, f" {new},"
-    return end, f", {new}"
-
-
-def _apply_inserts(text: str, inserts: list[tuple[int, str]]) -> str:
-    for at, new in sorted(inserts, reverse=True):
-        text = text[:at] + new + text[at:]
-    return text
 
 
 # -- findings -----------------------------------------------------------------------------
