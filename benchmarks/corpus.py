@@ -150,28 +150,40 @@ def accelerator_attributes(data: bytes) -> list[str]:
     return sorted(names)
 
 
-def runtime_api(source: Path = RUNTIME_SOURCE) -> set[str]:
+def runtime_api(source: Path = RUNTIME_SOURCE, class_name: str = "Accelerator") -> set[str]:
     """Names an instance of our runtime's Accelerator has: methods, properties, class-level
-    assignments and `self.<name> = ...` in its methods (read from the source: no torch import)."""
+    assignments and `self.<name> = ...` in its methods, and the same of its base classes
+    imported from runtime modules (read from the source: no torch import)."""
     tree = ast.parse(source.read_text())
+    imported = {
+        alias.asname or alias.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("runtime.")
+        for alias in node.names
+    }
     names: set[str] = set()
     for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Accelerator":
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    names.add(item.name)
-                elif isinstance(item, ast.Assign):
-                    names.update(t.id for t in item.targets if isinstance(t, ast.Name))
-                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                    names.add(item.target.id)
-            for sub in ast.walk(node):
-                if (
-                    isinstance(sub, ast.Attribute)
-                    and isinstance(sub.ctx, ast.Store)
-                    and isinstance(sub.value, ast.Name)
-                    and sub.value.id == "self"
-                ):
-                    names.add(sub.attr)
+        if not (isinstance(node, ast.ClassDef) and node.name == class_name):
+            continue
+        for base in node.bases:
+            if isinstance(base, ast.Name) and base.id in imported:
+                module = imported[base.id].split(".", 1)[1]
+                names |= runtime_api(source.parent / f"{module}.py", base.id)
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(item.name)
+            elif isinstance(item, ast.Assign):
+                names.update(t.id for t in item.targets if isinstance(t, ast.Name))
+            elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                names.add(item.target.id)
+        for sub in ast.walk(node):
+            if (
+                isinstance(sub, ast.Attribute)
+                and isinstance(sub.ctx, ast.Store)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == "self"
+            ):
+                names.add(sub.attr)
     return {name for name in names if not name.startswith("_")}
 
 
