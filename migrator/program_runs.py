@@ -42,7 +42,11 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
     programs = []
     for entry in sorted(entries, key=lambda r: r.path):
         program = migrate_program(Path(entry.path), options)
-        if program is not None:
+        if program is None:
+            continue
+        hidden = any(f.code in ENTRY_CODES for f in entry.findings)
+        helpers = any(r.changed for r in program.results[1:])
+        if hidden or helpers or (not entry.changed and program.results[0].changed):
             programs.append(program)
     outcome: dict[str, FileResult] = {}
     owners: dict[str, int] = {}
@@ -76,6 +80,9 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
 
 
 def _is_entry(result: FileResult, single: bool) -> bool:
+    """A file named alone, or one whose step hides in another module. (A file named alone
+    whose program changes no helper, and which had no MIG910, keeps its own result: its
+    helpers need nothing, and a program refused for a reason of its own must not undo it.)"""
     if result.error is not None or not result.path.endswith(".py"):
         return False
     if single:

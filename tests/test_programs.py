@@ -312,3 +312,19 @@ def test_the_same_top_level_statement_in_two_files_is_no_clash(tmp_path):
     program = migrate_program(tmp_path / "main.py", Options())
     assert not any(result.changed for result in program.results)
     assert "`SEED` is defined both in" in program.results[0].findings[0].message
+
+
+def test_a_script_that_migrates_alone_keeps_its_own_migration(tmp_path, monkeypatch, capsys):
+    """train.py has its own loop and imports a module with an unrelated backward (a gradient
+    check) that the joined analysis refuses (MIG905): the file's own migration stands, and the
+    module is not touched."""
+    script = (ROOT / "fixtures" / "golden" / "seed000_minimal_loop.in.py").read_text()
+    (tmp_path / "train.py").write_text("import extras\n" + script)
+    (tmp_path / "extras.py").write_text(
+        "def gradient_of_sum(x):\n    x.sum().backward()\n    return x.grad\n"
+    )
+    code, report = run_cli(tmp_path, monkeypatch, capsys, "train.py", mode="check")
+    assert code == 1
+    changed = [item["path"] for item in report["files"] if item["changed"]]
+    assert changed == ["train.py"] and report["summary"]["programs"] == 0
+    assert migrate_program(tmp_path / "train.py", Options()).paths[1].name == "extras.py"
