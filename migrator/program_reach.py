@@ -143,14 +143,25 @@ def _pass_accelerator(
         inserts: list[tuple[int, str]] = []
         own = needy.get(number, set())
         names = own | imported_as.get(number, set())
+        called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in tree.body:
                 if node.name in own and not _has_param(node, ACCELERATOR):
                     inserts.append(_parameter_insert(text, node))
             elif _calls_one_of(node, names):
                 inserts.append(_argument_insert(text, node))
+            elif _named(node, names) and id(node) not in called:
+                raise ProgramError(
+                    f"`{node.id}` needs the accelerator but is used as a value in "
+                    f"{files[number].path.name} (line {node.lineno}), where no call can pass "
+                    "it; migrate this program by hand"
+                )
         result.append(_apply_inserts(text, inserts))
     return result
+
+
+def _named(node: ast.AST, names: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
 
 
 def _calls_one_of(node: ast.AST, names: set[str]) -> bool:

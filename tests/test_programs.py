@@ -328,3 +328,16 @@ def test_a_script_that_migrates_alone_keeps_its_own_migration(tmp_path, monkeypa
     changed = [item["path"] for item in report["files"] if item["changed"]]
     assert changed == ["train.py"] and report["summary"]["programs"] == 0
     assert migrate_program(tmp_path / "train.py", Options()).paths[1].name == "extras.py"
+
+
+def test_a_helper_passed_around_as_a_value_is_refused(tmp_path):
+    """`step = train_one_epoch` then `step(...)`: no call of the name itself can pass the
+    accelerator, so the program is refused rather than left failing at run time."""
+    shutil.copytree(PROGRAMS / "engine_function" / "in", tmp_path, dirs_exist_ok=True)
+    main = (tmp_path / "main.py").read_text()
+    main = main.replace("    for epoch in range(args.epochs):\n",
+                        "    hook = train_one_epoch\n    for epoch in range(args.epochs):\n")  # fmt: skip
+    (tmp_path / "main.py").write_text(main)
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert not any(result.changed for result in program.results)
+    assert any("used as a value in main.py" in f.message for f in program.results[0].findings)
