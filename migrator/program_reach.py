@@ -59,7 +59,10 @@ def check_reach(texts: list[str], files: list[ProgramFile]) -> None:
 
 
 def _module_binds(tree: ast.Module, name: str) -> bool:
-    """Whether top-level code (not a def's or class's body) assigns `name`."""
+    """Whether top-level code (not a def's or class's body) assigns `name`, or a function
+    declares it `global` (MIG001's `global accelerator` when its arguments are the owner's)."""
+    if any(isinstance(node, ast.Global) and name in node.names for node in ast.walk(tree)):
+        return True
     stack = list(tree.body)
     while stack:
         node = stack.pop()

@@ -341,3 +341,23 @@ def test_a_helper_passed_around_as_a_value_is_refused(tmp_path):
     program = migrate_program(tmp_path / "main.py", Options())
     assert not any(result.changed for result in program.results)
     assert any("used as a value in main.py" in f.message for f in program.results[0].findings)
+
+
+def test_an_accelerator_made_global_in_main_reaches_the_entrys_other_functions(tmp_path):
+    from migrator.program import ProgramError, read_file
+    from migrator.program_reach import check_reach
+
+    entry = tmp_path / "main.py"
+    helper = tmp_path / "engine.py"
+    entry.write_text("import engine\n")
+    helper.write_text("def step(loss, *, accelerator):\n    accelerator.backward(loss)\n")
+    files = [read_file(entry), read_file(helper)]
+    made_global = (
+        "def main():\n    global accelerator\n    accelerator = Accelerator()\n\n\n"
+        "def report():\n    accelerator.print('done')\n"
+    )
+    check_reach([made_global, helper.read_text()], files)  # no error: main() binds it globally
+    with pytest.raises(ProgramError, match="main.py would use an accelerator it cannot see"):
+        check_reach(
+            [made_global.replace("    global accelerator\n", ""), helper.read_text()], files
+        )
