@@ -417,8 +417,18 @@ def _assign(files: list[ProgramFile], findings: list[Finding]) -> list[list[Find
 
 
 def _unchanged(files: list[ProgramFile], findings: list[list[Finding]]) -> list[FileResult]:
+    """Results of a program left as it is. A helper without a finding of its own gets a note
+    pointing at the entry, when a finding there says why the program is not migrated: no
+    training file of a refused program is silent."""
     results = []
+    refused = bool(findings) and any(f.needs_human for f in findings[0])
     for number, file in enumerate(files):
         found = findings[number] if number < len(findings) else []
+        if number and refused and not found:
+            note = _finding(file, 1, (
+                f"part of the program of {files[0].path.name}, which is not migrated (see the "
+                f"finding there); this file is left as it is"))  # fmt: skip
+            note.level = "note"
+            found = [note]
         results.append(FileResult(path=str(file.path), source=file.data, findings=found))
     return results
