@@ -142,7 +142,10 @@ def _steps(tree: ast.Module) -> bool:
 def migrate_program(entry: Path, options: Options, first: ProgramFile | None = None):
     """The program of `entry` migrated as one unit, or None when the entry imports no project
     module with a training step (a single file: the engine's business)."""
-    files = members(entry, first)
+    try:
+        files = members(entry, first)
+    except (OSError, MigrationError):  # the entry itself: reported by the per-file run
+        return None
     if len(files) < 2:
         return None
     program = ProgramResult(entry, files)

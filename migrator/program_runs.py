@@ -41,7 +41,11 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
     entries = [r for r in results if _is_entry(r, single)]
     programs = []
     for entry in sorted(entries, key=lambda r: r.path):
-        program = migrate_program(Path(entry.path), options)
+        try:
+            program = migrate_program(Path(entry.path), options)
+        except Exception as error:  # noqa: BLE001 - a bug must not stop the run or write half
+            entry.error = f"internal error: program: {type(error).__name__}: {error}"
+            continue
         if program is None:
             continue
         hidden = any(f.code in ENTRY_CODES for f in entry.findings)

@@ -361,3 +361,12 @@ def test_an_accelerator_made_global_in_main_reaches_the_entrys_other_functions(t
         check_reach(
             [made_global.replace("    global accelerator\n", ""), helper.read_text()], files
         )
+
+
+def test_an_unparsable_file_named_alone_is_not_a_crash(tmp_path, monkeypatch, capsys):
+    """The prefilter skips it unparsed, as before programs; looking for its program must not
+    raise on it either."""
+    (tmp_path / "broken.py").write_text("import engine\ndef (\n")
+    (tmp_path / "engine.py").write_text("def step(loss):\n    loss.backward()\n")
+    code, report = run_cli(tmp_path, monkeypatch, capsys, "broken.py", mode="check")
+    assert code == 0 and report["files"][0]["skipped"] and report["summary"]["programs"] == 0
