@@ -34,6 +34,7 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None
     skipped: bool = False  # the prefilter decided no rule could apply
+    program: str | None = None  # the entry of the program this file was migrated with
 
     @property
     def changed(self) -> bool:

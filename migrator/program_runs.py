@@ -75,7 +75,7 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
             continue
         run.programs.append(paths)
         for result, path in zip(program.results, paths):
-            result.path = path
+            result.path, result.program = path, paths[0]
             replaced[_key(path)] = result
             if _key(path) not in by_path:
                 run.included.append(path)

@@ -184,6 +184,8 @@ def print_json(results: list[FileResult], summary: Summary, stream: TextIO | Non
         }
         if getattr(result, "note", None):
             entry["note"] = result.note
+        if getattr(result, "program", None):
+            entry["program"] = result.program  # migrated with the program of this entry
         if result.changed and summary.mode == "diff":
             entry["diff"] = unified_diff(result)
         files.append(entry)

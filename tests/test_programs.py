@@ -119,6 +119,10 @@ def test_check_of_a_folder_counts_programs_and_names_their_files(tmp_path, monke
     ]  # fmt: skip
     assert report["summary"]["programs"] == 2
     assert report["summary"]["included"] == 0
+    entries = {item["path"]: item.get("program") for item in report["files"]}
+    assert entries["engine_function/engine.py"] == "engine_function/main.py"
+    assert entries["package_relative/trainer/steps.py"] == "package_relative/train.py"
+    assert entries["engine_function/models.py"] is None  # imported, not a member
 
 
 def test_a_helper_is_never_migrated_alone(tmp_path, monkeypatch, capsys):
