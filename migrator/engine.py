@@ -85,6 +85,14 @@ def migrate_tree(
     text: str, tree: ast.Module, options: Options = Options(), index=None
 ) -> tuple[str | None, list[Finding]]:
     """`migrate_text` for a module already parsed from `text` (and indexed, if `index`)."""
+    from migrator.analysis.index import ModuleIndex
+    from migrator.analysis.on_target import is_on_target
+    from migrator.source import Source
+
+    source = index.source if index is not None else Source(text)
+    index = index if index is not None else ModuleIndex(tree, source)
+    if is_on_target(index):  # already on Accelerate: left alone, a half-migrated step completed
+        return _complete_half_migration(text, index, options), []
     output, context, findings = render_migration(text, tree, options, index)
     if output is None:
         return None, findings
@@ -98,9 +106,12 @@ def migrate_tree(
 def render_migration(text: str, tree: ast.Module, options: Options = Options(), index=None):
     """The analysis and the rules on one parsed module: (the edited text before imports are
     added or retired, or None when nothing is edited; the rule context; the findings, with
-    positions). `migrate_tree` finishes the text; a program (`migrator/program.py`) splits it
+    positions; no context for code already on the target, which `migrate_tree` completes on
+    its own). `migrate_tree` finishes the text; a program (`migrator/program.py`) splits it
     into its files first and edits each file's imports on its own."""
     from migrator.analysis import analyse
+    from migrator.analysis.index import ModuleIndex
+    from migrator.analysis.on_target import is_on_target
     from migrator.analysis.placement import PreparePlan, plan_prepare
     from migrator.edits import EditSet
     from migrator.render import Renderer
@@ -108,6 +119,9 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
     from migrator.source import Source
 
     source = index.source if index is not None else Source(text)
+    index = index if index is not None else ModuleIndex(tree, source)
+    if is_on_target(index):  # already on Accelerate: a program on it is left alone
+        return None, None, []
     facts = analyse(tree, source, index)
     findings = list(facts.findings)
     context = RuleContext(
@@ -141,6 +155,29 @@ def check_parses(output: str) -> None:
         quiet_parse(output)
     except SyntaxError as error:
         raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
+
+
+def _complete_half_migration(text: str, index, options: Options) -> str | None:
+    """Code already on the target (analysis/on_target.py): only plain `loss.backward()` calls
+    in loops over loaders it prepared become `accelerator.backward(loss)` (MIG005's edit)."""
+    from migrator.analysis.on_target import half_migrated_backward
+    from migrator.edits import EditSet
+    from migrator.render import Renderer
+    from migrator.rules.mig005_backward import backward_render
+
+    if "MIG005" not in options.rules:
+        return None
+    edits = EditSet()
+    for site, accelerator in half_migrated_backward(index):
+        edits.rewrite(site.node, backward_render(site.node, f"{accelerator}.backward"))
+    if edits.empty:
+        return None
+    output = Renderer(index.source, index, edits).render()
+    try:
+        quiet_parse(output)
+    except SyntaxError as error:  # a bug in a rule, never the user's fault
+        raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
+    return output if output != text else None
 
 
 def edit_imports(output: str, context) -> tuple[str, ast.Module | None]:

@@ -5,10 +5,10 @@ parentheses), a simple statement, a keyword argument, a `def`'s parameter list, 
 compound statement (decorators to the end of its last nested block), or a whole block whose
 statements change (insertions, removals). Regions nest as the syntax does; a region's text is
 the original text with its child regions' texts spliced in, then passed through its render
-functions. A block region re-emits its statements one by one, carrying the comments and blank
-lines of removed statements to the next statement kept (one run of blank lines where two
-meet), writing `pass` into a block left empty, and inserted statements in the block's
-indentation and the file's newline.
+functions. A block region re-emits its statements one by one, dropping the comment lines
+directly above a removed statement with it, carrying its other comments and blank lines to
+the next statement kept (one run of blank lines where two meet), writing `pass` into a block
+left empty, and inserted statements in the block's indentation and the file's newline.
 """
 
 from __future__ import annotations
@@ -259,12 +259,17 @@ class Renderer:
     def _rebuild(self, block: Block, layout: BlockLayout) -> tuple[list[str], str]:
         emitted: list[str] = []
         carried: list[LeadingLine] = []
+        removed_first = False  # statements at the top of the block were removed
 
         def emit(leading: list[LeadingLine], text: str) -> None:
             nonlocal carried
             if carried:
                 leading = merge_leading(carried, leading, self._blank)
                 carried = []
+            if removed_first and not emitted and block.kind == "body":
+                # No blank line opens an indented block where its first statements went.
+                while leading and not leading[0].comment:
+                    leading = leading[1:]
             emitted.append("".join(line.text for line in leading) + text)
 
         for position, statement in enumerate(layout.statements):
@@ -273,7 +278,9 @@ class Renderer:
             text = self._statement_text(statement.node, statement.first_line,
                                         statement.last_line)  # fmt: skip
             if text is None:
-                carried = merge_leading(carried, statement.leading, self._blank)
+                removed_first = removed_first or not emitted
+                carried = merge_leading(carried, without_own_comment(statement.leading),
+                                        self._blank)  # fmt: skip
             else:
                 emit(statement.leading, text)
         for leading, text in self._inserted(block, len(layout.statements), layout.indent):
@@ -364,6 +371,16 @@ class Renderer:
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or hasattr(node, "handlers"):
             orelse = index.block(node, "orelse")
         return orelse is None or id(orelse) in self.emptied
+
+
+def without_own_comment(leading: list[LeadingLine]) -> list[LeadingLine]:
+    """The leading lines of a removed statement that stay: the comment lines directly above it
+    (no blank line between them and it) described it and go with it (`# Device configuration`
+    above `device = torch.device(...)`); comments after a blank line stay, as blank lines do."""
+    end = len(leading)
+    while end > 0 and leading[end - 1].comment:
+        end -= 1
+    return leading[:end]
 
 
 def merge_leading(

@@ -51,8 +51,8 @@ def build_corpus(root: Path) -> None:
     shutil.copy(FIXTURES / "golden" / "seed000_minimal_loop.in.py", famous / "plain.py")
     # refused: DataParallel (MIG901/MIG902), no backward in it
     shutil.copy(FIXTURES / "noop" / "data_parallel_snippet.py", famous / "dp.py")
-    # noted: a get_batch() loop (MIG905 note), a training script
-    shutil.copy(FIXTURES / "noop" / "get_batch_loop.py", famous / "get_batch.py")
+    # noted: an LBFGS closure stepped by the optimizer (MIG905 note), a training script
+    shutil.copy(FIXTURES / "noop" / "lbfgs_closure_in_function.py", famous / "closure.py")
     # silent: the runner's textual test says training, migrate finds nothing to say
     (famous / "commented.py").write_text("# loss.backward(); optimizer.step()\nx = 1\n")
     # crashed: a Python 2 training loop (a file without training code is not even parsed)
@@ -87,7 +87,7 @@ def test_counts_every_outcome(tmp_path):
     famous = report["sets"]["famous"]["counts"]
     assert famous == {
         "files": 6,
-        "training": 4,  # plain.py, get_batch.py, commented.py, py2.py
+        "training": 4,  # plain.py, closure.py, commented.py, py2.py
         "changed": 1,
         "refused": 1,
         "noted": 1,
@@ -107,7 +107,7 @@ def test_counts_every_outcome(tmp_path):
     assert outcomes == {
         "commented.py": "silent",
         "dp.py": "refused",
-        "get_batch.py": "noted",
+        "closure.py": "noted",
         "models.py": "untouched",
         "plain.py": "changed",
         "py2.py": "crashed",

@@ -40,7 +40,9 @@ def smalls(tree: ast.AST, kind=ast.Expr) -> list[ast.stmt]:
 
 
 # -- removals --------------------------------------------------------------------------------
-def test_removed_statement_leaves_its_comment_above_the_next_one():
+def test_removed_statement_takes_the_comment_directly_above_it():
+    """Issue 14: `# Device configuration` does not stay above the blank where `device = ...`
+    was; one run of blank lines is left."""
     out = edited(
         """\
         a = 1
@@ -53,7 +55,22 @@ def test_removed_statement_leaves_its_comment_above_the_next_one():
         """,
         lambda tree, index, edits: edits.remove(smalls(tree)[0]),
     )
-    assert out == "a = 1\n\n# set up the group\n\n\nb = 2\n"
+    assert out == "a = 1\n\n\nb = 2\n"
+
+
+def test_removed_statement_leaves_a_comment_a_blank_line_above_it():
+    out = edited(
+        """\
+        a = 1
+
+        # Section: distributed set-up
+
+        dist.init()
+        b = 2
+        """,
+        lambda tree, index, edits: edits.remove(smalls(tree)[0]),
+    )
+    assert out == "a = 1\n\n# Section: distributed set-up\n\nb = 2\n"
 
 
 def test_blank_lines_where_two_runs_meet_become_one_run():
@@ -71,12 +88,18 @@ def test_comments_of_removed_last_statements_stay_in_their_block():
             a = 1
 
             # done
+
             x()
         g()
         """,
         lambda tree, index, edits: edits.remove(smalls(tree)[0]),
     )
     assert out == "def f():\n    a = 1\n    # done\ng()\n"
+    out = edited(  # directly above it, the comment was the statement's: it goes too
+        "def f():\n    a = 1\n\n    # call x\n    x()\ng()\n",
+        lambda tree, index, edits: edits.remove(smalls(tree)[0]),
+    )
+    assert out == "def f():\n    a = 1\ng()\n"
 
 
 def test_an_emptied_block_gets_pass_in_its_own_indentation():

@@ -36,6 +36,8 @@ def derive(region: DataRegion) -> set[str]:
     # A seed rebound from non-data (`x = model(x)`) stops being data for this analysis.
     for name in list(names):
         for binding in candidates.get(name, []):
+            if id(binding.small) in region.seed_statements:
+                continue
             if binding.kind == "assign" and not _derived_value(binding, names | {name}):
                 names.discard(name)
     return names

@@ -12,8 +12,12 @@ from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed import RANK_KINDS, DistributedFacts
-from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope
+from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope, Statement
 from migrator.findings import Finding
+
+# The name of a DataLoader built where a loop uses it (`enumerate(DataLoader(...))`) until
+# MIG006 names it: a data region's loader (`DataRegion.loader.name`).
+INLINE_LOADER = "<DataLoader built in place>"
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class DataRegion:
     loader: Origin
     seeds: set[str]
     names: set[str] = field(default_factory=set)  # seeds plus names derived by pure access
+    # ids of the simple statements that bind the seeds from the loader (`batch = next(it)`):
+    # they do not count as rebinding a seed from non-data.
+    seed_statements: set[int] = field(default_factory=set)
 
     def contains(self, call: CallSite) -> bool:
         if call.scope is not self.scope:
@@ -53,6 +60,13 @@ class TrainingFacts:
     prepared_already: set[str] = field(default_factory=set)
     owner: Scope | None = None
     training_loops: list[Loop] = field(default_factory=list)
+    # the training loops draw no batches from a DataLoader (nanoGPT's `get_batch`, full-batch
+    # graph models): model and optimizer are prepared, the data is not sharded (loops.py)
+    loaderless: bool = False
+    # loaders built where a training loop iterates them or a wrapper is bound
+    # (`enumerate(DataLoader(ds, ...))`, `it = cycle(DataLoader(...))`): (the call, the statement
+    # before which MIG006 names and prepares it)
+    inline_loaders: list[tuple[ast.Call, Statement]] = field(default_factory=list)
     eval_loops: list[Loop] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     optimizers: list[str] = field(default_factory=list)

@@ -35,6 +35,12 @@ LOADER_WRAPPERS = {
     "enumerate", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
     "tqdm.rich.tqdm", "rich.progress.track", "track",
 }  # fmt: skip
+# Calls that yield the items of their first argument (`islice(loader, n)`), of every positional
+# argument (`zip(a, b)`), and methods known to do so by name (the MetricLogger of torchvision's
+# references, copied into DETR, DINO, DeiT, MAE: `metric_logger.log_every(loader, freq, header)`).
+ITEM_WRAPPERS = LOADER_WRAPPERS | {"itertools.islice", "islice", "tqdm.contrib.tenumerate"}
+ZIP_WRAPPERS = {"zip", "itertools.zip_longest", "zip_longest"}
+ITEM_WRAPPER_METHODS = {"log_every"}
 DEVICE_STRING = re.compile(r"^(cuda|cpu|mps|xpu|npu|hpu)(:\d+)?$")
 LOSS_NAME = re.compile(r"(loss|criterion)", re.IGNORECASE)
 # Tensor methods that keep a tensor on its device: data reached through them is still on the

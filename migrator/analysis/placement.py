@@ -5,6 +5,11 @@ forward, stepping, handing them to a helper, and `len(loader)` used for step cou
 seeds' order: models, optimizers, loaders, schedulers. A scheduler defined after that point
 (sized from the prepared loader, as in the transformers recipe) or stepped once per epoch is
 left unprepared, with a note saying why.
+
+A loader wrapped into an iterator or a generator before the model or the optimizer exists
+(`data_iter = cycle(train_loader)`, `it = iter(loader)`: the wrapper holds the loader object
+from then on) is prepared on its own just before that statement
+(`train_loader = accelerator.prepare(train_loader)`), the rest in the one call after.
 """
 
 from __future__ import annotations
@@ -35,9 +40,23 @@ class PreparePlan:
     index: int = 0  # insert before block.statements[index]
     notes: list[Finding] = field(default_factory=list)
     conflict: Finding | None = None
+    # loaders prepared on their own, before `block.statements[index]` (a wrapper binds them)
+    early: list[tuple[str, Block, int]] = field(default_factory=list)
+    # objects re-created after training (a model reloaded for inference): from
+    # `block.statements[index]` on, the name holds a plain object again (MIG003 keeps its
+    # `.to(device)`)
+    reloaded: list[tuple[str, Block, int]] = field(default_factory=list)
+
+    def reloaded_at(self, name: str, statement: Statement) -> bool:
+        """Does `name` at `statement` hold an object re-created after training?"""
+        for reloaded, block, index in self.reloaded:
+            found = statement.ancestor_in(block) if reloaded == name else None
+            if found is not None and found.index >= index:
+                return True
+        return False
 
     def prepares(self, name: str) -> bool:
-        return name in self.objects
+        return name in self.objects or any(early[0] == name for early in self.early)
 
 
 def _mandatory(facts: TrainingFacts) -> list[str]:
@@ -56,14 +75,23 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         if not role.per_step:
             plan.notes.append(_note(role.binding, role.name, "steps once per epoch"))
     schedulers = [s for s in schedulers if s.per_step]
-    if not mandatory:
+    if not mandatory:  # migrated already: a model re-created after training stays plain
+        block = owner.body
+        defs = {name: [b.statement for b in owner.assigns(name)] for name in facts.models}
+        plan.reloaded = _reloaded(facts, block, facts.models, defs)
         return plan
+    early = _early_loaders(facts, owner, mandatory)
+    if early:
+        plan.early = early
+        mandatory = [n for n in mandatory if not any(e[0] == n for e in early)]
     scheduler_names = [s.name for s in schedulers]
     names = mandatory + scheduler_names
 
     defs: dict[str, list[Statement]] = {}
     hard: list[Statement] = []
     soft: list[Statement] = []  # len(loader)
+    used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
+    runs: set[int] = set()  # ids of statements that run a model or hand it over
     for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
         defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
                       for b in owner.assigns(n)]  # fmt: skip
@@ -74,29 +102,51 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             kind = _use_kind(use, name, def_nodes, facts)
             if kind == "hard":
                 hard.append(use.statement)
+                used.setdefault(id(use.statement), name)
+                if (
+                    use.kind != "attr"
+                    and name in mandatory
+                    and not _is_loader(facts, name)
+                    and (not _displayed(use))
+                ):
+                    runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
                 soft.append(use.statement)
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
     block = _common_block(events, owner.body)
     if block is None:
-        plan.conflict = _conflict(facts, "definitions and uses of the training objects sit in "
-                                  "different branches")  # fmt: skip
+        lines = ", ".join(str(line) for line in sorted({_line(s) for s in events}))
+        plan.conflict = _conflict(facts, "looked for one block holding the definitions and uses "
+                                  "of the training objects; found them in different branches "
+                                  f"(lines {lines})")  # fmt: skip
         return plan
 
     def position(statement: Statement) -> int:
         found = statement.ancestor_in(block)
         return found.index if found is not None else -1
 
+    plan.reloaded = _reloaded(facts, block, mandatory, defs)  # trims `defs` to before training
+    training = _training_statements(facts, block)
+
     def last_def(name: str) -> int:
         return max((position(s) for s in defs[name]), default=-1)
 
+    last_mandatory = max((last_def(n) for n in mandatory), default=-1)
+    # Uses before the last definition that run no training (`model.crop_block_size(n)`, a
+    # loader inspected before the model exists) stay on the plain objects; a forward or a
+    # model handed to a function before then still needs a human.
+    hard = [s for s in hard
+            if position(s) >= last_mandatory or position(s) in training or id(s) in runs]  # fmt: skip
     first_hard = min((position(s) for s in hard), default=len(block.statements))
     first_soft = min((position(s) for s in soft), default=len(block.statements))
-    last_mandatory = max((last_def(n) for n in mandatory), default=-1)
     if last_mandatory >= first_hard:
+        use = min(hard, key=lambda s: (position(s), _line(s)))
+        late = max(mandatory, key=last_def)
+        late_def = max(defs[late], key=position)
         plan.conflict = _conflict(
-            facts, "a training object is used before the others are defined (or is defined "
-            "inside the loop that uses it)"
+            facts, f"looked for a point after the last definition of the training objects and "
+            f"before their first use; found `{used.get(id(use), '?')}` used at line {_line(use)} "
+            f"before (or in the loop of) `{late}` defined at line {_line(late_def)}"
         )  # fmt: skip
         return plan
     limit = first_hard if first_soft <= last_mandatory else min(first_hard, first_soft)
@@ -113,7 +163,101 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     plan.block = block
     plan.index = max(start, after_imports(block, first_hard))
     plan.objects = [*mandatory, *included]
+    if facts.loaderless:
+        loop = facts.training_loops[0]
+        plan.notes.append(Finding(
+            code="MIG905", level="note", node=loop.node,
+            message=f"the training loop at line {loop.node.lineno} draws no batches from a "
+            "DataLoader, so its data is not sharded: each process samples its own batches, as "
+            "the same script under torchrun DDP would (batches go where the script's own "
+            "`.to(device)` puts them)",
+        ))  # fmt: skip
     return plan
+
+
+def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) -> list:
+    """(name, block, index) of objects re-created after the last statement of `block` that
+    trains (a model reloaded for inference); their later definitions leave `defs`."""
+    training = _training_statements(facts, block)
+    if not training:
+        return []
+    end = max(training)
+    found = []
+
+    def position(statement: Statement) -> int:
+        ancestor = statement.ancestor_in(block)
+        return ancestor.index if ancestor is not None else -1
+
+    for name in names:
+        late = [s for s in defs[name] if position(s) > end]
+        if late and len(late) < len(defs[name]):
+            defs[name] = [s for s in defs[name] if position(s) <= end]
+            found.append((name, block, min(position(s) for s in late)))
+    return found
+
+
+def _training_statements(facts: TrainingFacts, block: Block) -> set[int]:
+    """Indexes of `block`'s statements that hold a training loop or call the function that
+    does (by name: `train(...)`, `self.fit(...)`)."""
+    found: set[int] = set()
+    names = {loop.scope.name for loop in facts.training_loops if loop.scope.kind == "function"}
+    for loop in facts.training_loops:
+        statement = loop.statement.ancestor_in(block)
+        if statement is not None:
+            found.add(statement.index)
+    for index, node in enumerate(block.statements):
+        if index in found or not names:
+            continue
+        parts = node.body if isinstance(node, Line) else [node]
+        for inner in (n for part in parts for n in ast.walk(part)):
+            func = inner.func if isinstance(inner, ast.Call) else None
+            called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if called is not None and called in names:
+                found.add(index)
+                break
+    return found
+
+
+def _wrapper_use(use, owner) -> str | None:
+    """The name `use` binds if its statement is `name = wrapper(loader, ...)` (one assignment
+    in the owner's body, the loader its first argument), else None."""
+    line = use.statement.node
+    if use.kind != "arg" or not isinstance(line, Line) or len(line.body) != 1:
+        return None
+    small = line.body[0]
+    if not isinstance(small, ast.Assign) or len(small.targets) != 1:
+        return None
+    target = small.targets[0]
+    call = small.value
+    if not isinstance(target, ast.Name) or not isinstance(call, ast.Call) or not call.args:
+        return None
+    if call.args[0] is not use.node or use.call is not call:
+        return None
+    return target.id
+
+
+def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
+    """Loaders bound into a wrapper before the last model/optimizer definition, in the same
+    block: (name, block, index) to prepare each on its own just before its wrapper."""
+    loaders = [n for n in mandatory if n in facts.train_loaders or n in facts.eval_loaders]
+    others = [n for n in mandatory if n not in loaders]
+    found = []
+    for name in loaders:
+        wraps = [u for u in owner.uses.get(name, []) if _wrapper_use(u, owner) is not None]
+        if not wraps:
+            continue
+        first = min(wraps, key=lambda u: (u.statement.node.lineno, u.statement.node.col_offset))
+        block = first.statement.block
+        if block.scope is not owner:
+            continue
+        later = [b for n in others for b in owner.assigns(n)
+                 if b.statement.ancestor_in(block) is not None
+                 and b.statement.ancestor_in(block).index > first.statement.index]  # fmt: skip
+        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
+        if not later or any(d is None or d.index >= first.statement.index for d in defs):
+            continue
+        found.append((name, block, first.statement.index))
+    return found
 
 
 def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:
@@ -179,6 +323,25 @@ def _note(binding, name: str, why: str) -> Finding:
         level="note",
         node=binding.statement.node if binding is not None else None,
     )
+
+
+def _displayed(use) -> bool:
+    """`model` alone on a line (a notebook cell showing the model)."""
+    line = use.statement.node
+    return (
+        isinstance(line, Line)
+        and len(line.body) == 1
+        and isinstance(line.body[0], ast.Expr)
+        and line.body[0].value is use.node
+    )
+
+
+def _is_loader(facts: TrainingFacts, name: str) -> bool:
+    return name in facts.train_loaders or name in facts.eval_loaders
+
+
+def _line(statement: Statement) -> int:
+    return statement.node.lineno
 
 
 def _conflict(facts: TrainingFacts, why: str) -> Finding:

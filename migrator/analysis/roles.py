@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
+from migrator.analysis import explain, patterns
 from migrator.analysis.dataflow import derive
 from migrator.analysis.distributed import read_distributed
 from migrator.analysis.facts import (
+    INLINE_LOADER,
     DataRegion,
     Origin,
     SchedulerRole,
@@ -36,6 +37,7 @@ class _Analyser(LoopAnalysis):
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
         self.imports = self.index.imports
         self._callees: dict[int, Scope | None] = {}  # id(call site) -> the function it calls
+        self._sources: dict[int, object] = {}  # id(loop) -> its LoopSource (loops.py)
 
     # -- entry point -------------------------------------------------------------------------
     def run(self) -> TrainingFacts:
@@ -46,6 +48,10 @@ class _Analyser(LoopAnalysis):
         backward_functions = self._backward_functions(backward_sites)
         self._find_training_loops(backward_sites, backward_functions)
         if not self.facts.training_loops:
+            steps = any(site.method == "step" for site in self.index.calls())
+            if steps and self.facts.distributed.blocking:  # RPC, FSDP, Hogwild: loop or no loop
+                self.facts.findings = list(self.facts.distributed.findings)
+                self.facts.blocked = True
             return self.facts
         self.facts.findings += self.facts.distributed.findings
         if self.facts.distributed.blocking:
@@ -79,6 +85,12 @@ class _Analyser(LoopAnalysis):
                 for arg in patterns.call_args(site.node):
                     if patterns.name_of(arg.value) is not None:
                         self.facts.prepared_already.add(patterns.name_of(arg.value))
+                small = site.small  # `train_loader = accelerator.prepare(DataLoader(...))`
+                if isinstance(small, ast.Assign) and small.value is site.node:
+                    for target in small.targets:
+                        name = patterns.name_of(target)
+                        if name is not None:
+                            self.facts.prepared_already.add(name)
 
     def _is_accelerator_receiver(self, site: CallSite) -> bool:
         return patterns.name_of(site.receiver) in self.facts.accelerator_names
@@ -89,20 +101,32 @@ class _Analyser(LoopAnalysis):
         step_receivers: list[tuple[CallSite, Origin]] = []
         zero_grad: list[Origin] = []
         forwards: list[Origin] = []
+        unnamed_steps: list[CallSite] = []
+        inline_scopes: list[Scope] = []
         for loop in facts.training_loops:
-            name, _ = patterns.loader_base(loop.iter, self.imports)
-            found = facts.origin(loop.scope, name)
-            if found is None:
-                self._block(loop.node, name)
-                return
-            if found not in loaders:
-                loaders.append(found)
+            source = self._loop_source(loop)
+            if source is not None and source.inline is not None:
+                statement = self._inline_statement(loop, source)
+                if statement is None:
+                    self._finding(loop.node, "MIG900", f"the DataLoader built at line "
+                                  f"{source.inline.lineno} for {explain.loop_words(loop)} "
+                                  "cannot be named where it is built; migrate by hand")  # fmt: skip
+                    return
+                facts.inline_loaders.append((source.inline, statement))
+                inline_scopes.append(statement.block.scope)
+            for name in source.loaders if source is not None else []:
+                found = facts.origin(source.scope, name)
+                if found is None:
+                    self._block(loop.node, name, source.scope, loop)
+                    return
+                if found not in loaders:
+                    loaders.append(found)
             for call in self._calls_reachable(loop.calls):
                 receiver = patterns.name_of(call.receiver)
                 if call.method in ("step", "zero_grad") and receiver is not None:
                     origin = facts.origin(call.scope, receiver)
                     if origin is None:
-                        self._block(call.node, receiver)
+                        self._block(call.node, receiver, call.scope, loop)
                         return
                     if call.method == "step":
                         step_receivers.append((call, origin))
@@ -111,15 +135,24 @@ class _Analyser(LoopAnalysis):
                             step_receivers.append((call, scaled))
                     else:
                         zero_grad.append(origin)
+                elif call.method == "step" and receiver is None:
+                    unnamed_steps.append(call)
                 called = patterns.name_of(call.node.func)
                 if called is not None and self._callee_scope(call) is None:
                     origin = facts.origin(call.scope, called)
                     if origin is not None:
                         forwards.append(origin)
         owners = {id(o.scope): o.scope for o in loaders}
+        owners.update((id(scope), scope) for scope in inline_scopes)
+        if facts.loaderless:  # no loader: the scope that makes the optimizer owns training
+            step_receivers = [(c, o) for c, o in step_receivers if self._named_stepper(o)]
+            owners = {id(o.scope): o.scope for _, o in step_receivers
+                      if self._step_kind(o, stepped=True) == "optimizer"}  # fmt: skip
         if len(owners) != 1:
+            made = ", ".join(f"`{o.name}` {explain.where(o.scope)}" for o in loaders)
             self._finding(facts.training_loops[0].node, "MIG900",
-                          "training objects come from several scopes; migrate by hand")  # fmt: skip
+                          f"looked for one scope that makes every loader the training loops "
+                          f"draw from; found {made}; migrate by hand")  # fmt: skip
             return
         owner = next(iter(owners.values()))
         facts.owner = owner
@@ -142,8 +175,9 @@ class _Analyser(LoopAnalysis):
             ):
                 optimizers.append(origin.name)
         if not optimizers:
-            self._finding(facts.training_loops[0].node, "MIG900",
-                          "no optimizer step found in the training loop; migrate by hand")  # fmt: skip
+            kind = lambda origin: self._step_kind(origin, stepped=True)
+            self._finding(facts.training_loops[0].node, "MIG900", explain.no_optimizer(
+                facts, owner, step_receivers, unnamed_steps, kind))  # fmt: skip
             return
         if len(optimizers) > 1:
             self._finding(
@@ -157,9 +191,18 @@ class _Analyser(LoopAnalysis):
         facts.models = self._models(owner, optimizers, forwards)
         if facts.blocked:
             return
+        if not facts.models and facts.loaderless:
+            self._finding(facts.training_loops[0].node, "MIG905", self._loaderless_no_model())
+            return
         if not facts.models:
+            made = owner.assigns(optimizers[0])
+            built = (f"is built at line {made[-1].statement.node.lineno} from no "
+                     "`model.parameters()` of a model made there") if made else (
+                     f"is not built {explain.where(owner)}")  # fmt: skip
             self._finding(facts.training_loops[0].node, "MIG900",
-                          "could not tell which model the optimizer trains; migrate by hand")  # fmt: skip
+                          f"could not tell which model the optimizer trains: `{optimizers[0]}` "
+                          f"{built}, and {explain.loop_words(facts.training_loops[0])} calls no "
+                          "model placed on a device; migrate by hand")  # fmt: skip
             return
         for name, bindings in owner.bindings.items():
             # Schedulers stepped outside the loop (per epoch) are found by their constructor.
@@ -230,11 +273,14 @@ class _Analyser(LoopAnalysis):
                 if call is None:
                     continue
                 saw_constructor = True
+                maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
+                if maker is not None and maker not in models:
+                    models.append(maker)
                 for arg in patterns.call_args(call):
                     for root in patterns.parameter_roots(arg.value):
                         found = self.facts.origin(owner, root)
                         if found is None or found.scope is not owner:
-                            self._block(call, root)
+                            self._block(call, root, owner)
                             return []
                         if found.name not in models:
                             models.append(found.name)
@@ -253,6 +299,20 @@ class _Analyser(LoopAnalysis):
             ):
                 models.append(origin.name)
         return models
+
+    def _optimizer_maker(self, owner: Scope, call: ast.Call) -> str | None:
+        """The model whose own method builds the optimizer (nanoGPT's
+        `optimizer = model.configure_optimizers(weight_decay, lr, betas, device_type)`)."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or "optim" not in func.attr.lower():
+            return None
+        receiver = patterns.name_of(func.value)
+        found = self.facts.origin(owner, receiver) if receiver is not None else None
+        if found is None or found.scope is not owner:
+            return None
+        if not any(b.kind == "assign" for b in owner.assigns(found.name)):
+            return None
+        return found.name
 
     def _schedulers(self, owner: Scope, stepped: list[str], per_batch: set[int]):
         roles = []
@@ -287,31 +347,42 @@ class _Analyser(LoopAnalysis):
                 if loop in facts.training_loops or any(loop.contains(t) or t.contains(loop)
                                                        for t in facts.training_loops):  # fmt: skip
                     continue
-                name, _ = patterns.loader_base(loop.iter, self.imports)
-                if name is None:
-                    continue
-                found = facts.origin(scope, name)
-                if found is None or found.scope is not facts.owner or not self._is_loader(found):
+                source = self._loop_source(loop)
+                if source is None:
                     continue
                 if scope is not facts.owner and not call_sites_of(self.index, scope):
                     continue
+                origins = [facts.origin(source.scope, name) for name in source.loaders]
+                if any(found is None or found.scope is not facts.owner
+                       or not self._is_loader(found) for found in origins):  # fmt: skip
+                    continue
                 facts.eval_loops.append(loop)
-                if found.name not in facts.train_loaders and found.name not in facts.eval_loaders:
-                    facts.eval_loaders.append(found.name)
+                for found in origins:
+                    if found.name not in facts.train_loaders + facts.eval_loaders:
+                        facts.eval_loaders.append(found.name)
 
     def _find_regions(self, per_batch: set[int]) -> None:
         facts = self.facts
         for loop in [*facts.training_loops, *facts.eval_loops]:
-            name, through_enumerate = patterns.loader_base(loop.iter, self.imports)
+            source = self._loop_source(loop)
+            if source is None:  # loader-less training: no batches to follow
+                continue
             target = loop.node.target if not isinstance(loop.node, ast.While) else None
-            seeds = set(loop.target_names)
-            if through_enumerate and isinstance(target, ast.Tuple) and target.elts:
+            seeds = set(loop.target_names) if source.batches is None else set(source.batches)
+            if (
+                source.batches is None
+                and source.through_enumerate
+                and (isinstance(target, ast.Tuple) and target.elts)
+            ):
                 first = target.elts[0]
                 if isinstance(first, ast.Name):
                     seeds.discard(first.id)
-            region = DataRegion(
-                scope=loop.scope, loop=loop, loader=facts.origin(loop.scope, name), seeds=seeds
-            )
+            if source.loaders:
+                loader = facts.origin(source.scope, source.loaders[0])
+            else:  # a DataLoader built in place (MIG006 names and prepares it)
+                loader = Origin(source.scope, INLINE_LOADER)
+            region = DataRegion(scope=loop.scope, loop=loop, loader=loader, seeds=seeds,
+                                seed_statements=source.batch_statements)  # fmt: skip
             facts.regions.append(region)
         # Helpers called with batch data inside a region receive it as a parameter.
         queue = list(facts.regions)
@@ -337,6 +408,9 @@ class _Analyser(LoopAnalysis):
         for region in facts.regions:
             if region.scope not in facts.training_scopes:
                 facts.training_scopes.append(region.scope)
+        for loop in facts.training_loops:  # loader-less loops have no region
+            if loop.scope not in facts.training_scopes:
+                facts.training_scopes.append(loop.scope)
         if facts.owner not in facts.training_scopes:
             facts.training_scopes.insert(0, facts.owner)
         for scope in self.index.scopes:
@@ -386,12 +460,20 @@ class _Analyser(LoopAnalysis):
         return any(name in scope.uses for scope in self.facts.training_scopes)
 
     # -- findings ----------------------------------------------------------------------------
-    def _block(self, node: ast.AST, name: str | None) -> None:
+    def _block(self, node: ast.AST, name: str | None, scope: Scope | None = None,
+               loop=None) -> None:  # fmt: skip
+        """MIG900: `name`, used at `node` in `scope`, has no single place where it is made."""
+        detail = ""
+        if scope is not None and name is not None:
+            detail = f": {explain.untraceable(self.facts, scope, name)}"
+        used = f" (used at line {node.lineno}" + (
+            f", in {explain.loop_words(loop)})" if loop is not None else ")"
+        )
         self._finding(
             node,
             "MIG900",
-            f"`{name}` reaches the training loop from outside this file (or from several "
-            "places); prepare it where it is created, by hand",
+            f"`{name}`{used} reaches the training loop from outside this file (or from several "
+            f"places){detail}; prepare it where it is created, by hand",
         )
 
     def _finding(self, node: ast.AST, code: str, message: str, level: str = "warning"):

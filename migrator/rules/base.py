@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from migrator.analysis.facts import TrainingFacts
+from migrator.analysis.facts import INLINE_LOADER, TrainingFacts
 from migrator.analysis.imports import ImportEntry, import_entries
 from migrator.analysis.index import Block, Scope, Statement
 from migrator.analysis.patterns import expression_for, root_name
@@ -162,6 +162,8 @@ class RuleContext:
     def prepared(self, origin_name: str) -> bool:
         if origin_name in self.facts.prepared_already:
             return True
+        if origin_name == INLINE_LOADER:  # MIG006 names and prepares it where it is built
+            return "MIG006" in self.selected
         return "MIG006" in self.selected and self.plan.prepares(origin_name)
 
     def role(self, scope: Scope, name: str) -> str | None:

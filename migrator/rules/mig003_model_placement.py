@@ -31,6 +31,10 @@ class ModelPlacement(Rule):
     def _places_prepared_model(self, context: RuleContext, site) -> bool:
         scope = site.scope
         receiver = site.receiver
+        small = site.small
+        target = name_of(small.targets[0]) if isinstance(small, ast.Assign) else None
+        if any(context.plan.reloaded_at(n, site.statement) for n in (name_of(receiver), target)):
+            return False  # a model re-created after training (for inference) is not prepared
         if name_of(receiver) is not None and (
             context.prepared_role(scope, name_of(receiver)) == "model"
         ):

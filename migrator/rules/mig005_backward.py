@@ -17,18 +17,20 @@ class Backward(Rule):
 
     def apply(self, context: RuleContext) -> None:
         for site in context.facts.backward_calls:
-            context.edits.rewrite(site.node, self._renderer(context, site.node))
+            method = context.accelerator_expr("backward")
+            context.edits.rewrite(site.node, backward_render(site.node, method))
             context.need_accelerator_at(site.statement)
 
-    @staticmethod
-    def _renderer(context: RuleContext, call: ast.Call):
-        method = context.accelerator_expr("backward")
 
-        def render(_text: str, renderer) -> str:
-            receiver = call.func.value
-            keep_parens = isinstance(receiver, (ast.Tuple, ast.GeneratorExp))
-            items = call_items(renderer, call, func_text=method)
-            items.items = [Item(renderer.text_of(receiver, parens=keep_parens), None), *items.items]
-            return items.render()
+def backward_render(call: ast.Call, method: str):
+    """A render function: `<expr>.backward(*args)` -> `<method>(<expr>, *args)`; also used
+    on code already on Accelerate (analysis/on_target.py) to complete a half-migrated step."""
 
-        return render
+    def render(_text: str, renderer) -> str:
+        receiver = call.func.value
+        keep_parens = isinstance(receiver, (ast.Tuple, ast.GeneratorExp))
+        items = call_items(renderer, call, func_text=method)
+        items.items = [Item(renderer.text_of(receiver, parens=keep_parens), None), *items.items]
+        return items.render()
+
+    return render

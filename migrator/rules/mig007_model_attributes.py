@@ -40,6 +40,8 @@ class ModelAttributes(Rule):
                 for use in uses:
                     if use.kind != "attr" or use.attr in MODULE_API:
                         continue
+                    if context.plan.reloaded_at(name, use.statement):
+                        continue  # a model re-created after training is a plain model
                     if use.attr == "no_sync" and use.call is not None and not use.call.args:
                         # Only DDP has no_sync(); accelerator.no_sync works on 1 process too.
                         no_sync = f"{context.accelerator_expr('no_sync')}({context.source.text_of(use.node)})"

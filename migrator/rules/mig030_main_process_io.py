@@ -1,12 +1,15 @@
 """MIG030 main-process I/O: on N processes every rank would print every line and write every
-checkpoint. In training code:
+checkpoint. In training code (the training scopes, and the functions an epoch loop calls:
+`checkpoint(epoch)`):
 
 - `print(...)` -> `accelerator.print(...)` (once per node);
 - `torch.save(<model>.state_dict(), path)` (directly, or through a dict built in the same
   function) -> `accelerator.save(accelerator.unwrap_model(<model>).state_dict(), path)`: the
   main process writes, and the keys carry no `module.` prefix;
 - `tqdm(...)` progress bars get `disable=not accelerator.is_local_main_process`.
-`torch.save` of anything that is not a prepared model's state is left as it is.
+`torch.save` of anything that is not a prepared model's state is left as it is. Other file
+writes and trackers (`with open(path, "w")`, `np.save`, `save_image`, `SummaryWriter`,
+`wandb`) go under `if accelerator.is_main_process:` (main_process_writes.py).
 """
 
 from __future__ import annotations
@@ -18,17 +21,22 @@ from migrator.analysis.index import CallSite, Scope
 from migrator.analysis.syntax import name_value
 from migrator.arglists import Item, call_items
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.main_process_writes import epoch_helpers, guard_writes
 
 
 class MainProcessIO(Rule):
     code = "MIG030"
     name = "main-process-io"
-    summary = "print -> accelerator.print; torch.save of models -> accelerator.save; quiet tqdm"
+    summary = (
+        "print -> accelerator.print; torch.save of models -> accelerator.save; quiet tqdm; "
+        "file writes and trackers on the main process"
+    )
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
         imports = context.facts.index.imports
-        for scope in context.facts.training_scopes:
+        scopes = [*context.facts.training_scopes, *epoch_helpers(context.facts)]
+        for scope in scopes:
             if "print" in scope.bindings or "print" in context.facts.index.module_scope.bindings:
                 printing = False  # a local `print` is somebody else's function
             else:
@@ -41,6 +49,7 @@ class MainProcessIO(Rule):
                     self._save(context, scope, site)
                 elif qualified in patterns.PROGRESS_BARS:
                     self._progress_bar(context, site)
+        guard_writes(context, scopes)
 
     def _print(self, context: RuleContext, site: CallSite) -> None:
         replacement = context.accelerator_expr("print")

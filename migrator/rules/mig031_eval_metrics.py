@@ -12,6 +12,14 @@ Per-process tensors are the loader's batch data and the prepared model's outputs
 is computed from them; once gathered, a name and what is computed from it are global, so
 nothing is gathered twice.
 
+A per-batch value that is not a batch tensor (a Python number `psnr = 10 * log10(1 /
+mse.item())`, a loss `loss = criterion(output, target)`) is never gathered: it is all-reduced
+before the metric statement, with the mean when the metric is averaged over batches (divided
+by `len(loader)` or a batch counter, or listed), else the sum (metric_values.py). Tensors that
+later metric statements read are gathered with the first ones, in one call
+(`predicted, labels = accelerator.gather_for_metrics((predicted, labels))`). A number
+combined with batch tensors in one metric statement is a finding.
+
 A metric accumulated from gathered tensors is whole on every process: a hand-written
 all-reduce of it (or of a tensor built from it, `stats = torch.tensor([correct, seen])`) in
 the same function would count it N times, so it goes, and so does the division by the world
@@ -26,7 +34,9 @@ from migrator.analysis.distributed_facts import NUM_PROCESSES
 from migrator.analysis.facts import DataRegion
 from migrator.analysis.index import Block, Line, Loop, Scope
 from migrator.analysis.patterns import name_of, preorder
+from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.metric_values import PerBatchValues, averaged_per_batch
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}
 COLLECTIVES = {"gather_for_metrics", "gather", "reduce"}
@@ -48,14 +58,17 @@ class EvalMetrics(Rule):
                 continue
             body = _body_block(context, loop)
             if body is not None:
-                walker = _Walker(context, region)
+                walker = _Walker(context, region, loop)
                 walker.block(body, set(region.names))
                 _drop_hand_reductions(context, region.scope, walker.metrics)
 
 
 class _Walker:
-    def __init__(self, context: RuleContext, region: DataRegion) -> None:
+    def __init__(self, context: RuleContext, region: DataRegion, loop: Loop) -> None:
         self.context = context
+        self.region = region
+        self.loop = loop
+        self.values = PerBatchValues(context)  # Python numbers and 0-d tensors per batch
         self.models = {
             name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
             if context.prepared_role(region.scope, name.lstrip("*")) == "model"
@@ -77,11 +90,13 @@ class _Walker:
         if isinstance(small, (ast.Assign, ast.AnnAssign)):
             value = small.value
             targets = _targets(small)
+            self.values.forget(targets)
             if self._collective(value):
                 local.difference_update(targets)  # already gathered: global from here on
                 self.gathered.update(targets)
             elif value is not None and (self._reads(value, local) or self._forward(value)):
                 local.update(targets)
+                self.values.bind(targets, value)
             else:
                 local.difference_update(targets)
                 if value is not None and self._reads(value, self.gathered):
@@ -96,15 +111,82 @@ class _Walker:
             if any(name in self.gathered for name in _names_in_all(accumulated)):
                 self.metrics.add(_accumulator(small))
             return
-        gathered = ", ".join(names)
-        target = gathered if len(names) > 1 else names[0]
-        argument = f"({gathered})" if len(names) > 1 else names[0]
-        code = f"{target} = {self.context.accelerator}.gather_for_metrics({argument})\n"
-        self.context.edits.insert(block, index, self.context.statement(code), priority=20)
-        self.context.need_accelerator_before(block, index)
+        numbers = [name for name in names if name in self.values]
+        if numbers and len(numbers) < len(names):  # a number beside batch tensors
+            self.context.findings.append(Finding(
+                code="MIG031", node=small,
+                message=f"`{numbers[0]}` (one value for this process's batch) is combined "
+                "with its tensors in a metric; gather what it is computed from by hand",
+            ))  # fmt: skip
+            local.difference_update(names)
+            return
+        if numbers:
+            self._reduce_numbers(block, index, small, numbers)
+        else:
+            names = self._with_later_metric_names(block, index, names, local)
+            gathered = ", ".join(names)
+            target = gathered if len(names) > 1 else names[0]
+            argument = f"({gathered})" if len(names) > 1 else names[0]
+            code = f"{target} = {self.context.accelerator}.gather_for_metrics({argument})\n"
+            self.context.edits.insert(block, index, self.context.statement(code), priority=20)
+            self.context.need_accelerator_before(block, index)
         local.difference_update(names)
         self.gathered.update(names)
         self.metrics.add(_accumulator(small))
+
+    def _reduce_numbers(self, block: Block, index: int, small: ast.stmt, numbers) -> None:
+        """A Python number per batch (`psnr = 10 * log10(1 / mse.item())`) is never gathered
+        (`gather_for_metrics` of a float is a list): it is all-reduced as a tensor. A metric
+        averaged over batches (divided by `len(loader)` or by a per-batch counter) takes the
+        mean over processes, so the average equals the 1-process one (each process sees its
+        share of the same batches); any other accumulation takes the sum."""
+        context = self.context
+        accumulator = _accumulator(small)
+        listed = isinstance(small, ast.Expr)  # `values.append(x)`: averaged (np.mean) later
+        mean = listed or averaged_per_batch(context, self.region.scope, self.loop, accumulator)
+        reduction = "mean" if mean else "sum"
+        for name in numbers:
+            if name in self.values.scalars:  # a tensor already: reduced as it is
+                code = f'{name} = {context.accelerator}.reduce({name}, "{reduction}")\n'
+            else:
+                torch = context.torch_name()
+                device = context.accelerator_expr("device")
+                code = (
+                    f"{name} = {context.accelerator}.reduce("
+                    f'{torch}.tensor({name}, device={device}), "{reduction}").item()\n'
+                )
+            context.edits.insert(block, index, context.statement(code), priority=20)
+        context.need_accelerator_before(block, index)
+
+    def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
+        """`names`, and the per-process names that later metric statements of this block read
+        and nothing else reads or rebinds before them: one `gather_for_metrics` of them all
+        before the first metric statement, not one per statement. Ordered as the metric
+        statement reading most of them reads them (`predicted, labels`)."""
+        spoiled: set[str] = set()
+        readings = [names]
+        extra: list[str] = []
+        for small in _simple_statements(self.context, block.statements[index + 1 :]):
+            accumulated = self._accumulation(small)
+            read = list(dict.fromkeys(_names_in_all(accumulated or [small])))
+            if accumulated is not None:
+                wanted = [
+                    n
+                    for n in read
+                    if n in local and n not in self.values and n not in spoiled and n not in names
+                ]
+                extra += [n for n in wanted if n not in extra]
+                readings.append([n for n in read if n in names or n in wanted])
+            else:
+                spoiled.update(read)
+            if isinstance(small, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                spoiled.update(_targets(small) if not isinstance(small, ast.AugAssign) else ())
+        chosen = [*names, *extra]
+        if len(chosen) == 1:
+            return chosen
+        most = max(readings, key=lambda read: len(set(read) & set(chosen)))
+        ordered = [n for n in most if n in chosen]
+        return ordered + [n for n in chosen if n not in ordered]
 
     def _accumulation(self, small: ast.stmt) -> list | None:
         """What a metric accumulates (expressions, and `_` for a method's own name), if `small`
@@ -134,6 +216,21 @@ class _Walker:
         return any(
             isinstance(node, ast.Call) and name_of(node.func) in models for node in ast.walk(expr)
         )
+
+
+def _simple_statements(context: RuleContext, statements: list) -> list[ast.stmt]:
+    """The simple statements of `statements` in order, those of the blocks of `with`, `if`
+    and `try` statements included (as the walker reads them)."""
+    found: list[ast.stmt] = []
+    for node in statements:
+        if isinstance(node, Line):
+            found += node.body
+        elif isinstance(node, (ast.With, ast.AsyncWith, ast.If, ast.Try)):
+            for child in _child_blocks(context, node):
+                found += _simple_statements(context, child.statements)
+        elif isinstance(node, ast.stmt):
+            found.append(node)
+    return found
 
 
 def _accumulator(small: ast.stmt) -> str | None:

@@ -1,0 +1,82 @@
+"""What MIG900 says: what the analysis looked for and what it found instead, with the line
+numbers of both (issue 16 item 4). Pure text built from the index; the analysis decides,
+this module only words the decision.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis import patterns
+from migrator.analysis.facts import TrainingFacts, argument_for, call_sites_of, is_method
+from migrator.analysis.index import CallSite, Loop, Scope
+
+
+def where(scope: Scope) -> str:
+    """`in `train()` (line 12)`, `at module level`."""
+    if scope.kind == "module":
+        return "at module level"
+    if is_method(scope):
+        return f"in `{scope.parent.name}.{scope.name}()` (line {scope.node.lineno})"
+    return f"in `{scope.name}()` (line {scope.node.lineno})"
+
+
+def loop_words(loop: Loop, loader: str | None = None) -> str:
+    """`the training loop at line 12 (over `train_loader`)`."""
+    over = f" (over `{loader}`)" if loader else ""
+    return f"the training loop at line {loop.node.lineno}{over}"
+
+
+def untraceable(facts: TrainingFacts, scope: Scope, name: str) -> str:
+    """Why `origin(scope, name)` found no single place where `name` is made."""
+    if name.startswith(patterns.SELF + "."):
+        methods = [m for m in scope.parent.children if m.kind == "function" and m.assigns(name)] \
+            if is_method(scope) else []  # fmt: skip
+        if not methods:
+            return f"`{name}` is never assigned in this class"
+        lines = ", ".join(str(m.assigns(name)[0].statement.node.lineno) for m in methods)
+        return f"`{name}` is assigned in several methods (lines {lines}), none of them __init__"
+    if scope.kind == "function" and name in scope.params:
+        sites = call_sites_of(facts.index, scope)
+        if not sites:
+            return (f"`{name}` is a parameter {where(scope)} and no call in this file "
+                    "passes it")  # fmt: skip
+        passed = []
+        for site in sites:
+            argument = argument_for(site.node, scope, name)
+            text = ast.unparse(argument) if argument is not None else "nothing"
+            passed.append(f"`{text}` at line {site.node.lineno}")
+        return f"`{name}` is a parameter {where(scope)}; the calls pass " + ", ".join(passed)
+    return f"`{name}` is not made {where(scope)} or in a scope around it"
+
+
+def no_optimizer(facts: TrainingFacts, owner: Scope, steps: list[tuple[CallSite, object]],
+                 unnamed: list[CallSite], kind_of) -> str:  # fmt: skip
+    """MIG900 when the loop steps something but no optimizer made in `owner`."""
+    loop = facts.training_loops[0]
+    found = []
+    for call, origin in steps:
+        receiver = patterns.name_of(call.receiver)
+        line = call.node.lineno
+        if origin.scope is not owner:
+            made = origin.scope.assigns(origin.name)
+            at = f" at line {made[0].statement.node.lineno}" if made else ""
+            found.append(f"`{receiver}.step()` at line {line} steps `{origin.name}`, made{at} "
+                         f"{where(origin.scope)}, not where the loader is made")  # fmt: skip
+        else:
+            kind = kind_of(origin) or "neither an optimizer nor a scheduler"
+            found.append(f"`{receiver}.step()` at line {line} steps a {kind}"
+                         if kind in ("scheduler",) else
+                         f"`{receiver}.step()` at line {line}: `{origin.name}` is {kind}")  # fmt: skip
+    for call in unnamed:
+        text = ast.unparse(call.node.func)
+        found.append(f"`{text}()` at line {call.node.lineno} steps an object this file cannot "
+                     "name")  # fmt: skip
+    loaders = ", ".join(f"`{n}`" for n in facts.train_loaders) or "the DataLoader"
+    looked = (f"looked for an optimizer made {where(owner)}, where {loaders} is made, and "
+              f"stepped in {loop_words(loop)}")  # fmt: skip
+    return (
+        f"{looked}; found "
+        + ("; ".join(found) if found else "no step() call")
+        + ("; migrate by hand")
+    )

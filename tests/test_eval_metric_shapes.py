@@ -1,0 +1,110 @@
+"""MIG031 on the shapes of issue 14: Python numbers are reduced, never gathered; tensors read
+by several metric statements are gathered once; what cannot be understood is a finding."""
+
+from __future__ import annotations
+
+from migrator.engine import migrate_text
+
+TEMPLATE = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(3, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(8, 3), torch.randint(0, 2, (8,))), batch_size=2)
+for x, y in loader:
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+correct = total = 0
+scores = []
+with torch.no_grad():
+    for x, y in loader:
+        predicted = model(x).argmax(dim=1)
+{body}
+print(correct, total)
+"""
+
+
+def _migrate(body: str) -> tuple[str, list]:
+    output, findings = migrate_text(TEMPLATE.format(body=body))
+    assert output is not None
+    return output, findings
+
+
+def test_a_summed_python_number_is_all_reduced_with_sum():
+    output, findings = _migrate(
+        "        hits = (predicted == y).sum().item()\n"
+        "        correct += hits\n"
+        "        total += y.numel()\n"
+    )
+    assert (
+        "        hits = accelerator.reduce(torch.tensor(hits, device=accelerator.device), "
+        '"sum").item()\n        correct += hits\n'
+    ) in output
+    assert "gather_for_metrics(hits" not in output
+    assert findings == []
+
+
+def test_a_number_averaged_by_a_batch_counter_is_all_reduced_with_mean():
+    output, _ = _migrate(
+        "        accuracy = (predicted == y).float().mean().item()\n"
+        "        correct += accuracy\n"
+        "        total += 1\n"
+        "    correct /= total\n"
+    )
+    assert '"mean").item()\n        correct += accuracy\n' in output
+
+
+def test_names_read_between_metric_statements_are_not_gathered_early():
+    output, _ = _migrate(
+        "        total += y.numel()\n"
+        "        print(predicted.shape)\n"
+        "        correct += (predicted == y).sum().item()\n"
+    )
+    assert output.count("gather_for_metrics") == 2
+    assert "        y = accelerator.gather_for_metrics(y)\n        total += y.numel()\n" in output
+
+
+def test_one_gather_for_several_metric_statements():
+    output, _ = _migrate(
+        "        total += y.numel()\n        correct += (predicted == y).sum().item()\n"
+    )
+    assert output.count("gather_for_metrics") == 1
+    assert (
+        "        predicted, y = accelerator.gather_for_metrics((predicted, y))\n"
+        "        total += y.numel()\n"
+    ) in output
+
+
+def test_a_number_mixed_with_batch_tensors_is_a_finding_not_a_crash():
+    output, findings = _migrate(
+        "        batch_loss = torch.nn.functional.cross_entropy(model(x), y).item()\n"
+        "        total += batch_loss * y.size(0)\n"
+    )
+    assert [f.code for f in findings] == ["MIG031"]
+    assert "batch_loss" in findings[0].message
+    assert "reduce(" not in output and "gather_for_metrics" not in output
+
+
+def test_a_per_batch_loss_tensor_is_reduced_as_a_tensor_not_gathered():
+    """`gather_for_metrics(loss)` of a 0-d loss has N elements on N processes: `.item()` fails."""
+    output, _ = _migrate(
+        "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "        correct += loss.item()\n"
+        "        total += 1\n"
+        "    correct /= total\n"
+    )
+    assert '        loss = accelerator.reduce(loss, "mean")\n        correct += loss.item()\n' in (
+        output
+    )
+    assert "gather_for_metrics" not in output
+
+
+def test_a_listed_per_batch_number_is_averaged():
+    output, _ = _migrate(
+        "        accuracy = (predicted == y).float().mean().item()\n"
+        "        scores.append(accuracy)\n"
+    )
+    assert '"mean").item()\n        scores.append(accuracy)\n' in output
