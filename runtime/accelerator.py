@@ -219,15 +219,50 @@ class Accelerator(TrainingStep, ProcessControl, ExperimentTracking, Checkpointin
     def _prepare_one(self, obj: Any, placement: bool | None, schedulers: bool = False) -> Any:
         if getattr(obj, "_is_accelerate_prepared", False):
             return obj
+        # A plain object this process prepared before (a training function called once per
+        # fold or epoch, its callers passing the same plain objects) gets the same prepared
+        # object back: one DDP wrapper per model, one wrapper per optimizer and loader.
+        # HF Accelerate only passes through the objects it returned (tagged
+        # `_is_accelerate_prepared`) and wraps a plain object again on every call.
+        prepared_before = self._prepared_objects()
+        if id(obj) in prepared_before and prepared_before[id(obj)][0] is obj:
+            return self._adopt(obj, prepared_before[id(obj)][1])
         if schedulers:
-            return self.prepare_scheduler(obj) if _is_scheduler(obj) else obj
-        if isinstance(obj, DataLoader):
-            return self.prepare_data_loader(obj, device_placement=placement)
-        if isinstance(obj, torch.nn.Module):
-            return self.prepare_model(obj, device_placement=placement)
-        if isinstance(obj, torch.optim.Optimizer):
-            return self.prepare_optimizer(obj, device_placement=placement)
-        return obj
+            prepared = self.prepare_scheduler(obj) if _is_scheduler(obj) else obj
+        elif isinstance(obj, DataLoader):
+            prepared = self.prepare_data_loader(obj, device_placement=placement)
+        elif isinstance(obj, torch.nn.Module):
+            prepared = self.prepare_model(obj, device_placement=placement)
+        elif isinstance(obj, torch.optim.Optimizer):
+            prepared = self.prepare_optimizer(obj, device_placement=placement)
+        else:
+            return obj
+        if prepared is not obj:
+            prepared_before[id(obj)] = (obj, prepared)
+        return prepared
+
+    def _adopt(self, plain: Any, prepared: Any) -> Any:
+        """Another Accelerator of the process prepared it: this one saves and steps it too."""
+        if isinstance(plain, torch.nn.Module):
+            registry = self._models
+            entry = plain
+        elif isinstance(plain, DataLoader):
+            registry, entry = self._dataloaders, prepared
+        elif isinstance(plain, torch.optim.Optimizer):
+            registry, entry = self._optimizers, prepared
+        else:
+            registry, entry = self._schedulers, prepared
+        if not any(known is entry for known in registry):
+            registry.append(entry)
+        return prepared
+
+    def _prepared_objects(self) -> dict[int, tuple[Any, Any]]:
+        """id(plain object) -> (plain object, what prepare returned), shared by every
+        Accelerator of the process (forgotten with the state, as in tests)."""
+        state = self.state
+        if "_prepared_objects" not in state.__dict__:
+            state.__dict__["_prepared_objects"] = {}
+        return state.__dict__["_prepared_objects"]
 
     def prepare_model(
         self,

@@ -145,7 +145,7 @@ def test_directory_without_python_files_exits_zero(tmp_path):
 
 def test_findings_are_reported_with_position_and_exit_one(tmp_path):
     path = tmp_path / "gan.py"
-    path.write_text((NOOP / "gan_two_optimizers.py").read_text())
+    path.write_text((NOOP / "gan_optimizer_from_factory.py").read_text())
     done = migrate("--check", str(path))
     assert done.returncode == 1
     assert f"{path}:17:1: MIG906 several optimizers" in done.stderr

@@ -119,6 +119,7 @@ class _Reader(ObjectReader):
         self._helpers()
         self._spawns()
         self._workers()
+        self._constructor_ranks()
         self._rank_names()
         self._rank_attributes()
         for site, qualified in self.sites:

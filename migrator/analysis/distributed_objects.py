@@ -9,10 +9,14 @@ import ast
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
     DDP_OPTIONS_KEPT,
+    LOCAL_NAME,
+    LOCAL_PROCESS_INDEX,
     REDUCE_OPS,
     DistributedFacts,
+    RankName,
     Reduction,
     Sampler,
+    Worker,
     Wrap,
     contains,
     keyword_value,
@@ -32,6 +36,33 @@ class ObjectReader:
     def _block(self, node, code: str, message: str, level: str = "warning") -> None:
         raise NotImplementedError
 
+    def _constructor_ranks(self) -> None:
+        """`Trainer(model, loader, optimizer, rank, ...)` in the function every process runs:
+        the class's `__init__` parameter that receives the launch rank (or world size) goes
+        with its argument, like the worker's own parameters, and its uses (`self.gpu_id =
+        gpu_id`) read the Accelerator's value instead."""
+        classes = {s.name: s for s in self.index.scopes if s.kind == "class"}
+        for rank_name in list(self.facts.rank_names):
+            if rank_name.binding is not None:
+                continue
+            for use in rank_name.scope.uses.get(rank_name.name, []):
+                call = use.call
+                owner = classes.get(name_value(call.func)) if use.kind == "arg" else None
+                init = next((m for m in owner.children if m.kind == "function"
+                             and m.name == "__init__"), None) if owner else None  # fmt: skip
+                param = _parameter_receiving(call, init, use.node) if init else None
+                if param is None or init.assigns(param) or self.facts.kind_of(init, param):
+                    continue
+                kind = LOCAL_PROCESS_INDEX if LOCAL_NAME.search(param) else rank_name.kind
+                self.facts.rank_names.append(RankName(init, param, kind))
+                worker = next((w for w in self.facts.workers if w.scope is init), None)
+                if worker is None:
+                    worker = Worker(init, [])
+                    self.facts.workers.append(worker)
+                worker.removed_params.append(param)
+                for binding in _copied_to_self(init, param):  # `self.gpu_id = gpu_id`
+                    self.facts.rank_names.append(RankName(init, binding.name, kind, binding))
+
     def _wrap(self, site: CallSite) -> None:
         small = site.small
         inner = keyword_value(site.node, "module", 0)
@@ -39,6 +70,10 @@ class ObjectReader:
             isinstance(small, ast.Assign) and small.value is site.node and (len(small.targets) == 1)
         )
         target = small.targets[0] if assigned else None
+        attribute = _instance_target(site, target, inner)
+        if attribute is not None:  # a Trainer's `self.model = DDP(self.model | model, ...)`
+            self.facts.wraps.append(Wrap(site, attribute, inner, attribute, _dropped(site)))
+            return
         if inner is None or not isinstance(target, ast.Name):
             where = (f"is assigned to `{dotted_name(target)}`, not a local name"
                      if isinstance(target, ast.Attribute) and dotted_name(target)
@@ -59,12 +94,7 @@ class ObjectReader:
             self._block(site.node, "MIG907", f"`{target}` is rebound after wrapping the model "
                         "in DistributedDataParallel; migrate by hand")  # fmt: skip
             return
-        options = [
-            a.keyword
-            for a in call_args(site.node)
-            if a.keyword is not None and a.keyword not in DDP_OPTIONS_KEPT
-        ]
-        self.facts.wraps.append(Wrap(site, target, inner, inner_name, options))
+        self.facts.wraps.append(Wrap(site, target, inner, inner_name, _dropped(site)))
 
     def _sampler(self, site: CallSite) -> None:
         shuffle = keyword_value(site.node, "shuffle", 3)
@@ -147,6 +177,80 @@ class ObjectReader:
             return True
         self.facts.reductions.append(Reduction(site, name_value(tensor), reduction))
         return True
+
+
+def _copied_to_self(init: Scope, param: str) -> list:
+    """The bindings `self.x = param` of `__init__` (each `self.x` bound there once)."""
+    found = []
+    for name, bindings in init.bindings.items():
+        if not name.startswith(patterns.SELF + ".") or len(bindings) != 1:
+            continue
+        binding = bindings[0]
+        if (
+            binding.kind == "assign"
+            and not binding.unpacked
+            and (name_value(binding.value) == param)
+        ):
+            found.append(binding)
+    return found
+
+
+def _parameter_receiving(call: ast.Call, init: Scope, argument: ast.AST) -> str | None:
+    """The `__init__` parameter (after `self`) that `argument` of `Class(...)` binds."""
+    positional = [p for p in init.params if not p.startswith("*")][1:]
+    for item in call.keywords:
+        if item.value is argument:
+            return item.arg if item.arg in positional else None
+    for position, value in enumerate(call.args):
+        if isinstance(value, ast.Starred):
+            return None
+        if value is argument:
+            return positional[position] if position < len(positional) else None
+    return None
+
+
+def _dropped(site: CallSite) -> list[str]:
+    return [
+        a.keyword
+        for a in call_args(site.node)
+        if a.keyword is not None and a.keyword not in DDP_OPTIONS_KEPT
+    ]
+
+
+def _instance_target(site: CallSite, target: ast.expr | None, inner: ast.expr | None):
+    """`self.model` for a Trainer's `self.model = DDP(self.model, ...)`, or for
+    `self.model = DDP(model, ...)` where every other binding of `self.model` in the method is
+    `self.model = model` (or `model.to(...)`): the wrapper stands for the attribute, so removing
+    the statement leaves the plain model on `self`. None for any other shape."""
+    name = dotted_name(target) if isinstance(target, ast.Attribute) else None
+    if name is None or not name.startswith(patterns.SELF + ".") or name.count(".") != 1:
+        return None
+    root = inner
+    while (
+        isinstance(root, ast.Call)
+        and isinstance(root.func, ast.Attribute)
+        and (root.func.attr in ("to", "cuda"))
+    ):
+        root = root.func.value
+    inner_name = dotted_name(root) if isinstance(root, ast.Attribute) else name_value(root)
+    if inner_name is None or root is not inner:
+        return None
+    if inner_name == name:
+        return name
+    others = [b for b in site.scope.assigns(name) if b.small is not site.small]
+    if not others or inner_name.startswith(patterns.SELF + "."):
+        return None
+    for binding in others:
+        value = binding.value
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and (value.func.attr in ("to", "cuda"))
+        ):
+            value = value.func.value
+        if binding.unpacked or name_value(value) != inner_name:
+            return None
+    return name if len(site.scope.assigns(inner_name)) == 0 else None
 
 
 def _sampler_or_none(value: ast.expr, sampler: ast.Call) -> bool:

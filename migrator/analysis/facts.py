@@ -50,6 +50,8 @@ class SchedulerRole:
     name: str
     per_step: bool
     binding: Binding | None
+    plateau: bool = False  # `ReduceLROnPlateau`, or `.step(metric)`: never prepared
+    site: ast.AST | None = None  # its `.step(metric)` call, where no binding is in sight
 
 
 @dataclass(eq=False)
@@ -81,6 +83,9 @@ class TrainingFacts:
     blocked: bool = False  # a finding says the file cannot be migrated safely
     origins: dict[tuple[int, str], Origin | None] = field(default_factory=dict)
     distributed: DistributedFacts = field(default_factory=DistributedFacts)  # MIG010
+    # The function that creates some training objects and receives the others: its
+    # parameters are traced no further than itself (prepared where the objects meet).
+    meeting: Scope | None = None
 
     @property
     def has_training(self) -> bool:
@@ -95,6 +100,57 @@ class TrainingFacts:
 
     def origin(self, scope: Scope, name: str) -> Origin | None:
         return _origin(self, scope, name, frozenset())
+
+    def chain_origin(self, scope: Scope, expr: ast.expr | None) -> Origin | None:
+        """Where the object `expr` names is made. An object held on another object
+        (`self.cfg.optimiser`, `config.scheduler`) is named by its attribute chain, rooted
+        where the root is made: `Origin(Trainer.__init__, "self.cfg.optimiser")`."""
+        name = patterns.name_of(expr)
+        if name is not None:
+            return self.origin(scope, name)
+        parts: list[str] = []
+        root = None
+        while root is None:
+            if isinstance(expr, ast.Attribute):
+                parts.append(f".{expr.attr}")
+            elif isinstance(expr, ast.Subscript) and _string_key(expr.slice) is not None:
+                parts.append(f"[{_key_text(expr.slice)}]")  # `self.optimizers["g"]`
+            else:
+                return None
+            expr = expr.value
+            root = patterns.name_of(expr)
+        found = self.origin(scope, root)
+        if found is None:
+            return None
+        return Origin(found.scope, found.name + "".join(reversed(parts)))
+
+    def chain_bindings(self, scope: Scope, chain: str) -> list[Binding]:
+        """`self.cfg.optimiser = SGD(...)` in `scope`: the bindings of an attribute chain
+        (the index binds names and `self.x` only); [] for a plain name or `self.x`."""
+        if "[" not in chain and chain.count(".") < (2 if chain.startswith("self.") else 1):
+            return []
+        found, stack = [], list(ast.iter_child_nodes(scope.node))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            stack.extend(ast.iter_child_nodes(node))
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target, value = chain_text(node.targets[0]), node.value
+            if target != chain and isinstance(value, ast.Dict) and target is not None:
+                # `self.optimizers = {"g": Adam(...), ...}` binds `self.optimizers['g']`
+                entries = {f"{target}[{_key_text(k)}]": v
+                           for k, v in zip(value.keys, value.values) if _string_key(k)}  # fmt: skip
+                target, value = (chain, entries[chain]) if chain in entries else (None, None)
+            if target != chain:
+                continue
+            line = self.index.small_line.get(id(node))
+            statement = self.index.statement_of.get(id(line)) if line is not None else None
+            if statement is not None:
+                found.append(Binding(chain, "assign", statement, value, small=node))
+        found.sort(key=lambda b: (b.small.lineno, b.small.col_offset))
+        return found
 
     def role(self, scope: Scope, name: str) -> str | None:
         """model / optimizer / loader / scheduler for a name as seen from `scope`."""
@@ -114,14 +170,26 @@ class TrainingFacts:
     def device_names(self, scope: Scope) -> set[str]:
         names: set[str] = set()
         current: Scope | None = scope
+        methods = {id(m) for m in class_methods(scope)}
         while current is not None:
             for binding in self.device_bindings:
-                if binding.statement.block.scope is current:
+                bound_in = binding.statement.block.scope
+                if bound_in is current or (  # a Trainer's `self.device`, seen by its methods
+                    binding.name.startswith(patterns.SELF + ".") and id(bound_in) in methods
+                ):
                     names.add(binding.name)
+                if (
+                    bound_in is current
+                    and isinstance(binding.value, ast.Name)
+                    and (binding.value.id in current.params)
+                ):  # `self.gpu_id = gpu_id`: the parameter is that device too
+                    names.add(binding.value.id)
             for name in current.params:
                 if patterns.looks_like_device_name(name):
                     names.add(name)
             names.update(n for n in current.bindings if self.rank_kind(current, n) in RANK_KINDS)
+            names.update(n for n in current.uses if n.startswith(patterns.SELF + ".") and (
+                self.rank_kind(current, n) in RANK_KINDS))  # a Trainer's `self.gpu_id`  # fmt: skip
             current = current.parent
         return names
 
@@ -129,6 +197,34 @@ class TrainingFacts:
         """process_index / local_process_index / num_processes for a name holding one (MIG010)."""
         found = self.origin(scope, name)
         return self.distributed.kind_of(found.scope, found.name) if found is not None else None
+
+
+def _string_key(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _key_text(node: ast.AST) -> str:
+    key = _string_key(node)
+    return f'"{key}"' if '"' not in key and "\\" not in key else repr(key)
+
+
+def chain_text(expr: ast.AST | None) -> str | None:
+    """`self.cfg.optimiser`, `self.optimizers['g']`: an attribute / string-key chain as one
+    name (the names chain_origin gives), None for anything else."""
+    parts: list[str] = []
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        if isinstance(expr, ast.Attribute):
+            parts.append(f".{expr.attr}")
+        elif _string_key(expr.slice) is not None:
+            parts.append(f"[{_key_text(expr.slice)}]")
+        else:
+            return None
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    return expr.id + "".join(reversed(parts))
 
 
 def is_method(scope: Scope | None) -> bool:
@@ -174,7 +270,12 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
         result = Origin(scope, name)
     elif scope.kind == "function" and name in scope.params:
         results = set()
-        for site in call_sites_of(facts.index, scope):
+        sites = call_sites_of(facts.index, scope)
+        if not sites or scope is facts.meeting:
+            # No caller in this file (a driver elsewhere calls it), or the function where the
+            # training objects meet: the parameter is the object, prepared in this function.
+            results.add(Origin(scope, name))
+        for site in sites if scope is not facts.meeting else []:
             argument = argument_for(site.node, scope, name)
             if patterns.name_of(argument) is not None:
                 results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))

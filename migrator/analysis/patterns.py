@@ -184,6 +184,8 @@ def is_devicey(expr: ast.AST, device_names: set[str], imports: ImportTable) -> b
     if name is not None:
         return name in device_names or looks_like_device_name(name)
     if isinstance(expr, ast.Attribute):
+        if dotted_name(expr) in device_names:  # a Trainer's `self.gpu_id` holding the rank
+            return True
         return expr.attr in ("device", "local_rank") or (  # args.local_rank (MIG010)
             expr.attr.endswith("_device") and dotted_name(expr) is not None
         )

@@ -15,6 +15,7 @@ from then on) is prepared on its own just before that statement
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from migrator.analysis.facts import TrainingFacts
@@ -72,9 +73,11 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     mandatory = [n for n in _mandatory(facts) if n not in already]
     schedulers = [s for s in facts.schedulers if s.name not in already]
     for role in schedulers:
-        if not role.per_step:
+        if role.plateau:
+            plan.notes.append(_note(role.binding, role.name, PLATEAU, role.site))
+        elif not role.per_step:
             plan.notes.append(_note(role.binding, role.name, "steps once per epoch"))
-    schedulers = [s for s in schedulers if s.per_step]
+    schedulers = [s for s in schedulers if s.per_step and not s.plateau]
     if not mandatory:  # migrated already: a model re-created after training stays plain
         block = owner.body
         defs = {name: [b.statement for b in owner.assigns(name)] for name in facts.models}
@@ -95,6 +98,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
         defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
                       for b in owner.assigns(n)]  # fmt: skip
+        defs[name] += [b.statement for n in _holders(name) for b in owner.assigns(n)]
+        defs[name] += [b.statement for b in facts.chain_bindings(owner, name)]
     def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
     for name in names:
         for use in (u for n in facts.distributed.names_for(owner, name)
@@ -173,6 +178,14 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             "`.to(device)` puts them)",
         ))  # fmt: skip
     return plan
+
+
+def _holders(name: str) -> list[str]:
+    """`self.cfg` for `self.cfg.optimiser`: an object held on another object (an attribute
+    chain, facts.chain_origin) exists once its holder is bound."""
+    cuts = [m.start() for m in re.finditer(r"[.\[]", name)]
+    first = 1 if name.startswith("self.") else 0
+    return [name[:cut] for cut in cuts[first:]]
 
 
 def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) -> list:
@@ -316,12 +329,19 @@ def after_imports(block: Block, limit: int) -> int:
     return position
 
 
-def _note(binding, name: str, why: str) -> Finding:
+PLATEAU = (
+    "steps on a metric (ReduceLROnPlateau-style `.step(metric)`), like a per-epoch scheduler; "
+    "every process must pass it the same value (gather a metric computed on a prepared loader "
+    "first)"
+)
+
+
+def _note(binding, name: str, why: str, site: ast.AST | None = None) -> Finding:
     return Finding(
         code="MIG006",
         message=f"scheduler `{name}` is not prepared: it {why}",
         level="note",
-        node=binding.statement.node if binding is not None else None,
+        node=binding.statement.node if binding is not None else site,
     )
 
 

@@ -23,15 +23,19 @@ from migrator.analysis.facts import (
     argument_for,
     bindings_of,
     call_sites_of,
+    chain_text,
+    class_methods,
+    is_method,
     value_call,
 )  # fmt: skip
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
+from migrator.analysis.objects import ObjectRoles
 from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(LoopAnalysis):
+class _Analyser(ObjectRoles, LoopAnalysis):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
@@ -83,8 +87,9 @@ class _Analyser(LoopAnalysis):
         for site in self.index.calls():
             if site.method == "prepare" and self._is_accelerator_receiver(site):
                 for arg in patterns.call_args(site.node):
-                    if patterns.name_of(arg.value) is not None:
-                        self.facts.prepared_already.add(patterns.name_of(arg.value))
+                    name = patterns.name_of(arg.value) or chain_text(arg.value)  # `self.cfg.opt`
+                    if name is not None:
+                        self.facts.prepared_already.add(name)
                 small = site.small  # `train_loader = accelerator.prepare(DataLoader(...))`
                 if isinstance(small, ast.Assign) and small.value is site.node:
                     for target in small.targets:
@@ -96,6 +101,29 @@ class _Analyser(LoopAnalysis):
         return patterns.name_of(site.receiver) in self.facts.accelerator_names
 
     def _find_owner_and_roles(self, per_batch: set[int]) -> None:
+        """Roles as seen from the owner; when that fails because the function that creates the
+        optimizer receives the loaders (or the model) from its callers, the objects meet in
+        that function: roles again with its parameters as its own objects."""
+        facts = self.facts
+        findings = list(facts.findings)
+        self._roles(per_batch)
+        if not facts.blocked:
+            return
+        meeting = self._meeting_point()
+        if meeting is None or facts.meeting is not None:
+            return
+        first = (list(facts.findings), facts.blocked)
+        facts.findings, facts.blocked, facts.owner = list(findings), False, None
+        facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
+        facts.meeting = meeting
+        facts.origins.clear()
+        self._roles(per_batch)
+        if facts.blocked or facts.owner is not meeting:  # no better: the first answer stands
+            facts.findings, facts.blocked = first
+            facts.meeting, facts.owner = None, None
+            facts.origins.clear()
+
+    def _roles(self, per_batch: set[int]) -> None:
         facts = self.facts
         loaders: list[Origin] = []
         step_receivers: list[tuple[CallSite, Origin]] = []
@@ -122,9 +150,9 @@ class _Analyser(LoopAnalysis):
                 if found not in loaders:
                     loaders.append(found)
             for call in self._calls_reachable(loop.calls):
-                receiver = patterns.name_of(call.receiver)
+                receiver = chain_text(call.receiver)
                 if call.method in ("step", "zero_grad") and receiver is not None:
-                    origin = facts.origin(call.scope, receiver)
+                    origin = facts.chain_origin(call.scope, call.receiver)
                     if origin is None:
                         self._block(call.node, receiver, call.scope, loop)
                         return
@@ -179,17 +207,18 @@ class _Analyser(LoopAnalysis):
             self._finding(facts.training_loops[0].node, "MIG900", explain.no_optimizer(
                 facts, owner, step_receivers, unnamed_steps, kind))  # fmt: skip
             return
-        if len(optimizers) > 1:
-            self._finding(
-                facts.training_loops[0].node,
-                "MIG906",
-                f"several optimizers ({', '.join(optimizers)}) train in one loop; models, "
-                "optimizers and backward passes need a human to pair them",
-            )
-            return
         facts.optimizers = optimizers
         facts.models = self._models(owner, optimizers, forwards)
         if facts.blocked:
+            return
+        if len(optimizers) > 1 and not self._each_trains_a_model(owner, optimizers):
+            self._finding(
+                facts.training_loops[0].node,
+                "MIG906",
+                f"several optimizers ({', '.join(optimizers)}) train in one loop, and not every "
+                "one is built on a model's parameters here; pair models, optimizers and "
+                "backward passes by hand",
+            )
             return
         if not facts.models and facts.loaderless:
             self._finding(facts.training_loops[0].node, "MIG905", self._loaderless_no_model())
@@ -213,6 +242,7 @@ class _Analyser(LoopAnalysis):
             ):
                 schedulers.append(name)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
+        self._plateau_schedulers(owner)
 
     def _scaler_step_target(self, call: CallSite) -> Origin | None:
         """`scaler.step(optimizer)`: the optimizer is the argument."""
@@ -239,7 +269,7 @@ class _Analyser(LoopAnalysis):
         """optimizer / scheduler / None for a name the loop calls `.step()` (stepped) or only
         `.zero_grad()` on. Modules have `zero_grad()` too: that alone never makes an optimizer."""
         built_by_unknown = False
-        for binding in bindings_of(origin):
+        for binding in self._bindings(origin):
             call = value_call(binding)
             if call is None:
                 continue
@@ -250,7 +280,7 @@ class _Analyser(LoopAnalysis):
             if patterns.is_optimizer_call(call, self.imports):
                 return "optimizer"
             built_by_unknown = True
-        lowered = origin.name.lower()
+        lowered = origin.name.rsplit(".", 1)[-1].lower()  # `self.cfg.optimiser`: `optimiser`
         if "scaler" in lowered:
             return None
         if "sched" in lowered:
@@ -268,7 +298,7 @@ class _Analyser(LoopAnalysis):
         models: list[str] = []
         saw_constructor = False
         for name in optimizers:
-            for binding in owner.assigns(name):
+            for binding in self._bindings(Origin(owner, name)):
                 call = value_call(binding)
                 if call is None:
                     continue
@@ -282,8 +312,9 @@ class _Analyser(LoopAnalysis):
                         if found is None or found.scope is not owner:
                             self._block(call, root, owner)
                             return []
-                        if found.name not in models:
-                            models.append(found.name)
+                        name = self._kept_on_self(owner, found.name)
+                        if name not in models:
+                            models.append(name)
         if saw_constructor:
             return models
         # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
@@ -293,7 +324,7 @@ class _Analyser(LoopAnalysis):
                 continue
             uses = owner.uses.get(origin.name, [])
             placed = any(u.kind == "attr" and u.attr in ("to", "cuda", "train", "parameters")
-                         for u in uses)  # fmt: skip
+                         for u in uses) or self._placed_or_received(owner, origin.name)  # fmt: skip
             if (placed or origin.name in self.facts.prepared_already) and (
                 origin.name not in models
             ):
@@ -319,10 +350,9 @@ class _Analyser(LoopAnalysis):
         for name in stepped:
             per_step = False
             for site in self.index.calls():
-                receiver = patterns.name_of(site.receiver)
-                if site.method != "step" or receiver is None:
+                if site.method != "step" or site.receiver is None:
                     continue
-                if self.facts.origin(site.scope, receiver) != Origin(owner, name):
+                if self.facts.chain_origin(site.scope, site.receiver) != Origin(owner, name):
                     continue
                 if self._in_training(site, per_batch):
                     per_step = True
@@ -424,6 +454,17 @@ class _Analyser(LoopAnalysis):
                 if self._callee_scope(c) is not None
             ):
                 facts.training_scopes.append(scope)
+        if is_method(facts.owner):  # a Trainer's `_save_checkpoint()`, called from `train()`
+            methods = {id(m) for m in class_methods(facts.owner)}
+            for scope in list(facts.training_scopes):
+                for call in scope.calls:
+                    callee = self._callee_scope(call)
+                    if (
+                        callee is not None
+                        and id(callee) in methods
+                        and callee not in facts.training_scopes
+                    ):
+                        facts.training_scopes.append(callee)
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:
@@ -442,6 +483,7 @@ class _Analyser(LoopAnalysis):
                         continue
                     trainer_device = name.startswith(patterns.SELF + ".") and (
                         patterns.looks_like_device_name(name.split(".", 1)[1])
+                        or self._device_index_attribute(scope, name, value)
                     )
                     if (
                         trainer_device

@@ -4,6 +4,9 @@ schedulers). Where it goes and what it holds is decided by the analysis (placeme
 
 from __future__ import annotations
 
+import ast
+
+from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
 LINE_LENGTH = 88
@@ -42,6 +45,20 @@ class Prepare(Rule):
             code = f"{context.accelerator}.wait_for_everyone()\n"
             context.edits.insert(plan.block.holder, index, context.statement(code), priority=10)
         context.need_accelerator_before(plan.block, plan.index)
+        owner = plan.block.scope
+        received = [name for name in plan.objects if name in owner.params]
+        if received:
+            context.findings.append(_received_note(owner, received))
+        if owner.kind == "function":  # `return model`: the caller gets the plain model back
+            for node in _own_returns(owner.node):
+                name = node.value.id if isinstance(node.value, ast.Name) else None
+                if name in context.facts.models and plan.prepares(name):
+                    context.unwrap(node.value)
+                    index = context.facts.index
+                    line = index.small_line.get(id(node))
+                    statement = index.statement_of.get(id(line)) if line is not None else None
+                    if statement is not None:
+                        context.need_accelerator_at(statement)
 
     def _name_inline_loaders(self, context: RuleContext) -> None:
         """`for b in enumerate(DataLoader(ds, ...)):` -> `train_loader = accelerator.prepare(
@@ -57,6 +74,34 @@ class Prepare(Rule):
                                  context.statement(code), priority=10)  # fmt: skip
             context.edits.replace_with(call, name)
             context.need_accelerator_before(statement.block, statement.index)
+
+
+def _own_returns(function: ast.AST) -> list[ast.Return]:
+    """The `return` statements of `function` itself (not of functions defined inside it)."""
+    found, stack = [], list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            found.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                   ast.ClassDef)):  # fmt: skip
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _received_note(function, names: list[str]) -> Finding:
+    listed = ", ".join(f"`{name}`" for name in names)
+    return Finding(
+        code="MIG006",
+        level="note",
+        node=function.node,
+        message=(
+            f"`{function.name}` now prepares {listed}, which its callers pass in: callers keep "
+            "passing the plain objects (on our runtime a plain object prepared again comes "
+            "back as the first prepare made it; HF Accelerate would wrap it again, so with "
+            "`--target accelerate` call it once or prepare in the caller)"
+        ),
+    )
 
 
 def _loader_names():

@@ -25,9 +25,9 @@ from migrator.analysis.distributed_facts import (
     Sampler,
     Spawn,
 )  # fmt: skip
-from migrator.analysis.facts import visible_scopes
+from migrator.analysis.facts import class_methods, is_method, visible_scopes
 from migrator.analysis.index import Line, Scope, Statement
-from migrator.analysis.patterns import is_device_constructor
+from migrator.analysis.patterns import SELF, is_device_constructor
 from migrator.analysis.syntax import call_args, integer_text, name_value
 from migrator.arglists import call_items, parameter_items
 from migrator.findings import Finding
@@ -206,11 +206,14 @@ class _Migration:
         function = target.node
         self.edits.replace(self.edits.params_of(function), lambda _t, r: without_params(
             parameter_items(r, function), function, removed).render())  # fmt: skip
+        callee, offset = target.name, 0
+        if is_method(target) and target.name == "__init__":  # `Trainer(...)` passes no `self`
+            callee, offset = target.parent.name, 1
         for other in self.index.calls():  # direct calls elsewhere (`train(0, 1)` for one process)
-            if name_value(other.node.func) == target.name:
+            if name_value(other.node.func) == callee:
                 args = call_args(other.node)
                 positions = {
-                    i for i, a in enumerate(args) if a.keyword is None and i in removed
+                    i for i, a in enumerate(args) if a.keyword is None and i + offset in removed
                 } | {i for i, a in enumerate(args) if a.keyword is not None and a.keyword in names}
                 self.edits.rewrite(
                     other.node,
@@ -264,7 +267,10 @@ class _Migration:
         facts, dist = self.facts, self.dist
         for rank_name in dist.rank_names:
             by_value = rank_name.binding is None  # a removed parameter: every use is replaced
-            for scope in visible_scopes(rank_name.scope, rank_name.name):
+            instance = rank_name.name.startswith(SELF + ".")  # a Trainer's `self.gpu_id`
+            scopes = class_methods(rank_name.scope) if instance else visible_scopes(
+                rank_name.scope, rank_name.name)  # fmt: skip
+            for scope in scopes:
                 for use in scope.uses.get(rank_name.name, []):
                     self._rank_use(use.node, use.statement, rank_name.kind, by_value)
         for scope in self.index.scopes:  # helpers handed a rank by their callers
@@ -285,7 +291,11 @@ class _Migration:
                 self._remove(assign, use.statement)  # `args.local_rank = int(os.environ[...])`
         for rank_name in dist.rank_names:
             binding = rank_name.binding
-            if binding is not None and self._still_used(rank_name.scope, rank_name.name):
+            if (
+                binding is not None
+                and not isinstance(binding.value, ast.Name)  # `self.gpu_id = gpu_id`
+                and self._still_used(rank_name.scope, rank_name.name)
+            ):
                 self.edits.replace_with(
                     binding.value, self.context.accelerator_expr(rank_name.kind)
                 )
@@ -371,7 +381,9 @@ class _Migration:
     # -- clean-up ----------------------------------------------------------------------------
     def _still_used(self, scope: Scope, name: str) -> bool:
         gone = self.edits.dropped_names | self.device_values
-        return any(id(use.node) not in gone for current in visible_scopes(scope, name)
+        scopes = class_methods(scope) if name.startswith(SELF + ".") else visible_scopes(
+            scope, name)  # fmt: skip
+        return any(id(use.node) not in gone for current in scopes
                    for use in current.uses.get(name, []))  # fmt: skip
 
     def _unused_names(self) -> None:
@@ -394,7 +406,9 @@ class _Migration:
                         or id(small) in device_smalls
                     ):
                         continue
-                    uses = [u for s in visible_scopes(scope, name) for u in s.uses.get(name, [])]
+                    scopes = class_methods(scope) if name.startswith(SELF + ".") else (
+                        visible_scopes(scope, name))  # fmt: skip
+                    uses = [u for s in scopes for u in s.uses.get(name, [])]
                     ours = [u for u in uses if id(u.node) not in self.dropped_before]
                     if not ours or self._still_used(scope, name):
                         continue

@@ -55,6 +55,17 @@ def test_nothing_is_wrapped_twice():
     assert len(accelerator._optimizers) == 1 and len(accelerator._dataloaders) == 1
 
 
+def test_plain_objects_prepared_again_come_back_as_the_first_prepare_made_them():
+    # a training function called once per fold prepares the plain objects its caller passes
+    model, optimizer, loader, scheduler = make_objects()
+    first = Accelerator().prepare(model, optimizer, loader, scheduler)
+    again = Accelerator()
+    second = again.prepare(model, optimizer, loader, scheduler)
+    assert all(a is b for a, b in zip(first, second))
+    assert second[1] is not optimizer and second[2] is not loader
+    assert len(again._optimizers) == 1 and len(again._dataloaders) == 1
+
+
 def test_prepared_scheduler_drives_the_prepared_optimizer():
     accelerator = Accelerator()
     _, optimizer, _, scheduler = make_objects()
