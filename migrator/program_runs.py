@@ -72,6 +72,12 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
         if number in conflicts:
             entry = by_path[_key(program.results[0].path)]
             entry.findings.append(_shared_module_finding(program, programs, conflicts))
+            entry.migrated = None  # the entry alone would be half of its program
+            for result, path in zip(program.results[1:], paths[1:]):
+                kept = by_path.get(_key(path))
+                if kept is not None and kept.changed:  # nor is a helper migrated alone
+                    kept.migrated = None
+                    kept.findings.append(_left_alone(paths[0]))
             continue
         run.programs.append(paths)
         for result, path in zip(program.results, paths):
@@ -105,6 +111,16 @@ def _shared_module_finding(program, programs, conflicts) -> Finding:
             + ", ".join(others)
             + ", which would migrate it differently; migrate these programs by hand"
         ),
+    )
+    finding.line, finding.col = 1, 1
+    return finding
+
+
+def _left_alone(entry: str) -> Finding:
+    finding = Finding(
+        code="MIG910",
+        level="note",
+        message=f"part of the program of {entry}, which is not migrated; left as it is",
     )
     finding.line, finding.col = 1, 1
     return finding
