@@ -65,6 +65,7 @@ class FileOutcome:
     idempotent: bool | None = None  # None: nothing changed, nothing to re-run
     parses: bool | None = None
     accelerator_names: list[str] = field(default_factory=list)
+    program: str | None = None  # the entry of the program this file was migrated with
 
 
 ON_TARGET = re.compile(
@@ -208,8 +209,68 @@ def run(root: Path, sets: list[str], jobs: int) -> list[FileOutcome]:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method)) as pool:
             futures = [(job, pool.submit(measure, job)) for job in work]
             results = [_result(job, future) for job, future in futures]
+    results = program_pass(root, results)
     order = {name: index for index, name in enumerate(sets)}
     return sorted(results, key=lambda r: (order[r.set], r.name))
+
+
+def program_pass(root: Path, results: list[FileOutcome]) -> list[FileOutcome]:
+    """As the CLI does in bulk (`migrator/program_runs.py`): every file whose training step
+    hides in another module (MIG910) is migrated again with its helper modules as one program,
+    whose outcomes replace its files' (idempotence: the migrated program, in a copy, migrated
+    again changes nothing)."""
+    from migrator.engine import Options
+    from migrator.program import migrate_program
+
+    by_path = {(root / r.set / r.name).resolve(): r for r in results}
+    for entry in [r for r in results if any(f["code"] == "MIG910" for f in r.findings)]:
+        path = root / entry.set / entry.name
+        program = migrate_program(path, Options())
+        if program is None:
+            continue
+        stable = _program_stable(path, program) if any(r.changed for r in program.results) else None
+        for result in program.results:
+            old = by_path.get(Path(result.path).resolve())
+            if old is None:
+                continue
+            old.findings = [
+                {"code": f.code, "level": f.level, "line": f.line, "message": f.message}
+                for f in result.findings
+            ]
+            old.program = entry.name
+            if result.changed:
+                old.outcome, old.idempotent = "changed", stable
+                old.parses = _parses(result.migrated)
+            elif any(f.needs_human for f in result.findings):
+                old.outcome = "refused"
+            elif result.findings:
+                old.outcome = "noted"
+            elif old.training:
+                old.outcome = "silent"
+            else:
+                old.outcome = "untouched"
+    return results
+
+
+def _program_stable(entry: Path, program) -> bool:
+    """The migrated program, in a temporary copy of its project, migrates to itself."""
+    import tempfile
+
+    from migrator.analysis.program_imports import project_root
+    from migrator.engine import Options
+    from migrator.program import migrate_program
+    from migrator.verify.program_copy import copy_python_files
+
+    paths = [Path(r.path).resolve() for r in program.results]
+    base = Path(os.path.commonpath([project_root(entry), *(p.parent for p in paths)]))
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder)
+        copy_python_files(base, copy)
+        for result, path in zip(program.results, paths):
+            if result.changed:
+                (copy / path.relative_to(base)).write_bytes(result.migrated)
+        again = migrate_program(copy / entry.resolve().relative_to(base), Options())
+        return again is not None and not any(r.changed for r in again.results)
 
 
 def _result(job: tuple[str, str, str], future) -> FileOutcome:
@@ -269,6 +330,10 @@ def print_report(results: list[FileOutcome], sets: list[str], verbose: bool) -> 
         if set_name == "programs":
             folders = {r.name.split("/")[0] for r in results if r.set == "programs"}
             print(f"  programs: {len(folders)} folders")
+        units = {(r.set, r.program) for r in results if r.set == set_name and r.program}
+        if units:
+            members = sum(1 for r in results if r.set == set_name and r.program)
+            print(f"  migrated as programs: {len(units)} ({members} files)")
     if "accelerate" in summary:
         print_api_coverage([r for r in results if r.set == "accelerate"])
     if verbose:

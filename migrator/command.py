@@ -81,8 +81,12 @@ def run_fix(request: FixRequest) -> int:
         from migrator.cache import prune
 
         prune(cache)
-    results = sorted(outcome.results, key=lambda r: r.path)
-    return _report(request, results, found.problems, started, cached=outcome.cached)
+    from migrator.program_runs import group_programs
+
+    single = len(found.files) == 1 and len(request.paths) == 1
+    run = group_programs(outcome.results, options, single)
+    results = sorted(run.results, key=lambda r: r.path)
+    return _report(request, results, found.problems, started, cached=outcome.cached, run=run)
 
 
 def _open_cache(request: FixRequest, config, options):
@@ -99,11 +103,16 @@ def _wants_progress(request: FixRequest, files: list[Path]) -> bool:
     return not request.quiet and len(files) >= PROGRESS_MIN_FILES and sys.stderr.isatty()
 
 
-def _report(request: FixRequest, results, problems, started: float, cached: int = 0) -> int:
+def _report(
+    request: FixRequest, results, problems, started: float, cached: int = 0, run=None
+) -> int:
     from migrator.writer import WriteError, write_atomically
 
     mode = request.mode or "diff"
     summary = report.Summary(mode=mode, scanned=len(results), cached=cached)
+    if run is not None:
+        summary.programs, summary.included = len(run.programs), len(run.included)
+    program_errors = _write_programs(run, results) if mode == "write" and run else {}
     for path, message in problems:
         report.print_error(path, message)
         summary.errors += 1
@@ -129,7 +138,10 @@ def _report(request: FixRequest, results, problems, started: float, cached: int 
             pending += 1
         else:
             try:
-                write_atomically(Path(result.path), result.migrated, expected=result.source)
+                if result.path in program_errors:
+                    raise WriteError(program_errors[result.path])
+                if run is None or run.program_of(result.path) is None:
+                    write_atomically(Path(result.path), result.migrated, expected=result.source)
             except WriteError as error:
                 summary.errors += 1
                 summary.changed -= 1
@@ -145,6 +157,17 @@ def _report(request: FixRequest, results, problems, started: float, cached: int 
         report.print_summary(summary)
     findings = sum(1 for r in results for f in r.findings if f.needs_human)
     return exit_code(errors=summary.errors, findings=findings, pending_changes=pending)
+
+
+def _write_programs(run, results) -> dict[str, str]:
+    """Each program's files written together (all or none); {path: error}."""
+    from migrator.program_runs import write_program
+
+    errors: dict[str, str] = {}
+    by_path = {r.path: r for r in results}
+    for paths in run.programs:
+        errors.update(write_program([by_path[p] for p in paths if p in by_path]))
+    return errors
 
 
 def _run_stdin(request: FixRequest, options) -> int:

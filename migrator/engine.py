@@ -34,6 +34,7 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None
     skipped: bool = False  # the prefilter decided no rule could apply
+    program: str | None = None  # the entry of the program this file was migrated with
 
     @property
     def changed(self) -> bool:
@@ -84,6 +85,30 @@ def migrate_tree(
     text: str, tree: ast.Module, options: Options = Options(), index=None
 ) -> tuple[str | None, list[Finding]]:
     """`migrate_text` for a module already parsed from `text` (and indexed, if `index`)."""
+    from migrator.analysis.index import ModuleIndex
+    from migrator.analysis.on_target import is_on_target
+    from migrator.source import Source
+
+    source = index.source if index is not None else Source(text)
+    index = index if index is not None else ModuleIndex(tree, source)
+    if is_on_target(index):  # already on Accelerate: left alone, a half-migrated step completed
+        return _complete_half_migration(text, index, options), []
+    output, context, findings = render_migration(text, tree, options, index)
+    if output is None:
+        return None, findings
+    checked = edit_imports(output, context)
+    output = checked[0]
+    if checked[1] is None:
+        check_parses(output)
+    return (output if output != text else None), findings
+
+
+def render_migration(text: str, tree: ast.Module, options: Options = Options(), index=None):
+    """The analysis and the rules on one parsed module: (the edited text before imports are
+    added or retired, or None when nothing is edited; the rule context; the findings, with
+    positions; no context for code already on the target, which `migrate_tree` completes on
+    its own). `migrate_tree` finishes the text; a program (`migrator/program.py`) splits it
+    into its files first and edits each file's imports on its own."""
     from migrator.analysis import analyse
     from migrator.analysis.index import ModuleIndex
     from migrator.analysis.on_target import is_on_target
@@ -95,8 +120,8 @@ def migrate_tree(
 
     source = index.source if index is not None else Source(text)
     index = index if index is not None else ModuleIndex(tree, source)
-    if is_on_target(index):  # already on Accelerate: left alone, a half-migrated step completed
-        return _complete_half_migration(text, index, options), []
+    if is_on_target(index):  # already on Accelerate: a program on it is left alone
+        return None, None, []
     facts = analyse(tree, source, index)
     findings = list(facts.findings)
     context = RuleContext(
@@ -107,10 +132,11 @@ def migrate_tree(
         if rule_class.detector and rule_class.code in options.rules:
             rule_class().apply(context)
     if not facts.has_training or any(f.needs_human for f in context.findings):
-        return None, _positioned(source, [*findings, *context.findings])
+        return None, context, _positioned(source, [*findings, *context.findings])
     context.plan = plan_prepare(facts)
     if context.plan.conflict is not None:
-        return None, _positioned(source, [*findings, *context.findings, context.plan.conflict])
+        conflict = [*findings, *context.findings, context.plan.conflict]
+        return None, context, _positioned(source, conflict)
     for rule_class in APPLY_ORDER:
         if rule_class.detector:
             continue
@@ -118,16 +144,17 @@ def migrate_tree(
             rule_class().apply(context)
     findings += context.findings
     if context.blocked or context.edits.empty:
-        return None, _positioned(source, findings)
+        return None, context, _positioned(source, findings)
     output = Renderer(source, facts.index, context.edits).render()
-    checked = _edit_imports(output, context)
-    output = checked[0]
-    if checked[1] is None:
-        try:
-            quiet_parse(output)
-        except SyntaxError as error:  # a bug in a rule, never the user's fault
-            raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
-    return (output if output != text else None), _positioned(source, findings)
+    return output, context, _positioned(source, findings)
+
+
+def check_parses(output: str) -> None:
+    """Migrated code that does not parse is a bug in a rule, never the user's fault."""
+    try:
+        quiet_parse(output)
+    except SyntaxError as error:
+        raise RuntimeError(f"internal error: migrated code does not parse ({error})") from None
 
 
 def _complete_half_migration(text: str, index, options: Options) -> str | None:
@@ -153,7 +180,7 @@ def _complete_half_migration(text: str, index, options: Options) -> str | None:
     return output if output != text else None
 
 
-def _edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
+def edit_imports(output: str, context) -> tuple[str, ast.Module | None]:
     """The imports rules asked for added and retired, on the edited text; with the parse of
     the result when one was made of it (so it need not be checked again)."""
     tree = None

@@ -124,6 +124,8 @@ class Summary:
     findings: Counter = field(default_factory=Counter)  # code -> count
     seconds: float = 0.0
     cached: int = 0  # answered by the verdict cache
+    programs: int = 0  # programs of several files migrated as units (migrator/program.py)
+    included: int = 0  # files of those programs outside the paths the run was given
 
     def count(self, result: FileResult) -> None:
         self.skipped += int(result.skipped)
@@ -139,6 +141,8 @@ class Summary:
             "errors": self.errors,
             "findings": dict(sorted(self.findings.items())),
             "cached": self.cached,
+            "programs": self.programs,
+            "included": self.included,
             "seconds": round(self.seconds, 3),
         }
 
@@ -151,6 +155,11 @@ def print_summary(summary: Summary, stream: TextIO | None = None) -> None:
         f"{summary.skipped} skipped by prefilter",
         f"{verb} {summary.changed}",
     ]
+    if summary.programs:
+        noun = "program" if summary.programs == 1 else "programs"
+        parts[0] += f" ({summary.programs} multi-file {noun}"
+        parts[0] += f", {summary.included} file{'' if summary.included == 1 else 's'} included)"
+        parts[0] = parts[0].replace(", 0 files included)", ")")
     if summary.findings:
         by_code = ", ".join(f"{code} x{n}" for code, n in sorted(summary.findings.items()))
         parts.append(f"findings: {by_code}")
@@ -175,6 +184,8 @@ def print_json(results: list[FileResult], summary: Summary, stream: TextIO | Non
         }
         if getattr(result, "note", None):
             entry["note"] = result.note
+        if getattr(result, "program", None):
+            entry["program"] = result.program  # migrated with the program of this entry
         if result.changed and summary.mode == "diff":
             entry["diff"] = unified_diff(result)
         files.append(entry)

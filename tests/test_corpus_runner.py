@@ -157,3 +157,23 @@ def test_the_runtime_api_read_from_source_is_what_an_accelerator_has():
     assert {"backward", "save_state", "init_trackers", "wait_for_everyone", "prepare"} <= names
     accelerator = Accelerator(cpu=True)
     assert sorted(name for name in names if not hasattr(accelerator, name)) == []
+
+
+def test_programs_are_migrated_as_units(tmp_path):
+    """An entry whose step is in engine.py (MIG910 alone) is migrated with engine.py; both
+    count as changed, idempotent (checked on a copy) and parsing; models.py stays untouched."""
+    shutil.copytree(
+        FIXTURES / "programs" / "engine_function" / "in", tmp_path / "programs" / "demo"
+    )
+    done = run_runner(str(tmp_path), "--json", "--set", "programs")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    files = {f["name"]: f for f in report["files"]}
+    assert {name: f["outcome"] for name, f in files.items()} == {
+        "demo/engine.py": "changed", "demo/main.py": "changed", "demo/models.py": "untouched",
+    }  # fmt: skip
+    for name in ("demo/engine.py", "demo/main.py"):
+        assert files[name]["idempotent"] is True and files[name]["parses"] is True
+        assert files[name]["program"] == "demo/main.py"
+    text = run_runner(str(tmp_path), "--set", "programs").stdout
+    assert "migrated as programs: 1 (2 files)" in text

@@ -82,10 +82,10 @@ def verify(request: VerifyRequest) -> Outcome:
         original_run = start(_spec(request, "original", script, script, None), work_dir)
         try:
             try:
-                migrated_text, findings = _migrate(script, request.runtime)
+                migrated_text, findings, migrated_script = _migrate_any(script, request, work_dir)
             except ValueError as error:
                 return Outcome(COULD_NOT_RUN, str(error), settings)
-            if migrated_text is None:
+            if migrated_text is None and migrated_script is None:
                 return Outcome(
                     NOT_COMPARABLE,
                     "migrate changes nothing in this script: there "
@@ -93,11 +93,13 @@ def verify(request: VerifyRequest) -> Outcome:
                     settings,
                     findings=findings,
                 )
-            migrated_path = work_dir / f"migrated_{script.name}"
-            migrated_path.write_text(migrated_text, encoding="utf-8")
+            migrated_path = migrated_script or work_dir / f"migrated_{script.name}"
+            if migrated_script is None:
+                migrated_path.write_text(migrated_text, encoding="utf-8")
             outcome = _run_and_compare(
-                request, settings, script, original_run, migrated_path, work_dir, deadline
-            )
+                request, settings, script, original_run, migrated_path, work_dir, deadline,
+                program=migrated_script is not None,
+            )  # fmt: skip
         finally:
             stop_everything(original_run.process, original_run.pid_dir)
         outcome.findings = findings
@@ -122,6 +124,20 @@ def _usage_problem(request: VerifyRequest) -> str | None:
         except ValueError:
             pass
     return None
+
+
+def _migrate_any(script: Path, request: VerifyRequest, work_dir: Path):
+    """(migrated text, findings, None) for one file; (None, findings, the migrated entry in a
+    copy of the project) for a program of several files (`program_copy.py`)."""
+    from migrator.verify.program_copy import migrated_program
+
+    try:
+        program = migrated_program(script, request.runtime, work_dir)
+    except Exception as error:  # noqa: BLE001 - reported like any migration problem
+        raise ValueError(f"{script}: cannot migrate the program: {error}") from None
+    if program is not None:
+        return None, program[1], program[0]
+    return (*_migrate(script, request.runtime), None)
 
 
 def _migrate(script: Path, target: str):
@@ -188,14 +204,20 @@ def _run_and_compare(
     migrated_path: Path,
     work_dir: Path,
     deadline: float,
+    program: bool = False,
 ) -> Outcome:
+    """`program`: `migrated_path` is the entry of a migrated copy of the program, which runs
+    as itself (its folder first on sys.path, so it imports the migrated helpers)."""
     launcher = "migrate launch" if request.runtime == "runtime" else "torch.distributed.run"
     _say(
         request,
         f"running the original (python {script.name}) and the migrated script "
         f"({launcher} --nproc {request.nproc}, {request.runtime}, split_batches=True)",
     )
-    migrated_run = start(_spec(request, "migrated", migrated_path, script, request.nproc), work_dir)
+    as_script = migrated_path if program else script
+    migrated_run = start(
+        _spec(request, "migrated", migrated_path, as_script, request.nproc), work_dir
+    )
     try:
         runs = [finish(original_run, deadline)]
         original, problem = _record(runs[0], 1)

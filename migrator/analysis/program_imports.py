@@ -1,0 +1,110 @@
+"""Which project files a module imports: `import utils`, `from engine import train_one_epoch`,
+`from .engine import evaluate`, `from util.misc import save_on_master`, `from . import misc`.
+
+A module name is looked up the way Python finds it when the entry script runs
+(`python main.py` puts the entry's folder first on `sys.path`), then from the project root
+(the nearest folder above the entry with a pyproject.toml, setup.py, setup.cfg or .git), so a
+script under `scripts/` finds the project's package as `pip install -e .` would. Relative
+imports are resolved against the importing file's package. Anything not found there (torch,
+numpy, the standard library) is not part of the program.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+@dataclass(frozen=True)
+class LocalImport:
+    """An import statement of `importer` that names the project file `path`."""
+
+    importer: Path
+    path: Path
+    module: str  # as written: `engine`, `util.misc`, `.engine`
+    names: tuple[str, ...]  # `from m import a, b`: (a, b); `import m`: ()
+    line: int
+
+
+def project_root(entry: Path) -> Path:
+    """The nearest folder at or above the entry's with a project marker; else the entry's."""
+    start = entry.resolve().parent
+    for folder in (start, *start.parents):
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    return start
+
+
+def search_path(entry: Path) -> list[Path]:
+    """Where absolute imports of the program are looked up, first match wins."""
+    first = entry.resolve().parent
+    root = project_root(entry)
+    return [first] if root == first else [first, root]
+
+
+def module_file(folder: Path, dotted: str) -> Path | None:
+    """`a.b` under `folder`: a/b.py, else the package a/b/__init__.py."""
+    if not dotted:
+        return None
+    base = folder.joinpath(*dotted.split("."))
+    for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def local_imports(tree: ast.Module, path: Path, roots: list[Path]) -> list[LocalImport]:
+    """The imports of `tree` (the module at `path`, anywhere in it) that name project files."""
+    found: list[LocalImport] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _absolute(alias.name, roots)
+                if target is not None:
+                    found.append(LocalImport(path, target, alias.name, (), node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            found.extend(_from_import(node, path, roots))
+    return found
+
+
+def _from_import(node: ast.ImportFrom, path: Path, roots: list[Path]) -> list[LocalImport]:
+    written = "." * node.level + (node.module or "")
+    names = tuple(alias.name for alias in node.names)
+    if node.level:
+        package = path.resolve().parent
+        for _ in range(node.level - 1):
+            package = package.parent
+        folders = [package]
+        dotted = node.module or ""
+    else:
+        folders = roots
+        dotted = node.module or ""
+    found: list[LocalImport] = []
+    for folder in folders:
+        base = module_file(folder, dotted) if dotted else _package_init(folder)
+        for name in names:  # `from pkg import module` imports a file of its own
+            sub = module_file(folder, f"{dotted}.{name}" if dotted else name)
+            if sub is not None:
+                spelled = f"{written}{name}" if written.endswith(".") else f"{written}.{name}"
+                found.append(LocalImport(path, sub, spelled, (), node.lineno))
+        if base is not None:
+            found.append(LocalImport(path, base, written, names, node.lineno))
+        if found:
+            return found
+    return found
+
+
+def _package_init(folder: Path) -> Path | None:
+    init = folder / "__init__.py"
+    return init.resolve() if init.is_file() else None
+
+
+def _absolute(dotted: str, roots: list[Path]) -> Path | None:
+    for folder in roots:
+        found = module_file(folder, dotted)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,437 @@
+"""A program spread over modules, migrated as one unit.
+
+Research code keeps the objects in `main.py` and the training step in a helper module
+(`engine.train_one_epoch(model, criterion, data_loader, optimizer, device, epoch)`, a Trainer
+class in `train_util.py`). A file of such a program is never migrated alone: a prepare in the
+entry without `accelerator.backward` in the helper, or the other way round, is half a migration.
+
+How: the entry and the project modules it imports that hold a step (found through
+`analysis/program_imports.py`, transitively) are joined into one module, helpers first and the
+entry last, each file ending with a marker statement of its own. The analysis and the rules see one module, so
+roles flow from `main()` into `train_one_epoch` through its call site exactly as between two
+functions of one file, and every edit is made where its object lives. The edited text is cut
+back into files at the markers; then, per file, the accelerator's reach (`program_reach.py`)
+and the imports (`from runtime import Accelerator`, `import torch`, imports the edits retired).
+See docs/programs.md.
+
+How a helper module reaches the accelerator: as a keyword-only parameter `accelerator` of each
+of its functions that uses it, passed as `accelerator=accelerator` by every call in the
+program. Not a second `Accelerator()` in the helper: HF Accelerate shares the process state
+(`AcceleratorState`: device, process group, mixed-precision mode) between instances, but not
+the instance's own state: the GradScaler of fp16 (the prepared optimizer steps with its
+preparer's scaler, a second instance's `backward` scales with another), the gradient
+accumulation counter, the prepared objects, the trackers. A module-level `Accelerator()` also
+runs at import time, before the entry's `Accelerator(mixed_precision=...)`, and HF then refuses
+the entry's (the state is already initialised with other settings). Passing the instance is
+what HF's own multi-file examples and ported research code do (`train_one_epoch(...,
+accelerator)`), and it behaves the same on our runtime and on `--target accelerate`.
+Where the accelerator would have to reach a method or module-level code of a helper, the
+program is refused with a finding naming the place.
+
+Findings are reported in the file and at the line they belong to. A program whose files
+cannot be joined safely (two files binding the same top-level name differently) is refused.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from migrator.analysis.program_imports import local_imports, search_path
+from migrator.engine import (
+    FileResult,
+    MigrationError,
+    Options,
+    check_parses,
+    decode,
+    encode,
+    parse,
+    render_migration,
+)
+from migrator.findings import Finding
+from migrator.source import Source
+
+MARKER = "__migrator_program_file__ = {}"
+MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
+STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
+MAX_SCANNED = 400  # project modules read to find them
+CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
+
+
+@dataclass
+class ProgramFile:
+    path: Path
+    data: bytes
+    text: str
+    encoding: str
+    tree: ast.Module
+    start_line: int = 0  # first line of this file in the joined module (1-based)
+    lines: int = 0
+
+
+@dataclass
+class ProgramResult:
+    entry: Path
+    files: list[ProgramFile] = field(default_factory=list)
+    results: list[FileResult] = field(default_factory=list)  # one per file, entry first
+
+    @property
+    def paths(self) -> list[Path]:
+        return [f.path for f in self.files]
+
+
+class ProgramError(Exception):
+    """A program that cannot be joined; the message is the cause."""
+
+
+def read_file(path: Path) -> ProgramFile:
+    data = path.read_bytes()
+    text, encoding = decode(data)
+    return ProgramFile(path, data, text, encoding, parse(text))
+
+
+def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
+    """The entry and the project modules it imports (transitively) that hold a step call
+    (`_steps`: where the training step lives), with the modules on the import chain between
+    them (`loop.fit` passing the objects to `steps.training_step`): entry first, then in
+    import order. Files that cannot be read or parsed are left out (reported on their own)."""
+    roots = search_path(entry)
+    start = first or read_file(entry)
+    parsed = {start.path.resolve(): start}
+    parent: dict[Path, Path | None] = {start.path.resolve(): None}
+    order = [start.path.resolve()]
+    queue = [start]
+    while queue and len(parsed) < MAX_SCANNED:
+        current = queue.pop(0)
+        for imported in local_imports(current.tree, current.path, roots):
+            if imported.path in parent:
+                continue
+            parent[imported.path] = current.path.resolve()
+            try:
+                member = read_file(imported.path)
+            except (OSError, MigrationError):
+                continue
+            parsed[imported.path] = member
+            order.append(imported.path)
+            queue.append(member)
+    chosen = {order[0]}
+    for path in order[1:]:
+        if _steps(parsed[path].tree):
+            while path is not None and path not in chosen:
+                chosen.add(path)
+                path = parent[path]
+    selected = [parsed[path] for path in order if path in chosen]
+    return selected[:MAX_FILES]
+
+
+def _steps(tree: ast.Module) -> bool:
+    """Whether a module holds part of a training step: a `.backward(...)` or `.zero_grad(...)`
+    call (DeiT's and MAE's engines step through a loss-scaler object, without a backward), or
+    the native-DDP set-up the migration replaces (`utils.init_distributed_mode(args)` calling
+    `dist.init_process_group`: left out, it would start a second process group beside the
+    Accelerator's)."""
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in STEP_CALLS
+        for node in ast.walk(tree)
+    )
+
+
+def migrate_program(entry: Path, options: Options, first: ProgramFile | None = None):
+    """The program of `entry` migrated as one unit, or None when the entry imports no project
+    module with a training step (a single file: the engine's business)."""
+    try:
+        files = members(entry, first)
+    except (OSError, MigrationError):  # the entry itself: reported by the per-file run
+        return None
+    if len(files) < 2:
+        return None
+    program = ProgramResult(entry, files)
+    try:
+        _check_joinable(files)
+        joined = _join(files)
+        output, context, findings = render_migration(joined, parse(joined), options)
+    except ProgramError as error:
+        program.results = _unchanged(files, [[_finding(files[0], 1, str(error))]])
+        return program
+    except MigrationError as error:
+        program.results = _unchanged(files, [[_finding(files[0], 1, f"joined program: {error}")]])
+        return program
+    per_file = _assign(files, _in_program(findings, files))
+    if output is None:
+        program.results = _unchanged(files, per_file)
+        return program
+    from migrator.program_reach import check_reach, reach_accelerator
+
+    texts = _split(output, files)
+    try:
+        texts = reach_accelerator(texts, files)
+        check_reach(texts, files)
+    except ProgramError as error:
+        per_file[0].append(_finding(files[0], 1, str(error)))
+        program.results = _unchanged(files, per_file)
+        return program
+    program.results = [
+        _finish(file, text, context, found) for file, text, found in zip(files, texts, per_file)
+    ]
+    return program
+
+
+def _finish(file: ProgramFile, text: str, context, findings: list[Finding]) -> FileResult:
+    from migrator.engine import edit_imports
+
+    result = FileResult(path=str(file.path), source=file.data, findings=findings)
+    if text == file.text:
+        return result
+    text = _drop_misplaced_import(text, file.text, context)
+    text = _add_missing_imports(text, context)
+    text, tree = edit_imports(text, _PerFile(context))
+    if tree is None:
+        check_parses(text)
+    if text != file.text:
+        result.migrated = encode(text, file.encoding)
+    return result
+
+
+@dataclass
+class _PerFile:
+    """The import requests of the program's rule context, for one file: retired imports go
+    where that file no longer uses them; added modules are handled by `_add_missing_imports`."""
+
+    context: object
+    extra_imports: tuple = ()
+
+    @property
+    def unused_imports(self):
+        return self.context.unused_imports
+
+
+def _drop_misplaced_import(text: str, original: str, context) -> str:
+    """MIG001 puts `from runtime import Accelerator` after the joined module's first imports,
+    which are a helper's: gone from a file that does not read `Accelerator` (and did not have
+    the line before); `_add_missing_imports` puts it where it is read."""
+    source = "accelerate" if context.target == "accelerate" else "runtime"
+    line = f"from {source} import Accelerator"
+    lines = text.splitlines(keepends=True)
+    if line not in (item.rstrip("\r\n") for item in original.splitlines()):
+        kept = [item for item in lines if item.rstrip("\r\n") != line]
+        if len(kept) != len(lines) and "Accelerator" not in _module_names(parse(text))[1]:
+            return "".join(kept)
+    return text
+
+
+def _add_missing_imports(text: str, context) -> str:
+    """`from runtime import Accelerator` and the modules rules asked for (`import torch`) in
+    the file that reads them without having them."""
+    from migrator.import_edits import add_module_imports
+
+    tree = parse(text)
+    bound, read = _module_names(tree)
+    source = "accelerate" if context.target == "accelerate" else "runtime"
+    if "Accelerator" in read and "Accelerator" not in bound:
+        text = _insert_import(text, tree, f"from {source} import Accelerator")
+        tree = parse(text)
+    modules = [module for module, _ in context.extra_imports if module.split(".")[0] in read]
+    missing = [module for module in modules if module.split(".")[0] not in bound]
+    if missing:
+        text = add_module_imports(text, missing, tree)
+    return text
+
+
+def _insert_import(text: str, tree: ast.Module, line: str) -> str:
+    """`line` after the file's leading imports (after a docstring), as MIG001 places it."""
+
+    source = Source(text)
+    body = tree.body
+    position = 0
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        position = 1
+    while position < len(body) and isinstance(body[position], (ast.Import, ast.ImportFrom)):
+        position += 1
+    newline = source.newline
+    if position == 0:
+        return f"{line}{newline}{newline}{text}" if text.strip() else f"{line}{newline}"
+    end = source.end(body[position - 1])
+    line_end = text.find("\n", end)
+    cut = len(text) if line_end < 0 else line_end + 1
+    head = text[:cut] if line_end >= 0 else text + newline
+    return f"{head}{line}{newline}{text[cut:]}"
+
+
+def _module_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """(names bound anywhere in the module by imports, defs, assignments; names read)."""
+    bound: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+    return bound, read
+
+
+# -- joining and splitting ---------------------------------------------------------------
+
+
+def _joined_order(files: list[ProgramFile]) -> list[ProgramFile]:
+    """The helpers first, the entry last: the entry's imports are then the module's last, so
+    a module-level `accelerator = Accelerator()` (placed after the last import) lands in the
+    entry, and the helpers' definitions come before the code that runs them, as at run time."""
+    return [*files[1:], files[0]]
+
+
+def _join(files: list[ProgramFile]) -> str:
+    parts = []
+    line = 1
+    for number, file in enumerate(_joined_order(files)):
+        text = file.text if file.text.endswith(("\n", "\r")) or not file.text else file.text + "\n"
+        file.start_line = line
+        file.lines = text.count("\n")
+        parts.append(text)
+        parts.append(MARKER.format(number) + "\n")
+        line += file.lines + 1
+    return "".join(parts)
+
+
+def _split(output: str, files: list[ProgramFile]) -> list[str]:
+    """The edited text of each file, in the order of `files` (entry first)."""
+    texts: dict[int, str] = {}
+    rest = output
+    for number, file in enumerate(_joined_order(files)):
+        marker = MARKER.format(number)
+        at = _marker_at(rest, marker)
+        if at < 0:
+            raise RuntimeError(f"internal error: program file marker {number} lost")
+        text = rest[:at]
+        rest = rest[at + len(marker) :]
+        rest = rest[rest.find("\n") + 1 :] if "\n" in rest else ""
+        if not file.text.endswith(("\n", "\r")) and file.text and text.endswith("\n"):
+            text = text[:-1]
+        texts[id(file)] = text
+    return [texts[id(file)] for file in files]
+
+
+def _marker_at(text: str, marker: str) -> int:
+    at = 0
+    while True:
+        at = text.find(marker, at)
+        if at < 0 or at == 0 or text[at - 1] in "\n\r":
+            return at
+        at += 1
+
+
+def _check_joinable(files: list[ProgramFile]) -> None:
+    """Two files that bind one top-level name to different things would share it in the
+    joined module (a `def main` in each, `utils` imported as two modules), and new code is
+    written in the joined module's line ending: refused."""
+    endings = {Source(file.text).newline for file in files if "\n" in file.text}
+    if len(endings) > 1:
+        raise ProgramError(
+            "the program's files end their lines differently (LF and CRLF): new code would not "
+            "match one of them; convert them to one style first"
+        )
+    owners: dict[str, tuple[Path, str]] = {}
+    defined = {name: file.path for file in files for name in _top_level_defs(file.tree)}
+    for file in files:
+        for name, meaning in _top_level_bindings(file.tree).items():
+            if meaning.startswith("import ") and defined.get(name, file.path) != file.path:
+                continue  # `from engine import train_one_epoch`: the definition itself
+            previous = owners.get(name)
+            if previous is not None and previous[1] != meaning:
+                raise ProgramError(
+                    f"`{name}` is defined both in {previous[0].name} and in {file.path.name}: "
+                    "the program cannot be migrated as one unit; migrate its files by hand"
+                )
+            owners[name] = (file.path, meaning)
+
+
+def _top_level_defs(tree: ast.Module) -> list[str]:
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
+
+
+def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
+    """Top-level name -> what binds it (an import's target, or `def`/`class`/`=` with the
+    file, which makes bindings of two files differ)."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                found[local] = f"import {alias.name if alias.asname else local}"
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:  # `from timm.data import Mixup` == `from timm.data.mixup ...`
+                found[alias.asname or alias.name] = f"import {alias.name}"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found[node.name] = f"def {id(node)}"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            # the same statement in two files (`logger = logging.getLogger(__name__)`) is one
+            # meaning for the analysis; dunders (`__all__`, `__version__`) are never read by it
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and not name.id.startswith("__"):
+                        found[name.id] = f"= {ast.dump(node)}"
+    return found
+
+
+# -- findings -----------------------------------------------------------------------------
+
+
+def _finding(file: ProgramFile, line: int, message: str) -> Finding:
+    finding = Finding(code=CODE, message=message)
+    finding.line, finding.col = line, 1
+    return finding
+
+
+def _in_program(findings: list[Finding], files: list[ProgramFile]) -> list[Finding]:
+    """MIG910 says a step hides in another module; analysed with it, say so."""
+    names = ", ".join(file.path.name for file in files[1:])
+    for finding in findings:
+        if finding.code == CODE and "migrate both files by hand" in finding.message:
+            finding.message = finding.message.replace(
+                "migrate both files by hand",
+                f"analysed as one program with {names}, where no training loop was recognised; "
+                "migrate these files by hand",
+            )
+    return findings
+
+
+def _assign(files: list[ProgramFile], findings: list[Finding]) -> list[list[Finding]]:
+    """Each finding moved to its file, its line counted in that file."""
+    per_file: list[list[Finding]] = [[] for _ in files]
+    for finding in findings:
+        owner = 0
+        for number, file in enumerate(files):
+            if file.start_line <= finding.line < file.start_line + file.lines + 1:
+                owner = number
+        if finding.line:
+            finding.line -= files[owner].start_line - 1
+        per_file[owner].append(finding)
+    return per_file
+
+
+def _unchanged(files: list[ProgramFile], findings: list[list[Finding]]) -> list[FileResult]:
+    """Results of a program left as it is. A helper without a finding of its own gets a note
+    pointing at the entry, when a finding there says why the program is not migrated: no
+    training file of a refused program is silent."""
+    results = []
+    refused = bool(findings) and any(f.needs_human for f in findings[0])
+    for number, file in enumerate(files):
+        found = findings[number] if number < len(findings) else []
+        if number and refused and not found:
+            note = _finding(file, 1, (
+                f"part of the program of {files[0].path.name}, which is not migrated (see the "
+                f"finding there); this file is left as it is"))  # fmt: skip
+            note.level = "note"
+            found = [note]
+        results.append(FileResult(path=str(file.path), source=file.data, findings=found))
+    return results

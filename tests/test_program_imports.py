@@ -1,0 +1,75 @@
+"""Which project files an import names (migrator/analysis/program_imports.py)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from migrator.analysis.program_imports import local_imports, project_root, search_path
+
+
+def make(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def imported(path: Path, roots: list[Path]) -> list[str]:
+    tree = ast.parse(path.read_text())
+    base = roots[-1]
+    return sorted(
+        f"{item.module} -> {item.path.relative_to(base).as_posix()}"
+        for item in local_imports(tree, path, roots)
+    )
+
+
+def test_absolute_relative_and_package_imports(tmp_path):
+    make(tmp_path, {
+        "main.py": (
+            "import os\nimport torch\nimport engine\nimport util.misc as utils\n"
+            "from models import build\nfrom util import lr_sched\nfrom datasets import coco\n"
+            "def late():\n    from engine import evaluate\n"
+        ),
+        "engine.py": "", "models/__init__.py": "", "util/__init__.py": "", "util/misc.py": "",
+        "util/lr_sched.py": "", "datasets/__init__.py": "", "datasets/coco.py": "",
+    })  # fmt: skip
+    assert imported(tmp_path / "main.py", [tmp_path]) == [
+        "datasets -> datasets/__init__.py",
+        "datasets.coco -> datasets/coco.py",
+        "engine -> engine.py",
+        "engine -> engine.py",
+        "models -> models/__init__.py",
+        "util -> util/__init__.py",
+        "util.lr_sched -> util/lr_sched.py",
+        "util.misc -> util/misc.py",
+    ]
+
+
+def test_relative_imports_follow_the_importing_package(tmp_path):
+    make(tmp_path, {
+        "pkg/__init__.py": "", "pkg/sub/__init__.py": "", "pkg/steps.py": "",
+        "pkg/sub/loop.py": "from . import helpers\nfrom ..steps import step\nfrom .missing import x\n",
+        "pkg/sub/helpers.py": "",
+    })  # fmt: skip
+    assert imported(tmp_path / "pkg" / "sub" / "loop.py", [tmp_path]) == [
+        ". -> pkg/sub/__init__.py",
+        "..steps -> pkg/steps.py",
+        ".helpers -> pkg/sub/helpers.py",
+    ]
+
+
+def test_the_project_root_is_the_nearest_marker_above_the_entry(tmp_path):
+    make(tmp_path, {"setup.py": "", "scripts/train.py": "import guided.train_util\n",
+                    "guided/__init__.py": "", "guided/train_util.py": ""})  # fmt: skip
+    entry = tmp_path / "scripts" / "train.py"
+    assert project_root(entry) == tmp_path.resolve()
+    assert search_path(entry) == [(tmp_path / "scripts").resolve(), tmp_path.resolve()]
+    assert imported(entry, search_path(entry)) == ["guided.train_util -> guided/train_util.py"]
+
+
+def test_without_a_marker_the_entry_folder_is_the_root(tmp_path):
+    make(tmp_path, {"a/train.py": "import b\n", "b.py": ""})
+    entry = tmp_path / "a" / "train.py"
+    assert search_path(entry) == [(tmp_path / "a").resolve()]
+    assert imported(entry, search_path(entry)) == []  # python a/train.py cannot import b either
