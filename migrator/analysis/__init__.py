@@ -1,6 +1,19 @@
-"""Analysis: the roles of names in a training script (see roles.py), from one syntactic pass."""
+"""Analysis: the roles of names in a training script (see roles.py), from one syntactic pass.
 
-from migrator.analysis.facts import TrainingFacts
-from migrator.analysis.roles import analyse
+`analyse` and `TrainingFacts` are imported on first use, so that a light submodule
+(`program_imports`, which a run of one file without training code reaches) does not import
+the whole analysis."""
 
 __all__ = ["TrainingFacts", "analyse"]
+
+
+def __getattr__(name: str):
+    if name == "analyse":
+        from migrator.analysis.roles import analyse
+
+        return analyse
+    if name == "TrainingFacts":
+        from migrator.analysis.facts import TrainingFacts
+
+        return TrainingFacts
+    raise AttributeError(f"module 'migrator.analysis' has no attribute {name!r}")
