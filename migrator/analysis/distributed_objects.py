@@ -82,13 +82,7 @@ class ObjectReader:
                         "migrate by hand")  # fmt: skip
             return
         target = target.id
-        root = inner
-        while (
-            isinstance(root, ast.Call)
-            and isinstance(root.func, ast.Attribute)
-            and (root.func.attr in ("to", "cuda"))
-        ):
-            root = root.func.value
+        root = _unplaced(inner)
         inner_name = name_value(root)
         if inner_name != target and len(site.scope.assigns(target)) != 1:
             self._block(site.node, "MIG907", f"`{target}` is rebound after wrapping the model "
@@ -225,13 +219,7 @@ def _instance_target(site: CallSite, target: ast.expr | None, inner: ast.expr | 
     name = dotted_name(target) if isinstance(target, ast.Attribute) else None
     if name is None or not name.startswith(patterns.SELF + ".") or name.count(".") != 1:
         return None
-    root = inner
-    while (
-        isinstance(root, ast.Call)
-        and isinstance(root.func, ast.Attribute)
-        and (root.func.attr in ("to", "cuda"))
-    ):
-        root = root.func.value
+    root = _unplaced(inner)
     inner_name = dotted_name(root) if isinstance(root, ast.Attribute) else name_value(root)
     if inner_name is None or root is not inner:
         return None
@@ -277,3 +265,14 @@ def _guards_set_epoch(use, name: str) -> bool:
         and small.value.func.value.id == name
         for small in node.body
     )  # fmt: skip
+
+
+def _unplaced(expr: ast.expr) -> ast.expr:
+    """`model` for `model.to(device).cuda()`: the expression under its device placements."""
+    while (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in ("to", "cuda")
+    ):
+        expr = expr.func.value
+    return expr

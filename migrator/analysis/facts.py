@@ -113,7 +113,7 @@ class TrainingFacts:
         while root is None:
             if isinstance(expr, ast.Attribute):
                 parts.append(f".{expr.attr}")
-            elif isinstance(expr, ast.Subscript) and _string_key(expr.slice) is not None:
+            elif isinstance(expr, ast.Subscript) and patterns.string_value(expr.slice) is not None:
                 parts.append(f"[{_key_text(expr.slice)}]")  # `self.optimizers["g"]`
             else:
                 return None
@@ -141,7 +141,7 @@ class TrainingFacts:
             if target != chain and isinstance(value, ast.Dict) and target is not None:
                 # `self.optimizers = {"g": Adam(...), ...}` binds `self.optimizers['g']`
                 entries = {f"{target}[{_key_text(k)}]": v
-                           for k, v in zip(value.keys, value.values) if _string_key(k)}  # fmt: skip
+                           for k, v in zip(value.keys, value.values) if patterns.string_value(k)}  # fmt: skip
                 target, value = (chain, entries[chain]) if chain in entries else (None, None)
             if target != chain:
                 continue
@@ -199,14 +199,8 @@ class TrainingFacts:
         return self.distributed.kind_of(found.scope, found.name) if found is not None else None
 
 
-def _string_key(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    return None
-
-
 def _key_text(node: ast.AST) -> str:
-    key = _string_key(node)
+    key = patterns.string_value(node)
     return f'"{key}"' if '"' not in key and "\\" not in key else repr(key)
 
 
@@ -217,7 +211,7 @@ def chain_text(expr: ast.AST | None) -> str | None:
     while isinstance(expr, (ast.Attribute, ast.Subscript)):
         if isinstance(expr, ast.Attribute):
             parts.append(f".{expr.attr}")
-        elif _string_key(expr.slice) is not None:
+        elif patterns.string_value(expr.slice) is not None:
             parts.append(f"[{_key_text(expr.slice)}]")
         else:
             return None

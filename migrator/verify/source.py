@@ -128,9 +128,9 @@ def prepared_epoch_schedulers(text: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _callee(node) == "Accelerator":
             for keyword in node.keywords:
-                if (keyword.arg, _constant(keyword.value)) in (
-                    ("split_batches", True),
-                    ("step_scheduler_with_optimizer", False),
+                if (keyword.arg == "split_batches" and _is_constant(keyword.value, True)) or (
+                    keyword.arg == "step_scheduler_with_optimizer"
+                    and _is_constant(keyword.value, False)
                 ):
                     return []
         if isinstance(node, ast.Call) and _callee(node) == "prepare":
@@ -153,10 +153,6 @@ def prepared_epoch_schedulers(text: str) -> list[str]:
         for name, line, loops in sorted(steps, key=lambda step: step[1])
         if name in watched and innermost not in loops
     ]
-
-
-def _constant(node: ast.expr):
-    return node.value if isinstance(node, ast.Constant) else None
 
 
 def _collect_steps(node: ast.AST, loops: tuple[int, ...], steps: list) -> None:
