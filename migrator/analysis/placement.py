@@ -20,18 +20,8 @@ from dataclasses import dataclass, field
 
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
+from migrator.analysis.setup_uses import NEUTRAL_ATTRIBUTES, NEUTRAL_CALLEES, is_setup_use
 from migrator.findings import Finding
-
-# Attribute uses that are fine on the unprepared object (prepare moves parameters in place).
-NEUTRAL_ATTRIBUTES = {
-    "to", "cuda", "cpu", "parameters", "named_parameters", "train", "eval", "load_state_dict",
-    "state_dict", "apply", "requires_grad_", "dataset", "batch_size", "param_groups",
-    "add_param_group", "config", "half", "float", "bfloat16", "modules", "named_modules",
-    "children", "zero_grad", "register_forward_hook", "register_buffer", "resize_token_embeddings",
-    "gradient_checkpointing_enable", "num_parameters", "print_trainable_parameters",
-    "module",  # `ddp_model.module`: the plain model MIG010 unwraps to
-}  # fmt: skip
-NEUTRAL_CALLEES = {"print", "isinstance", "type", "id", "repr", "str", "hasattr", "getattr"}
 
 
 @dataclass
@@ -112,7 +102,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
                     use.kind != "attr"
                     and name in mandatory
                     and not _is_loader(facts, name)
-                    and (not _displayed(use))
+                    and not _displayed(use)
+                    and not is_setup_use(use, facts)
                 ):
                     runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
