@@ -46,6 +46,19 @@ class PreparePlan:
                 return True
         return False
 
+    def before_prepare(self, statement: Statement) -> bool:
+        """Does `statement` run before the prepare call, and only then (in its block, before
+        it, and that block in no loop): a model there is still the plain one."""
+        found = statement.ancestor_in(self.block) if self.block is not None else None
+        if found is None or found.index >= self.index or not self.objects:
+            return False
+        parent = self.block.parent
+        while parent is not None:
+            if isinstance(parent.node, (ast.For, ast.AsyncFor, ast.While)):
+                return False
+            parent = parent.block.parent
+        return True
+
     def prepares(self, name: str) -> bool:
         return name in self.objects or any(early[0] == name for early in self.early)
 

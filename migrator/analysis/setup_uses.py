@@ -46,7 +46,7 @@ CHECKPOINT_LOAD = re.compile(
 def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
     """Can this use of a training object (a Use of the index) see the unprepared object?"""
     if use.kind == "other":
-        return _alias(use, facts)
+        return _alias(use, facts, seen)
     if use.kind != "arg" or use.call is None:
         return False
     call = use.call
@@ -65,9 +65,10 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
     return helper is not None and _reads_only(helper, call, use.node, facts, seen)
 
 
-def _alias(use, facts) -> bool:
+def _alias(use, facts, seen) -> bool:
     """`plain = model`: a second name for the object as it is now (the original's alias held
-    the same unwrapped object). Not where the alias is a training object itself."""
+    the same unwrapped object), used for no more than set-up reads (`plain.state_dict()`),
+    never to run or train the model. Not where the alias is a training object itself."""
     line = use.statement.node
     if not isinstance(line, Line) or len(line.body) != 1:
         return False
@@ -76,7 +77,17 @@ def _alias(use, facts) -> bool:
         return False
     targets = [patterns.name_of(t) for t in small.targets]
     trained = {*facts.models, *facts.optimizers, *facts.train_loaders, *facts.eval_loaders}
-    return all(t is not None and t not in trained for t in targets)
+    if any(t is None or t in trained or "." in t for t in targets):
+        return False
+    scope = use.statement.block.scope
+    uses = [u for t in targets for s in _visible(scope, t) for u in s.uses.get(t, [])]
+    return all(_read(u, facts, seen) for u in uses)
+
+
+def _read(use, facts, seen) -> bool:
+    if use.kind == "attr":
+        return use.attr in NEUTRAL_ATTRIBUTES | READ_ATTRIBUTES
+    return is_setup_use(use, facts, seen)
 
 
 def _reads_only(helper: Scope, call: ast.Call, argument: ast.AST, facts, seen) -> bool:
@@ -93,12 +104,7 @@ def _reads_only(helper: Scope, call: ast.Call, argument: ast.AST, facts, seen) -
     uses = [u for scope in _visible(helper, param) for u in scope.uses.get(param, [])]
     if helper.assigns(param):  # rebound inside: beyond what this reads
         return False
-    for use in uses:
-        if use.kind == "attr" and use.attr in NEUTRAL_ATTRIBUTES | READ_ATTRIBUTES:
-            continue
-        if not is_setup_use(use, facts, seen):
-            return False
-    return True
+    return all(_read(use, facts, seen) for use in uses)
 
 
 def _visible(scope: Scope, name: str) -> list[Scope]:
