@@ -207,3 +207,63 @@ def test_compile_after_set_up_is_equivalent_on_two_processes(tmp_path):
     report = json.loads(done.stdout)
     assert report["verdict"] == "EQUIVALENT", done.stdout[-3000:] + done.stderr[-3000:]
     assert len(report["steps"]) == 24  # 96 samples, batch 12, 3 epochs: every step compared
+
+
+# -- what a loop over a bound progress bar draws from ------------------------------------------
+
+BARS = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from tqdm import tqdm
+
+
+def train_one_epoch(model, loader, optimizer):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+def main(epochs=2):
+    train_loader = DataLoader(TensorDataset(torch.randn(32, 2), torch.randn(32, 1)), batch_size=4)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    pbar = tqdm(range(epochs), desc="epochs")
+    for epoch in pbar:
+        pbar.set_postfix(loss=train_one_epoch(model, train_loader, optimizer))
+"""
+
+
+def test_an_epoch_bar_over_a_range_is_not_a_loader():
+    output, findings = migrate_text(BARS)
+    assert findings == []
+    assert (
+        "model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)"
+        in (output)
+    )
+    assert output.count("accelerator.prepare(") == 1  # `pbar` (a bar over epochs) is not in it
+
+
+def test_a_bar_name_rebound_to_another_iterable_is_read_where_the_loop_starts():
+    output, findings = migrate_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "from tqdm import tqdm\n"
+        "train_loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)))\n"
+        "model = torch.nn.Linear(2, 1)\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for epoch in range(2):\n"
+        "    t = tqdm(train_loader)\n"
+        "    for x, y in t:\n"
+        "        loss = torch.nn.functional.mse_loss(model(x), y)\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n"
+        "    t = tqdm(range(3))\n"
+        "    for i in t:\n"
+        "        print(i)\n"
+    )
+    assert findings == []
+    assert "model, optimizer, train_loader = accelerator.prepare(" in output
+    assert "accelerator.backward(loss)" in output
