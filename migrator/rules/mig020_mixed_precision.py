@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
+from migrator.analysis import explain, patterns
 from migrator.analysis.facts import class_methods
 from migrator.analysis.index import Line, Scope
 from migrator.analysis.syntax import call_args, name_value
@@ -50,9 +50,11 @@ class MixedPrecision(Rule):
                 if found is None:
                     continue
                 if found[0] is None:
-                    context.block_file(Finding(code="MIG900", node=site.node, message=(
-                        "the autocast dtype is not a literal torch.float16/bfloat16; set "
-                        "mixed_precision= on the Accelerator by hand")))  # fmt: skip
+                    dtype = patterns.keyword(site.node, "dtype")
+                    message = (explain.runtime_dtype(dtype.value) if dtype is not None else
+                               "the autocast dtype is not a literal torch.float16/bfloat16; "
+                               "set mixed_precision= on the Accelerator by hand")  # fmt: skip
+                    context.block_file(Finding(code="MIG900", node=site.node, message=message))
                     return
                 precision, on_cuda = found
                 if not self._enabled(context, scope, site.node, conditions, depends):
@@ -96,9 +98,8 @@ class MixedPrecision(Rule):
             return True
         portable = context.owner_expression(scope, value)
         if portable is None:
-            context.block_file(Finding(code="MIG900", node=call, message="mixed precision is "
-                                       "switched by a value only this function sees; set "
-                                       "mixed_precision= on the Accelerator by hand"))  # fmt: skip
+            message = explain.precision_switch(context.facts, scope, value)
+            context.block_file(Finding(code="MIG900", node=call, message=message))
             return False
         code, names = portable
         conditions.append(code)
