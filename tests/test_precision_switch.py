@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -57,27 +56,50 @@ def test_a_switch_that_calls_something_is_not_carried_over():
     assert "`enabled=bool(amp)` at line 8" in findings[0].message
 
 
-def test_a_helpers_parameter_no_call_passes_is_named_with_its_line():
-    source = textwrap.dedent("""\
-        import torch
+HELPER = """\
+import torch
 
 
-        def train_epoch(model, loader, optimizer, device, scaler):
-            model.train()
-            for x, y in loader:
-                x = x.to(device)
-                with torch.autocast("cuda", dtype=torch.float16, enabled=scaler.is_enabled()):
-                    loss = model(x).sum()
-                optimizer.zero_grad()
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-        """)  # fmt: skip
-    output, findings = migrate_text(source)
+def train_epoch(model, loader, optimizer, device, scaler):
+    model.train()
+    for x, y in loader:
+        x = x.to(device)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=scaler.is_enabled()):
+            loss = model(x).sum()
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+def test_a_scaler_this_file_does_not_make_is_named_not_scaled_twice():
+    output, findings = migrate_text(HELPER)
     assert output is None
     message = next(f.message for f in findings if f.code == "MIG900")
-    assert "`enabled=scaler.is_enabled()` at line 8" in message
+    assert "`scaler.scale(loss).backward()` at line 11 scales with a GradScaler" in message
     assert "`scaler` is a parameter in `train_epoch()` (line 4) and no call" in message
+    made = (
+        HEAD
+        + "scaler = torch.cuda.amp.GradScaler() if FLAG else None\n"
+        + LOOP.format(switch="FLAG").replace("loss.backward()", "scaler.scale(loss).backward()")
+    )
+    output, findings = migrate_text(made)
+    assert output is None
+    assert "`scaler` is set at line 6 to `torch.cuda.amp.GradScaler() if FLAG else None`" in (
+        findings[-1].message
+    )
+
+
+def test_a_switch_that_is_the_owning_functions_parameter_is_read_there():
+    source = HELPER.replace("device, scaler", "device, use_amp").replace(
+        "    model.train()\n",
+        "    model.train()\n    scaler = torch.cuda.amp.GradScaler(enabled=use_amp)\n",
+    )
+    output, findings = migrate_text(source.replace("scaler.is_enabled()", "use_amp"))
+    assert [f.code for f in findings] == ["MIG006"]  # prepares what its callers pass
+    accelerator = 'Accelerator(\n        mixed_precision="fp16" if use_amp and torch.cuda'
+    assert accelerator in output and "scaler" not in output
 
 
 def test_a_dtype_chosen_at_run_time_is_named():
