@@ -115,6 +115,12 @@ def test_a_helper_of_this_file_that_runs_the_model_still_refuses():
     )
 
 
+def test_a_helper_keeping_the_model_in_a_global_still_refuses():
+    keep = "SHARED = None\n\n\ndef keep(module):\n    global SHARED\n    SHARED = module\n\n\n"
+    output, findings = _migrate(keep + "keep(model)\n", TAIL.replace("model(x)", "SHARED(x)"))
+    assert output is None and [f.code for f in findings] == ["MIG900"]
+
+
 def test_a_scheduler_built_before_a_data_parallel_wrap_is_set_up():
     output, findings = _migrate("""\
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

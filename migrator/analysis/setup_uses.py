@@ -80,6 +80,8 @@ def _alias(use, facts, seen) -> bool:
     if any(t is None or t in trained or "." in t for t in targets):
         return False
     scope = use.statement.block.scope
+    if any(t in scope.declared_global for t in targets):
+        return False  # a global alias: read anywhere
     uses = [u for t in targets for s in _visible(scope, t) for u in s.uses.get(t, [])]
     return all(_read(u, facts, seen) for u in uses)
 
