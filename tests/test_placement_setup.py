@@ -110,9 +110,10 @@ def test_a_helper_of_this_file_that_only_reads_keeps_the_plain_model():
 def test_a_helper_of_this_file_that_runs_the_model_still_refuses():
     output, findings = _migrate(HELPERS + "probe(model)\n")
     assert output is None
-    assert "`model` used at line 22 before (or in the loop of) `optimizer` defined at line 23" in (
-        findings[-1].message
-    )
+    assert (
+        "`model` used at line 22 (handed to `probe()`, which may run it) before (or in the loop "
+        "of) `optimizer` defined at line 23"
+    ) in findings[-1].message
 
 
 def test_a_helper_keeping_the_model_in_a_global_still_refuses():

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
-from migrator.analysis.setup_uses import NEUTRAL_ATTRIBUTES, NEUTRAL_CALLEES, is_setup_use
+from migrator.analysis.setup_uses import (
+    NEUTRAL_ATTRIBUTES,
+    NEUTRAL_CALLEES,
+    is_setup_use,
+    use_words,
+)
 from migrator.findings import Finding
 
 
@@ -97,6 +102,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     hard: list[Statement] = []
     soft: list[Statement] = []  # len(loader)
     used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
+    how: dict = {}  # id(statement) -> that use
     runs: set[int] = set()  # ids of statements that run a model or hand it over
     for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
         defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
@@ -111,6 +117,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             if kind == "hard":
                 hard.append(use.statement)
                 used.setdefault(id(use.statement), name)
+                how.setdefault(id(use.statement), use)
                 if (
                     use.kind != "attr"
                     and name in mandatory
@@ -154,7 +161,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         late_def = max(defs[late], key=position)
         plan.conflict = _conflict(
             facts, f"looked for a point after the last definition of the training objects and "
-            f"before their first use; found `{used.get(id(use), '?')}` used at line {_line(use)} "
+            f"before their first use; found `{used.get(id(use), '?')}` used at line {_line(use)}"
+            f"{use_words(how.get(id(use)))} "
             f"before (or in the loop of) `{late}` defined at line {_line(late_def)}"
         )  # fmt: skip
         return plan

@@ -39,7 +39,7 @@ PARAMETER_COUNT = re.compile(r"(^|_)(num|count|n|number|total|sum)_?(of_)?(train
 LOGGER = re.compile(r"^_?(logger|logging|log|LOGGER|LOG)$")
 # `load_checkpoint(model, optimizer, path)`: state loaded into the plain objects
 CHECKPOINT_LOAD = re.compile(
-    r"^(load|restore|resume|restart)_?(from_)?(the_)?(checkpoint|ckpt|model|weights|state)"
+    r"^(load|restore|resume|restart)_(\w+_)?(checkpoint|ckpt|model|weights|state|state_dict)s?$"
 )
 
 
@@ -115,3 +115,20 @@ def _visible(scope: Scope, name: str) -> list[Scope]:
         if child.kind == "function" and name not in child.params and not child.is_local(name):
             found.extend(_visible(child, name))
     return found
+
+
+def use_words(use) -> str:
+    """` (handed to `warm_up()`, which may run it)`: what a use that needs the prepared
+    object does, for MIG900; empty where the line says it."""
+    if use is None:
+        return ""
+    if use.kind == "call":
+        return " (a forward)"
+    if use.kind == "arg" and use.call is not None:
+        callee = use.callee or ast.unparse(use.call.func)
+        return f" (handed to `{callee}()`, which may run it)"
+    if use.kind == "iter":
+        return " (iterated)"
+    if use.kind == "attr" and use.call is not None:
+        return f" (`.{use.attr}()` called)"
+    return ""
