@@ -50,6 +50,13 @@ def test_a_switch_of_the_owners_own_values_joins_the_accelerator_condition(switc
     assert "torch.autocast" not in output and "with accelerator.autocast():" in output
 
 
+def test_a_switch_read_from_a_loop_is_not_carried_over():
+    body = "".join(f"    {line}\n" for line in LOOP.format(switch="epoch > 0").splitlines())
+    output, findings = migrate_text(HEAD + "for epoch in range(2):\n" + body)
+    assert output is None
+    assert "`enabled=epoch > 0` at line 8" in findings[0].message
+
+
 def test_a_switch_that_calls_something_is_not_carried_over():
     output, findings = migrate_text("amp = True\n" + HEAD + LOOP.format(switch="bool(amp)"))
     assert output is None

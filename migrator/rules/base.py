@@ -130,6 +130,9 @@ class RuleContext:
             origin = self.facts.origin(scope, name)
             if origin is None or origin.scope not in owners or origin.name != name:
                 return None
+            bindings = origin.scope.bindings.get(name, [])
+            if any(b.kind not in ("assign", "param") or b.loop is not None for b in bindings):
+                return None  # a loop's value, an import: not one value before training
         plain = isinstance(expr, (ast.Compare, ast.UnaryOp)) or (
             isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.And)
         )
