@@ -274,3 +274,28 @@ def test_a_bar_name_rebound_to_another_iterable_is_read_where_the_loop_starts():
     assert findings == []
     assert "model, optimizer, train_loader = accelerator.prepare(" in output
     assert "accelerator.backward(loss)" in output
+
+
+@pytest.mark.slow
+def test_ddp_wrap_after_a_scheduler_resumes_into_the_alias_on_two_processes(tmp_path):
+    import torch
+    from torch import nn
+
+    script = tmp_path / "wrap_ddp.py"
+    script.write_text(_migrated("placement_ddp_wrap_after_scheduler"))
+    model = nn.Sequential(nn.Linear(4, 12), nn.ReLU(), nn.Linear(12, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()  # a momentum buffer in the saved optimizer state
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+               tmp_path / "ckpt.pt")  # fmt: skip
+    command = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", str(script),
+               "--distributed", "--resume", "ckpt.pt", "--epochs", "3"]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("epoch ")]
+    # main process only; the epoch scheduler (unprepared, on the plain optimizer) decays lr
+    assert [line.split(" loss")[0] for line in lines] == [
+        "epoch 0 lr 0.0700", "epoch 1 lr 0.0490", "epoch 2 lr 0.0343"
+    ]  # fmt: skip
