@@ -162,6 +162,23 @@ for x, y in loader:
     assert "accelerator.unwrap_model(model).load_state_dict(" in folds
 
 
+def test_a_step_count_read_before_the_optimizer_sizes_a_prepared_scheduler():
+    # `steps = len(loader)` holds no loader: the loader is prepared with the rest, after the
+    # scheduler sized by its full length (which prepare then steps once per process)
+    output, findings = _migrate(
+        "steps = len(loader)\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "decay = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps * 2)\n",
+        TAIL.replace("optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n", "").replace(
+            "    optimizer.step()\n", "    optimizer.step()\n    decay.step()\n"
+        ),
+    )
+    assert findings == []
+    assert output.count("accelerator.prepare(") == 1
+    prepare = "model, optimizer, loader, decay = accelerator.prepare("
+    assert prepare in output and output.index("steps = len(loader)") < output.index(prepare)
+
+
 # -- the golden fixtures on 2 processes ------------------------------------------------------
 
 

@@ -249,6 +249,8 @@ def _wrapper_use(use, owner) -> str | None:
     line = use.statement.node
     if use.kind != "arg" or not isinstance(line, Line) or len(line.body) != 1:
         return None
+    if use.callee == "len" or use.callee in NEUTRAL_CALLEES:
+        return None  # `steps = len(loader)` holds no loader
     small = line.body[0]
     if not isinstance(small, ast.Assign) or len(small.targets) != 1:
         return None
