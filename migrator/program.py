@@ -25,8 +25,9 @@ runs at import time, before the entry's `Accelerator(mixed_precision=...)`, and 
 the entry's (the state is already initialised with other settings). Passing the instance is
 what HF's own multi-file examples and ported research code do (`train_one_epoch(...,
 accelerator)`), and it behaves the same on our runtime and on `--target accelerate`.
-Where the accelerator would have to reach a method or module-level code of a helper, the
-program is refused with a finding naming the place.
+A helper class gets it at construction (`program_classes.py`); where the accelerator would
+have to reach module-level code of a helper, the program is refused with a finding naming the
+place.
 
 Findings are reported in the file and at the line they belong to. A program whose files
 cannot be joined safely (two files binding the same top-level name differently) is refused.

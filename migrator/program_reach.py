@@ -23,10 +23,17 @@ def reach_accelerator(texts: list[str], files: list[ProgramFile]) -> list[str]:
     """Each helper function that reads the free name `accelerator` gets it as a keyword-only
     parameter, and every call of it in the program passes `accelerator=accelerator` (to a
     fixed point: a helper calling such a function now reads it too)."""
+    from migrator.program_classes import base_names, reach_in_classes
+
     needy: dict[int, set[str]] = {}
+    bases = base_names([file.tree for file in files])
     for _ in range(len(files) * 8):
         changed = False
         for number in range(1, len(files)):
+            texts[number], classes = reach_in_classes(texts[number], files[number].path, bases)
+            if classes - needy.get(number, set()):
+                needy.setdefault(number, set()).update(classes)
+                changed = True
             tree = parse(texts[number])
             for name in _functions_reading_accelerator(tree, files[number].path):
                 if name not in needy.setdefault(number, set()):
