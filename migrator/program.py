@@ -39,7 +39,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.analysis.program_imports import local_imports, search_path
+from migrator.analysis.program_imports import local_imports, program_names, search_path
 from migrator.engine import (
     FileResult,
     MigrationError,
@@ -153,7 +153,10 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
     try:
         _check_joinable(files)
         joined = _join(files)
-        output, context, findings = render_migration(joined, parse(joined), options)
+        tree = parse(joined)
+        output, context, findings = render_migration(
+            joined, tree, options, index=_joined_index(tree, joined, files)
+        )
     except ProgramError as error:
         program.results = _unchanged(files, [[_finding(files[0], 1, str(error))]])
         return program
@@ -178,6 +181,24 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
         _finish(file, text, context, found) for file, text, found in zip(files, texts, per_file)
     ]
     return program
+
+
+def _joined_index(tree: ast.Module, joined: str, files: list[ProgramFile]):
+    """The joined module's index, knowing the other names its calls use for the program's
+    definitions (`engine.train_one_epoch` after `import engine`, `g` after `from engine import
+    train_one_epoch as g`), so that roles flow through those calls too. A name two files use
+    for different definitions is left out."""
+    from migrator.analysis.index import ModuleIndex
+
+    index = ModuleIndex(tree, Source(joined))
+    modules = [(file.path, file.tree) for file in files]
+    aliases: dict[str, str | None] = {}
+    for names in program_names(modules, search_path(files[0].path)):
+        for local, (_, name) in names.items():
+            if local != name:
+                aliases[local] = name if aliases.get(local, name) == name else None
+    index.add_aliases({local: name for local, name in aliases.items() if name is not None})
+    return index
 
 
 def _finish(file: ProgramFile, text: str, context, findings: list[Finding]) -> FileResult:

@@ -11,7 +11,8 @@ import ast
 import re
 from pathlib import Path
 
-from migrator.analysis.program_imports import local_imports, search_path
+from migrator.analysis.imports import dotted_name
+from migrator.analysis.program_imports import program_names, search_path
 from migrator.engine import parse
 from migrator.program import ProgramError, ProgramFile
 
@@ -162,7 +163,7 @@ def _pass_accelerator(
                 inserts.append(_argument_insert(text, node))
             elif _named(node, names) and id(node) not in called:
                 raise ProgramError(
-                    f"`{node.id}` needs the accelerator but is used as a value in "
+                    f"`{dotted_name(node)}` needs the accelerator but is used as a value in "
                     f"{files[number].path.name} (line {node.lineno}), where no call can pass "
                     "it; migrate this program by hand"
                 )
@@ -171,36 +172,32 @@ def _pass_accelerator(
 
 
 def _named(node: ast.AST, names: set[str]) -> bool:
-    return isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
+    return (
+        isinstance(node, (ast.Name, ast.Attribute))
+        and isinstance(node.ctx, ast.Load)
+        and dotted_name(node) in names
+    )
 
 
 def _calls_one_of(node: ast.AST, names: set[str]) -> bool:
     """A call `f(...)` of one of `names` that does not pass the accelerator yet."""
     return (
         isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in names
+        and dotted_name(node.func) in names
         and not any(k.arg == ACCELERATOR for k in node.keywords)
     )
 
 
 def _imported_names(files: list[ProgramFile], needy: dict[int, set[str]]) -> dict[int, set[str]]:
-    """Per file, the local names under which it imports a needy function of another file."""
-    roots = search_path(files[0].path)
-    by_path = {file.path.resolve(): number for number, file in enumerate(files)}
+    """Per file, the names under which its calls reach a needy function or class of another
+    file: `train_one_epoch`, `fit` (`from engine import train_one_epoch as fit`),
+    `engine.train_one_epoch` (`import engine`)."""
+    modules = [(file.path, file.tree) for file in files]
     found: dict[int, set[str]] = {}
-    for number, file in enumerate(files):
-        for node in ast.walk(file.tree):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            targets = local_imports(ast.Module(body=[node], type_ignores=[]), file.path, roots)
-            for target in targets:
-                owner = by_path.get(target.path)
-                if owner is None or not target.names:
-                    continue
-                for alias in node.names:
-                    if alias.name in needy.get(owner, set()):
-                        found.setdefault(number, set()).add(alias.asname or alias.name)
+    for number, names in enumerate(program_names(modules, search_path(files[0].path))):
+        for local, (owner, name) in names.items():
+            if owner != number and name in needy.get(owner, set()):
+                found.setdefault(number, set()).add(local)
     return found
 
 

@@ -139,6 +139,21 @@ def test_a_scaler_built_in_two_places_from_two_classes_is_not_followed(tmp_path)
     assert not any(result.changed for result in program.results)
 
 
+def test_the_scaler_reaches_the_accelerator_of_an_aliased_import(tmp_path):
+    """MAE: `from misc import NativeScalerWithGradNormCount as NativeScaler`."""
+    shutil.copytree(FIXTURE / "in", tmp_path, dirs_exist_ok=True)
+    main = (tmp_path / "main.py").read_text()
+    (tmp_path / "main.py").write_text(
+        main.replace("from misc import ScalerWithGradNorm", "from misc import ScalerWithGradNorm as Scaler")
+        .replace("loss_scaler = ScalerWithGradNorm()", "loss_scaler = Scaler()")
+    )  # fmt: skip
+    program = migrate_program(tmp_path / "main.py", Options())
+    main_out = program.results[0].migrated.decode()
+    assert "loss_scaler = Scaler(accelerator=accelerator)" in main_out
+    misc_out = program.results[2].migrated.decode()
+    assert "self.accelerator.backward(loss, create_graph=create_graph)" in misc_out
+
+
 # -- the migrated program runs ---------------------------------------------------------------
 def test_the_migrated_scaler_program_resumes_from_its_checkpoint(tmp_path):
     """One process: train two epochs, then resume from the checkpoint, whose "scaler" key the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.facts import argument_for, call_sites_of, value_call
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import ModuleIndex, Scope
 
 MAX_DEPTH = 8  # call sites followed back from a parameter
@@ -51,8 +52,8 @@ def instance_class(index: ModuleIndex, scope: Scope, name: str, depth: int) -> S
             candidates = _from_callers(index, owner, name, depth)
         elif binding.kind == "assign" and not binding.unpacked:
             call = value_call(binding)
-            func = call.func if call is not None else None
-            named = classes.get(func.id) if isinstance(func, ast.Name) else None
+            called = dotted_name(call.func) if call is not None else None
+            named = classes.get(index.aliases.get(called, called)) if called else None
             candidates = [named] if named is not None else [None]
         else:
             candidates = [None]

@@ -24,6 +24,7 @@ from migrator.analysis.facts import (
     is_method,
     value_call,
 )
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, Line, Loop, Scope, target_names
 from migrator.analysis.instances import called_method
 
@@ -87,6 +88,9 @@ class LoopAnalysis:
             if found is None:  # `loss_scaler(loss, optimizer)`: an instance's `__call__`
                 found = called_method(self.index, site.scope, func.id, "__call__")
             return found
+        dotted = dotted_name(func)
+        if dotted in self.index.aliases:  # `engine.train_one_epoch(...)` in a joined program
+            return self.index.functions.get(dotted)
         name = patterns.name_of(func)
         if name is not None and "." in name and is_method(site.scope):  # `self.train_epoch()`
             method = name.split(".", 1)[1]
