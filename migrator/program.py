@@ -36,6 +36,7 @@ cannot be joined safely (two files binding the same top-level name differently) 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -428,17 +429,44 @@ def _in_program(findings: list[Finding], files: list[ProgramFile]) -> list[Findi
 
 
 def _assign(files: list[ProgramFile], findings: list[Finding]) -> list[list[Finding]]:
-    """Each finding moved to its file, its line counted in that file."""
+    """Each finding moved to its file, its line counted in that file, and the lines its
+    message names ("used at line 774") counted in their own files."""
     per_file: list[list[Finding]] = [[] for _ in files]
     for finding in findings:
-        owner = 0
-        for number, file in enumerate(files):
-            if file.start_line <= finding.line < file.start_line + file.lines + 1:
-                owner = number
+        owner = _owner_of(files, finding.line)
         if finding.line:
             finding.line -= files[owner].start_line - 1
+        finding.message = _lines_in_files(finding.message, files, owner)
         per_file[owner].append(finding)
     return per_file
+
+
+def _owner_of(files: list[ProgramFile], line: int) -> int:
+    owner = 0
+    for number, file in enumerate(files):
+        if file.start_line <= line < file.start_line + file.lines + 1:
+            owner = number
+    return owner
+
+
+LINE_REFERENCE = re.compile(r"\b(lines?|line\(s\)) (\d+(?:(?:, | and |-)\d+)*)")
+
+
+def _lines_in_files(message: str, files: list[ProgramFile], owner: int) -> str:
+    """`line 774` of the joined module -> `line 52` of the finding's own file, or `line 12 of
+    misc.py` in another file of the program."""
+
+    def one(number: str) -> str:
+        joined = int(number)
+        where = _owner_of(files, joined)
+        local = joined - (files[where].start_line - 1)
+        return str(local) if where == owner else f"{local} of {files[where].path.name}"
+
+    def numbers(match: re.Match) -> str:
+        listed = re.sub(r"\d+", lambda m: one(m.group()), match.group(2))
+        return f"{match.group(1)} {listed}"
+
+    return LINE_REFERENCE.sub(numbers, message)
 
 
 def _unchanged(files: list[ProgramFile], findings: list[list[Finding]]) -> list[FileResult]:

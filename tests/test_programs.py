@@ -374,3 +374,19 @@ def test_an_unparsable_file_named_alone_is_not_a_crash(tmp_path, monkeypatch, ca
     (tmp_path / "engine.py").write_text("def step(loss):\n    loss.backward()\n")
     code, report = run_cli(tmp_path, monkeypatch, capsys, "broken.py", mode="check")
     assert code == 0 and report["files"][0]["skipped"] and report["summary"]["programs"] == 0
+
+
+def test_lines_a_finding_names_are_counted_in_their_own_files():
+    """The analysis sees the joined module (helpers first): a line its message names is put
+    back in the finding's file, or named with its file when it is in another one."""
+    from migrator.program import ProgramFile, _lines_in_files
+
+    def member(name: str, start: int, lines: int) -> ProgramFile:
+        return ProgramFile(Path(name), b"", "", "utf-8", ast.parse(""), start, lines)
+
+    files = [member("main.py", 20, 30), member("misc.py", 1, 18)]  # joined: misc.py, then main.py
+    message = "`s` is used at line 25 and line 3; bound at line(s) 22, 5; lines 40-44"
+    assert _lines_in_files(message, files, 0) == (
+        "`s` is used at line 6 and line 3 of misc.py; bound at line(s) 3, 5 of misc.py; lines 21-25"
+    )
+    assert _lines_in_files("see line 25", files, 1) == "see line 6 of main.py"
