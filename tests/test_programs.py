@@ -390,3 +390,33 @@ def test_lines_a_finding_names_are_counted_in_their_own_files():
         "`s` is used at line 6 and line 3 of misc.py; bound at line(s) 3, 5 of misc.py; lines 21-25"
     )
     assert _lines_in_files("see line 25", files, 1) == "see line 6 of main.py"
+
+
+def test_an_entry_whose_optimizer_comes_from_a_factory_is_grouped_in_a_bulk_run(
+    tmp_path, monkeypatch, capsys
+):
+    """ConvNeXt/BEiT: `optimizer = create_optimizer(args, model)` from the project's
+    optim_factory.py. The entry alone gets MIG910 (the factory is named for an optimizer), so
+    a bulk run analyses it with its engine, instead of leaving it untouched and migrating the
+    engine alone (a train_one_epoch preparing what it receives). The analysis cannot see
+    through the factory which model the optimizer trains: the program is refused, saying so."""
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    (work / "optim_factory.py").write_text(
+        "import torch\n\n\ndef create_optimizer(args, model):\n"
+        "    return torch.optim.AdamW(model.parameters(), lr=args.lr)\n"
+    )
+    main = (work / "main.py").read_text()
+    (work / "main.py").write_text(
+        main.replace("from models import build_model\n",
+                     "from models import build_model\nfrom optim_factory import create_optimizer\n")
+        .replace("torch.optim.AdamW(model.parameters(), lr=args.lr)", "create_optimizer(args, model)")
+    )  # fmt: skip
+    _, report = run_cli(work, monkeypatch, capsys, ".", mode="check")
+    assert report["summary"]["programs"] == 1
+    assert not [item["path"] for item in report["files"] if item["changed"]]
+    assert findings_of(report) == ["engine.py:MIG900"]
+    message = report["files"][0]["findings"][0]["message"]
+    lines = (work / "main.py").read_text().splitlines()
+    built = next(n for n, line in enumerate(lines, 1) if "= create_optimizer(" in line)
+    assert f"built at line {built} of main.py" in message  # the entry's line, not the joined one
