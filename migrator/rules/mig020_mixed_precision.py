@@ -14,7 +14,8 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import class_methods, is_method
+from migrator.analysis.facts import argument_for, class_methods, is_method
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import Line, Scope
 from migrator.analysis.syntax import call_args, name_value
 from migrator.findings import Finding
@@ -132,22 +133,37 @@ class MixedPrecision(Rule):
                         )
                     )
                     return None
+                self.handed = False
                 if not self._rewrite_uses(context, scope, name):
                     return None
                 for binding in calls:
                     if not self._enabled(context, scope, binding.value, conditions, depends):
                         continue
-                    context.edits.remove(binding.small)
+                    if self.handed:  # passed to a function: it gets the accelerator's scaler
+                        context.edits.replace_with(
+                            binding.value, context.accelerator_expr("scaler")
+                        )
+                        context.need_accelerator_at(binding.statement)
+                    else:
+                        context.edits.remove(binding.small)
                     self.rewritten.add(imports.qualify(binding.value.func) or "")
                 found = True
         return found
 
-    def _rewrite_uses(self, context: RuleContext, scope: Scope, name: str) -> bool:
+    def _rewrite_uses(self, context: RuleContext, scope: Scope, name: str, depth=0) -> bool:
         uses = []
         # `self.scaler` is used across the class's methods; a local scaler in its scope.
         scopes = class_methods(scope) if name.startswith("self.") else [scope]
         for current in [d for s in scopes for d in [s, *s.descendants()]]:
             uses.extend(current.uses.get(name, []))
+        handed = [use for use in uses if use.kind == "arg" and depth < 4]
+        for use in handed:  # `train(loader, model, optimizer, scaler, epoch)` (MoCo v3)
+            parameter = _parameter_for(context, use)
+            if parameter is not None and self._rewrite_uses(context, *parameter, depth + 1):
+                self.handed = True
+                uses.remove(use)
+            elif parameter is not None:
+                return False
         for use in uses:
             if use.kind != "attr" or use.call is None or use.attr not in SCALER_METHODS:
                 context.block_file(Finding(code="MIG900", node=use.node, message=(
@@ -224,6 +240,20 @@ def _clips_after(use) -> bool:
             if isinstance(inner, ast.Call) and _called_name(inner) in CLIPS:
                 return True
     return False
+
+
+def _parameter_for(context: RuleContext, use) -> tuple[Scope, str] | None:
+    """(the module function, its parameter) that an argument use hands the scaler to, when
+    that parameter is nothing but the scaler there (no other binding of it)."""
+    index = context.facts.index
+    function = index.functions.get(dotted_name(use.call.func) or "")
+    if function is None or function.kind != "function":
+        return None
+    for parameter in function.params:
+        if argument_for(use.call, function, parameter) is use.node:
+            bindings = function.bindings.get(parameter, [])
+            return (function, parameter) if all(b.kind == "param" for b in bindings) else None
+    return None
 
 
 def _called_name(call: ast.Call) -> str | None:
