@@ -77,6 +77,8 @@ class ProgramResult:
     entry: Path
     files: list[ProgramFile] = field(default_factory=list)
     results: list[FileResult] = field(default_factory=list)  # one per file, entry first
+    # per file number, the definitions that now take the accelerator (`program_reach.py`)
+    needy: dict[int, set[str]] = field(default_factory=dict)
 
     @property
     def paths(self) -> list[Path]:
@@ -172,7 +174,7 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
 
     texts = _split(output, files)
     try:
-        texts = reach_accelerator(texts, files)
+        texts = reach_accelerator(texts, files, program.needy)
         check_reach(texts, files)
     except ProgramError as error:
         per_file[0].append(_finding(files[0], 1, str(error)))
@@ -200,6 +202,22 @@ def _joined_index(tree: ast.Module, joined: str, files: list[ProgramFile]):
                 aliases[local] = name if aliases.get(local, name) == name else None
     index.add_aliases({local: name for local, name in aliases.items() if name is not None})
     return index
+
+
+def refuse_for_outsiders(program: ProgramResult, exempt: set[Path]) -> None:
+    """The program left as it is, with a finding in the entry, when a script outside it (not
+    in `exempt`: entries of the run's other programs, which the run checks against this one)
+    calls a helper that now needs the accelerator (`program_outside.py`)."""
+    from migrator.program_outside import check_outside_callers
+
+    if not any(result.changed for result in program.results):
+        return
+    try:
+        check_outside_callers(program.files, program.needy, exempt)
+    except ProgramError as error:
+        per_file = [[f for f in r.findings if f.code != CODE] for r in program.results]
+        per_file[0].append(_finding(program.files[0], 1, str(error)))
+        program.results = _unchanged(program.files, per_file)
 
 
 def _finish(file: ProgramFile, text: str, context, findings: list[Finding]) -> FileResult:

@@ -20,13 +20,16 @@ ACCELERATOR = "accelerator"
 LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # lines as the tokenizer counts them
 
 
-def reach_accelerator(texts: list[str], files: list[ProgramFile]) -> list[str]:
+def reach_accelerator(
+    texts: list[str], files: list[ProgramFile], needy: dict[int, set[str]]
+) -> list[str]:
     """Each helper function that reads the free name `accelerator` gets it as a keyword-only
     parameter, and every call of it in the program passes `accelerator=accelerator` (to a
-    fixed point: a helper calling such a function now reads it too)."""
+    fixed point: a helper calling such a function now reads it too). `needy` is filled with
+    those definitions, per file number (a script outside the program calling one of them
+    refuses it: `program_outside.py`, checked by the run)."""
     from migrator.program_classes import base_names, reach_in_classes
 
-    needy: dict[int, set[str]] = {}
     bases = base_names([file.tree for file in files])
     for _ in range(len(files) * 8):
         changed = False

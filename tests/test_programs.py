@@ -420,3 +420,32 @@ def test_an_entry_whose_optimizer_comes_from_a_factory_is_grouped_in_a_bulk_run(
     lines = (work / "main.py").read_text().splitlines()
     built = next(n for n, line in enumerate(lines, 1) if "= create_optimizer(" in line)
     assert f"built at line {built} of main.py" in message  # the entry's line, not the joined one
+
+
+def test_a_script_outside_the_program_calling_a_changed_helper_refuses_it(
+    tmp_path, monkeypatch, capsys
+):
+    """eval_only.py calls `engine.evaluate(...)`, which the program of main.py would give a
+    keyword-only `accelerator`: written, eval_only.py would fail with a TypeError. Refused,
+    naming the script and its line; with `accelerator=` passed there, the program migrates."""
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    script = (
+        "import torch\n\nimport engine\nfrom models import build_model\n\n"
+        "model = build_model()\nprint(engine.evaluate(model, torch.nn.MSELoss(), [], 'cpu'))\n"
+    )
+    (work / "eval_only.py").write_text(script)
+    _, report = run_cli(work, monkeypatch, capsys, "main.py", mode="check")
+    assert not [item["path"] for item in report["files"] if item["changed"]]
+    messages = [f["message"] for item in report["files"] for f in item["findings"]
+                if f["code"] == "MIG910" and item["path"] == "main.py"]  # fmt: skip
+    assert messages == [
+        (
+            "`engine.evaluate` would need the accelerator, but eval_only.py (line 7), which is "
+            "not part of this program, calls it without one; migrate these files by hand"
+        )
+    ]
+    (work / "eval_only.py").write_text(script.replace("'cpu')", "'cpu', accelerator=None)"))
+    _, report = run_cli(work, monkeypatch, capsys, "main.py", mode="check")
+    changed = sorted(item["path"] for item in report["files"] if item["changed"])
+    assert changed == ["engine.py", "main.py"]
