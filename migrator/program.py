@@ -36,7 +36,6 @@ cannot be joined safely (two files binding the same top-level name differently) 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,13 +51,13 @@ from migrator.engine import (
     render_migration,
 )
 from migrator.findings import Finding
+from migrator.program_findings import CODE, assign, finding_at, in_program, unchanged
 from migrator.source import Source
 
 MARKER = "__migrator_program_file__ = {}"
 MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
 STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
 MAX_SCANNED = 400  # project modules read to find them
-CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
 
 
 @dataclass
@@ -161,14 +160,14 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
             joined, tree, options, index=_joined_index(tree, joined, files)
         )
     except ProgramError as error:
-        program.results = _unchanged(files, [[_finding(files[0], 1, str(error))]])
+        program.results = unchanged(files, [[finding_at(files[0], 1, str(error))]])
         return program
     except MigrationError as error:
-        program.results = _unchanged(files, [[_finding(files[0], 1, f"joined program: {error}")]])
+        program.results = unchanged(files, [[finding_at(files[0], 1, f"joined program: {error}")]])
         return program
-    per_file = _assign(files, _in_program(findings, files))
+    per_file = assign(files, in_program(findings, files))
     if output is None:
-        program.results = _unchanged(files, per_file)
+        program.results = unchanged(files, per_file)
         return program
     from migrator.program_reach import check_reach, reach_accelerator
 
@@ -177,8 +176,8 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
         texts = reach_accelerator(texts, files, program.needy)
         check_reach(texts, files)
     except ProgramError as error:
-        per_file[0].append(_finding(files[0], 1, str(error)))
-        program.results = _unchanged(files, per_file)
+        per_file[0].append(finding_at(files[0], 1, str(error)))
+        program.results = unchanged(files, per_file)
         return program
     program.results = [
         _finish(file, text, context, found) for file, text, found in zip(files, texts, per_file)
@@ -216,8 +215,8 @@ def refuse_for_outsiders(program: ProgramResult, exempt: set[Path]) -> None:
         check_outside_callers(program.files, program.needy, exempt)
     except ProgramError as error:
         per_file = [[f for f in r.findings if f.code != CODE] for r in program.results]
-        per_file[0].append(_finding(program.files[0], 1, str(error)))
-        program.results = _unchanged(program.files, per_file)
+        per_file[0].append(finding_at(program.files[0], 1, str(error)))
+        program.results = unchanged(program.files, per_file)
 
 
 def _finish(file: ProgramFile, text: str, context, findings: list[Finding]) -> FileResult:
@@ -422,84 +421,3 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
                     if isinstance(name, ast.Name) and not name.id.startswith("__"):
                         found[name.id] = f"= {ast.dump(node)}"
     return found
-
-
-# -- findings -----------------------------------------------------------------------------
-
-
-def _finding(file: ProgramFile, line: int, message: str) -> Finding:
-    finding = Finding(code=CODE, message=message)
-    finding.line, finding.col = line, 1
-    return finding
-
-
-def _in_program(findings: list[Finding], files: list[ProgramFile]) -> list[Finding]:
-    """MIG910 says a step hides in another module; analysed with it, say so."""
-    names = ", ".join(file.path.name for file in files[1:])
-    for finding in findings:
-        if finding.code == CODE and "migrate both files by hand" in finding.message:
-            finding.message = finding.message.replace(
-                "migrate both files by hand",
-                f"analysed as one program with {names}, where no training loop was recognised; "
-                "migrate these files by hand",
-            )
-    return findings
-
-
-def _assign(files: list[ProgramFile], findings: list[Finding]) -> list[list[Finding]]:
-    """Each finding moved to its file, its line counted in that file, and the lines its
-    message names ("used at line 774") counted in their own files."""
-    per_file: list[list[Finding]] = [[] for _ in files]
-    for finding in findings:
-        owner = _owner_of(files, finding.line)
-        if finding.line:
-            finding.line -= files[owner].start_line - 1
-        finding.message = _lines_in_files(finding.message, files, owner)
-        per_file[owner].append(finding)
-    return per_file
-
-
-def _owner_of(files: list[ProgramFile], line: int) -> int:
-    owner = 0
-    for number, file in enumerate(files):
-        if file.start_line <= line < file.start_line + file.lines + 1:
-            owner = number
-    return owner
-
-
-LINE_REFERENCE = re.compile(r"\b(lines?|line\(s\)) (\d+(?:(?:, | and |-)\d+)*)")
-
-
-def _lines_in_files(message: str, files: list[ProgramFile], owner: int) -> str:
-    """`line 774` of the joined module -> `line 52` of the finding's own file, or `line 12 of
-    misc.py` in another file of the program."""
-
-    def one(number: str) -> str:
-        joined = int(number)
-        where = _owner_of(files, joined)
-        local = joined - (files[where].start_line - 1)
-        return str(local) if where == owner else f"{local} of {files[where].path.name}"
-
-    def numbers(match: re.Match) -> str:
-        listed = re.sub(r"\d+", lambda m: one(m.group()), match.group(2))
-        return f"{match.group(1)} {listed}"
-
-    return LINE_REFERENCE.sub(numbers, message)
-
-
-def _unchanged(files: list[ProgramFile], findings: list[list[Finding]]) -> list[FileResult]:
-    """Results of a program left as it is. A helper without a finding of its own gets a note
-    pointing at the entry, when a finding there says why the program is not migrated: no
-    training file of a refused program is silent."""
-    results = []
-    refused = bool(findings) and any(f.needs_human for f in findings[0])
-    for number, file in enumerate(files):
-        found = findings[number] if number < len(findings) else []
-        if number and refused and not found:
-            note = _finding(file, 1, (
-                f"part of the program of {files[0].path.name}, which is not migrated (see the "
-                f"finding there); this file is left as it is"))  # fmt: skip
-            note.level = "note"
-            found = [note]
-        results.append(FileResult(path=str(file.path), source=file.data, findings=found))
-    return results

@@ -379,17 +379,18 @@ def test_an_unparsable_file_named_alone_is_not_a_crash(tmp_path, monkeypatch, ca
 def test_lines_a_finding_names_are_counted_in_their_own_files():
     """The analysis sees the joined module (helpers first): a line its message names is put
     back in the finding's file, or named with its file when it is in another one."""
-    from migrator.program import ProgramFile, _lines_in_files
+    from migrator.program import ProgramFile
+    from migrator.program_findings import lines_in_files
 
     def member(name: str, start: int, lines: int) -> ProgramFile:
         return ProgramFile(Path(name), b"", "", "utf-8", ast.parse(""), start, lines)
 
     files = [member("main.py", 20, 30), member("misc.py", 1, 18)]  # joined: misc.py, then main.py
     message = "`s` is used at line 25 and line 3; bound at line(s) 22, 5; lines 40-44"
-    assert _lines_in_files(message, files, 0) == (
+    assert lines_in_files(message, files, 0) == (
         "`s` is used at line 6 and line 3 of misc.py; bound at line(s) 3, 5 of misc.py; lines 21-25"
     )
-    assert _lines_in_files("see line 25", files, 1) == "see line 6 of main.py"
+    assert lines_in_files("see line 25", files, 1) == "see line 6 of main.py"
 
 
 def test_an_entry_whose_optimizer_comes_from_a_factory_is_grouped_in_a_bulk_run(
