@@ -231,14 +231,18 @@ class MixedPrecision(Rule):
 
 
 def _clips_after(use) -> bool:
-    """Whether a gradient clip follows `scaler.unscale_(...)` in its block (where the
-    accelerator's clip_grad_norm_ unscales, and a second unscale_ would raise)."""
-    statement = use.statement
-    for later in statement.block.statements[statement.index :]:
-        nodes = later.body if isinstance(later, Line) else [later]
-        for inner in (found for node in nodes for found in ast.walk(node)):
-            if isinstance(inner, ast.Call) and _called_name(inner) in CLIPS:
-                return True
+    """Whether a gradient clip follows `scaler.unscale_(...)`: later in its block, or after a
+    statement that encloses it (`if ...: scaler.unscale_(opt)` then a clip). There the
+    accelerator's clip_grad_norm_ unscales, and a second unscale_ would raise, so the unscale_
+    goes; where no clip follows (a norm logged unclipped) it stays, as unscale_gradients."""
+    innermost = use.statement
+    for statement in innermost.chain():
+        start = statement.index + (statement is not innermost)  # an enclosing `if` itself: no
+        for later in statement.block.statements[start:]:
+            nodes = later.body if isinstance(later, Line) else [later]
+            for inner in (found for node in nodes for found in ast.walk(node)):
+                if isinstance(inner, ast.Call) and _called_name(inner) in CLIPS:
+                    return True
     return False
 
 
