@@ -12,30 +12,24 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import explain, patterns
-from migrator.analysis.dataflow import derive
 from migrator.analysis.distributed import read_distributed
 from migrator.analysis.facts import (
-    INLINE_LOADER,
-    DataRegion,
     Origin,
     SchedulerRole,
     TrainingFacts,
-    argument_for,
     bindings_of,
-    call_sites_of,
     chain_text,
-    class_methods,
-    is_method,
     value_call,
 )  # fmt: skip
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.analysis.objects import ObjectRoles
+from migrator.analysis.regions import DataRegions
 from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(ObjectRoles, LoopAnalysis):
+class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
@@ -359,112 +353,6 @@ class _Analyser(ObjectRoles, LoopAnalysis):
             bindings = owner.assigns(name)
             roles.append(SchedulerRole(name, per_step, bindings[-1] if bindings else None))
         return roles
-
-    # -- eval loops and data regions ---------------------------------------------------------
-    def _is_loader(self, origin: Origin) -> bool:
-        if origin.name in self.facts.train_loaders:
-            return True
-        for binding in bindings_of(origin):
-            call = value_call(binding)
-            if call is not None and patterns.is_loader_call(call, self.imports):
-                return True
-        return False
-
-    def _find_eval_loops(self) -> None:
-        facts = self.facts
-        for scope in self.index.scopes:
-            for loop in scope.loops:
-                if loop in facts.training_loops or any(loop.contains(t) or t.contains(loop)
-                                                       for t in facts.training_loops):  # fmt: skip
-                    continue
-                source = self._loop_source(loop)
-                if source is None:
-                    continue
-                if scope is not facts.owner and not call_sites_of(self.index, scope):
-                    continue
-                origins = [facts.origin(source.scope, name) for name in source.loaders]
-                if any(found is None or found.scope is not facts.owner
-                       or not self._is_loader(found) for found in origins):  # fmt: skip
-                    continue
-                facts.eval_loops.append(loop)
-                for found in origins:
-                    if found.name not in facts.train_loaders + facts.eval_loaders:
-                        facts.eval_loaders.append(found.name)
-
-    def _find_regions(self, per_batch: set[int]) -> None:
-        facts = self.facts
-        for loop in [*facts.training_loops, *facts.eval_loops]:
-            source = self._loop_source(loop)
-            if source is None:  # loader-less training: no batches to follow
-                continue
-            target = loop.node.target if not isinstance(loop.node, ast.While) else None
-            seeds = set(loop.target_names) if source.batches is None else set(source.batches)
-            if (
-                source.batches is None
-                and source.through_enumerate
-                and (isinstance(target, ast.Tuple) and target.elts)
-            ):
-                first = target.elts[0]
-                if isinstance(first, ast.Name):
-                    seeds.discard(first.id)
-            if source.loaders:
-                loader = facts.origin(source.scope, source.loaders[0])
-            else:  # a DataLoader built in place (MIG006 names and prepares it)
-                loader = Origin(source.scope, INLINE_LOADER)
-            region = DataRegion(scope=loop.scope, loop=loop, loader=loader, seeds=seeds,
-                                seed_statements=source.batch_statements)  # fmt: skip
-            facts.regions.append(region)
-        # Helpers called with batch data inside a region receive it as a parameter.
-        queue = list(facts.regions)
-        seen_helpers: set[tuple[int, str]] = set()
-        while queue:
-            region = queue.pop()
-            region.names = derive(region)
-            for site in region.scope.calls:
-                callee = self._callee_scope(site)
-                if callee is None or not region.contains(site):
-                    continue
-                for param in callee.params:
-                    argument = argument_for(site.node, callee, param)
-                    if not isinstance(argument, ast.Name) or argument.id not in region.names:
-                        continue
-                    if (id(callee), param) in seen_helpers:
-                        continue
-                    seen_helpers.add((id(callee), param))
-                    helper = DataRegion(scope=callee, loop=None, loader=region.loader,
-                                        seeds={param})  # fmt: skip
-                    facts.regions.append(helper)
-                    queue.append(helper)
-        for region in facts.regions:
-            if region.scope not in facts.training_scopes:
-                facts.training_scopes.append(region.scope)
-        for loop in facts.training_loops:  # loader-less loops have no region
-            if loop.scope not in facts.training_scopes:
-                facts.training_scopes.append(loop.scope)
-        if facts.owner not in facts.training_scopes:
-            facts.training_scopes.insert(0, facts.owner)
-        for scope in self.index.scopes:
-            if id(scope) in per_batch and scope not in facts.training_scopes:
-                facts.training_scopes.append(scope)
-        looping = {id(loop.scope) for loop in [*facts.training_loops, *facts.eval_loops]}
-        for scope in self.index.scopes:  # a Trainer's fit(): it drives the loops
-            if scope not in facts.training_scopes and any(
-                id(self._callee_scope(c)) in looping
-                for c in scope.calls
-                if self._callee_scope(c) is not None
-            ):
-                facts.training_scopes.append(scope)
-        if is_method(facts.owner):  # a Trainer's `_save_checkpoint()`, called from `train()`
-            methods = {id(m) for m in class_methods(facts.owner)}
-            for scope in list(facts.training_scopes):
-                for call in scope.calls:
-                    callee = self._callee_scope(call)
-                    if (
-                        callee is not None
-                        and id(callee) in methods
-                        and callee not in facts.training_scopes
-                    ):
-                        facts.training_scopes.append(callee)
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:
