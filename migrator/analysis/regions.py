@@ -50,7 +50,7 @@ class DataRegions:
                                                        for t in facts.training_loops):  # fmt: skip
                     continue
                 source = self._loop_source(loop)
-                if source is None:
+                if source is None or not source.loaders:  # a loader built in place stays plain
                     continue
                 if scope is not facts.owner and not call_sites_of(self.index, scope):
                     continue
@@ -115,6 +115,9 @@ class DataRegions:
                 facts.training_scopes.append(loop.scope)
         if facts.owner not in facts.training_scopes:
             facts.training_scopes.insert(0, facts.owner)
+        for home in facts.homes.values():  # where a class's other objects are made and prepared
+            if home not in facts.training_scopes:
+                facts.training_scopes.append(home)
         for scope in self.index.scopes:
             if id(scope) in per_batch and scope not in facts.training_scopes:
                 facts.training_scopes.append(scope)

@@ -19,8 +19,11 @@ from migrator.analysis.facts import (
     TrainingFacts,
     bindings_of,
     chain_text,
+    class_methods,
+    is_method,
     value_call,
 )  # fmt: skip
+from migrator.analysis.homes import ClassHomes
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.analysis.objects import ObjectRoles
@@ -29,7 +32,7 @@ from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
+class _Analyser(ObjectRoles, ClassHomes, DataRegions, LoopAnalysis):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
@@ -111,11 +114,13 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
         facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
         facts.meeting = meeting
         facts.origins.clear()
+        facts.homes.clear()
         self._roles(per_batch)
         if facts.blocked or facts.owner is not meeting:  # no better: the first answer stands
             facts.findings, facts.blocked = first
             facts.meeting, facts.owner = None, None
             facts.origins.clear()
+            facts.homes.clear()
 
     def _roles(self, per_batch: set[int]) -> None:
         facts = self.facts
@@ -184,16 +189,16 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
         schedulers: list[str] = []
         for _call, origin in step_receivers:
             kind = self._step_kind(origin, stepped=True)
-            if origin.scope is not owner or kind is None:
+            if kind is None or not self._at_home(origin, owner):
                 continue
             target = optimizers if kind == "optimizer" else schedulers
             if origin.name not in target:
                 target.append(origin.name)
         for origin in zero_grad:
             if (
-                origin.scope is owner
-                and origin.name not in optimizers
+                origin.name not in optimizers
                 and (self._step_kind(origin, stepped=False) == "optimizer")
+                and self._at_home(origin, owner)
             ):
                 optimizers.append(origin.name)
         if not optimizers:
@@ -202,8 +207,23 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
                 facts, owner, step_receivers, unnamed_steps, kind))  # fmt: skip
             return
         facts.optimizers = optimizers
-        facts.models = self._models(owner, optimizers, forwards)
-        if facts.blocked:
+        by_home: dict[int, tuple[Scope, list[str]]] = {}
+        for name in optimizers:
+            home = self._home_of(name, owner)
+            by_home.setdefault(id(home), (home, []))[1].append(name)
+        models_by_home = []
+        for home, names in by_home.values():
+            models_by_home.append((home, self._models(home, names, forwards)))
+            if facts.blocked:
+                return
+        if not self._model_homes(owner, models_by_home):
+            lines = ", ".join(f"`{n}` {explain.where(self._home_of(n, owner))}" for n in optimizers)
+            self._finding(facts.training_loops[0].node, "MIG900",
+                          f"looked for one method making the optimizers of each model; found "
+                          f"{lines}; migrate by hand")  # fmt: skip
+            return
+        facts.models = list(dict.fromkeys(m for _home, models in models_by_home for m in models))
+        if self._trains_itself(owner):
             return
         if len(optimizers) > 1 and not self._each_trains_a_model(owner, optimizers):
             self._finding(
@@ -218,23 +238,27 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
             self._finding(facts.training_loops[0].node, "MIG905", self._loaderless_no_model())
             return
         if not facts.models:
-            made = owner.assigns(optimizers[0])
+            made = self._home_of(optimizers[0], owner).assigns(optimizers[0])
             built = (f"is built at line {made[-1].statement.node.lineno} from no "
                      "`model.parameters()` of a model made there") if made else (
-                     f"is not built {explain.where(owner)}")  # fmt: skip
+                     f"is not built {explain.where(self._home_of(optimizers[0], owner))}")  # fmt: skip
             self._finding(facts.training_loops[0].node, "MIG900",
                           f"could not tell which model the optimizer trains: `{optimizers[0]}` "
                           f"{built}, and {explain.loop_words(facts.training_loops[0])} calls no "
                           "model placed on a device; migrate by hand")  # fmt: skip
             return
-        for name, bindings in owner.bindings.items():
-            # Schedulers stepped outside the loop (per epoch) are found by their constructor.
-            calls = [value_call(b) for b in bindings if b.kind == "assign"]
-            if name not in schedulers and any(
-                call is not None and patterns.is_scheduler_call(call, self.imports)
-                for call in calls
-            ):
-                schedulers.append(name)
+        homes = {id(owner): owner} | {id(h): h for h in facts.homes.values()}
+        for scope in homes.values():
+            for name, bindings in scope.bindings.items():
+                # Schedulers stepped outside the loop (per epoch) are found by their constructor.
+                calls = [value_call(b) for b in bindings if b.kind == "assign"]
+                if name not in schedulers and any(
+                    call is not None and patterns.is_scheduler_call(call, self.imports)
+                    for call in calls
+                ):
+                    schedulers.append(name)
+                    if scope is not owner:
+                        facts.homes.setdefault(name, scope)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
         self._plateau_schedulers(owner)
 
@@ -289,6 +313,8 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
         return None
 
     def _models(self, owner: Scope, optimizers: list[str], forwards: list[Origin]) -> list[str]:
+        """The models the optimizers (made in `owner`, the owner of training or the method
+        of its class that makes them) train."""
         models: list[str] = []
         saw_constructor = False
         for name in optimizers:
@@ -303,7 +329,7 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
                 for arg in patterns.call_args(call):
                     for root in patterns.parameter_roots(arg.value):
                         found = self.facts.origin(owner, root)
-                        if found is None or found.scope is not owner:
+                        if found is None or not self._class_object(found, owner):
                             self._block(call, root, owner)
                             return []
                         name = self._kept_on_self(owner, found.name)
@@ -314,11 +340,11 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
         # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
         # the script places on a device or switches to train mode.
         for origin in forwards:
-            if origin.scope is not owner or patterns.LOSS_NAME.search(origin.name):
+            if not self._class_object(origin, owner) or patterns.LOSS_NAME.search(origin.name):
                 continue
-            uses = owner.uses.get(origin.name, [])
+            uses = origin.scope.uses.get(origin.name, [])
             placed = any(u.kind == "attr" and u.attr in ("to", "cuda", "train", "parameters")
-                         for u in uses) or self._placed_or_received(owner, origin.name)  # fmt: skip
+                         for u in uses) or self._placed_or_received(origin.scope, origin.name)  # fmt: skip
             if (placed or origin.name in self.facts.prepared_already) and (
                 origin.name not in models
             ):
@@ -333,9 +359,9 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
             return None
         receiver = patterns.name_of(func.value)
         found = self.facts.origin(owner, receiver) if receiver is not None else None
-        if found is None or found.scope is not owner:
+        if found is None or not self._class_object(found, owner):
             return None
-        if not any(b.kind == "assign" for b in owner.assigns(found.name)):
+        if not any(b.kind == "assign" for b in found.scope.assigns(found.name)):
             return None
         return found.name
 
@@ -346,11 +372,12 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
             for site in self.index.calls():
                 if site.method != "step" or site.receiver is None:
                     continue
-                if self.facts.chain_origin(site.scope, site.receiver) != Origin(owner, name):
+                home = self._home_of(name, owner)
+                if self.facts.chain_origin(site.scope, site.receiver) != Origin(home, name):
                     continue
                 if self._in_training(site, per_batch):
                     per_step = True
-            bindings = owner.assigns(name)
+            bindings = self._home_of(name, owner).assigns(name)
             roles.append(SchedulerRole(name, per_step, bindings[-1] if bindings else None))
         return roles
 
@@ -361,8 +388,15 @@ class _Analyser(ObjectRoles, DataRegions, LoopAnalysis):
         module = self.index.module_scope
         if module not in scopes:
             scopes.append(module)
-        for scope in scopes:
+        # A Trainer's `self.device`, bound in `__init__` and used by the training methods.
+        kept = [m for m in class_methods(facts.owner) if m not in scopes] if is_method(
+            facts.owner) else []  # fmt: skip
+        for scope in scopes + kept:
             for name, bindings in scope.bindings.items():
+                if scope in kept and not (
+                    name.startswith(patterns.SELF + ".") and self._used_in_training(name)
+                ):
+                    continue
                 for binding in bindings:
                     if binding.kind != "assign" or binding.value is None:
                         continue
