@@ -213,14 +213,7 @@ def _plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> bo
                 if _use_kind(use, name, def_nodes, facts) == "hard":
                     hard.append(use.statement)
                     uses.setdefault(id(use.statement), name)
-        events = [s for stmts in defs.values() for s in stmts] + hard
-        block = _common_block(events, home.body)
-        if block is None:
-            lines = ", ".join(str(line) for line in sorted({_line(s) for s in events}))
-            plan.conflict = _conflict(facts, f"looked for one block of `{home.name}()` holding "
-                                      "the definitions and uses of the objects it makes; found "
-                                      f"them in different branches (lines {lines})")  # fmt: skip
-            return False
+        block = home.body  # at the method's top level, once every branch has made them
 
         def position(statement: Statement, block=block) -> int:
             found = statement.ancestor_in(block)
