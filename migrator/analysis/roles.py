@@ -28,11 +28,12 @@ from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.analysis.objects import ObjectRoles
 from migrator.analysis.regions import DataRegions
+from migrator.analysis.trained_models import TrainedModels
 from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(ObjectRoles, ClassHomes, DataRegions, LoopAnalysis):
+class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, LoopAnalysis):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
@@ -165,6 +166,8 @@ class _Analyser(ObjectRoles, ClassHomes, DataRegions, LoopAnalysis):
                 elif call.method == "step" and receiver is None:
                     unnamed_steps.append(call)
                 called = patterns.name_of(call.node.func)
+                if call.method == "forward" and call.receiver is not None:  # `model.forward(x)`
+                    called = patterns.name_of(call.receiver)
                 if called is not None and self._callee_scope(call) is None:
                     origin = facts.origin(call.scope, called)
                     if origin is not None:
@@ -311,59 +314,6 @@ class _Analyser(ObjectRoles, ClassHomes, DataRegions, LoopAnalysis):
             # `optimizer = build_optimizer(cfg, model)`: only a name stepping like one.
             return "optimizer" if not patterns.LOSS_NAME.search(lowered) else None
         return None
-
-    def _models(self, owner: Scope, optimizers: list[str], forwards: list[Origin]) -> list[str]:
-        """The models the optimizers (made in `owner`, the owner of training or the method
-        of its class that makes them) train."""
-        models: list[str] = []
-        saw_constructor = False
-        for name in optimizers:
-            for binding in self._bindings(Origin(owner, name)):
-                call = value_call(binding)
-                if call is None:
-                    continue
-                saw_constructor = True
-                maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
-                if maker is not None and maker not in models:
-                    models.append(maker)
-                for arg in patterns.call_args(call):
-                    for root in patterns.parameter_roots(arg.value):
-                        found = self.facts.origin(owner, root)
-                        if found is None or not self._class_object(found, owner):
-                            self._block(call, root, owner)
-                            return []
-                        name = self._kept_on_self(owner, found.name)
-                        if name not in models:
-                            models.append(name)
-        if saw_constructor:
-            return models
-        # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
-        # the script places on a device or switches to train mode.
-        for origin in forwards:
-            if not self._class_object(origin, owner) or patterns.LOSS_NAME.search(origin.name):
-                continue
-            uses = origin.scope.uses.get(origin.name, [])
-            placed = any(u.kind == "attr" and u.attr in ("to", "cuda", "train", "parameters")
-                         for u in uses) or self._placed_or_received(origin.scope, origin.name)  # fmt: skip
-            if (placed or origin.name in self.facts.prepared_already) and (
-                origin.name not in models
-            ):
-                models.append(origin.name)
-        return models
-
-    def _optimizer_maker(self, owner: Scope, call: ast.Call) -> str | None:
-        """The model whose own method builds the optimizer (nanoGPT's
-        `optimizer = model.configure_optimizers(weight_decay, lr, betas, device_type)`)."""
-        func = call.func
-        if not isinstance(func, ast.Attribute) or "optim" not in func.attr.lower():
-            return None
-        receiver = patterns.name_of(func.value)
-        found = self.facts.origin(owner, receiver) if receiver is not None else None
-        if found is None or not self._class_object(found, owner):
-            return None
-        if not any(b.kind == "assign" for b in found.scope.assigns(found.name)):
-            return None
-        return found.name
 
     def _schedulers(self, owner: Scope, stepped: list[str], per_batch: set[int]):
         roles = []
