@@ -200,3 +200,41 @@ def test_eval_loop_over_a_loader_built_in_place_is_not_reduced():
     assert not warnings(findings)
     assert "reduce" not in output and "gather" not in output
     assert "train_loader = self.accelerator.prepare(DataLoader(dataset, batch_size=4))" in output
+
+
+def test_objects_assigned_by_a_base_class_are_named_in_the_refusal():
+    base = """
+        class Base:
+            def __init__(self, model, loader, optimizer):
+                self.model = model
+                self.loader = loader
+                self.optimizer = optimizer
+
+        class Trainer(Base):
+            def fit(self):
+                for x, y in self.loader:
+                    self.optimizer.zero_grad()
+                    nn.functional.mse_loss(self.model(x), y).backward()
+                    self.optimizer.step()
+
+        class Evaluator(Base):
+            pass
+    """
+    output, findings = migrate(base)
+    assert output is None
+    assert any("`self.loader` is never assigned in this class; it is assigned in its base "
+               "class `Base.__init__()` (line 8), which `Evaluator` also derives from" in m
+               for m in warnings(findings)), warnings(findings)  # fmt: skip
+    output, findings = migrate("""
+        from trainers import BaseTrainer
+
+        class Trainer(BaseTrainer):
+            def fit(self, loader):
+                for x, y in loader:
+                    self.optimizer.zero_grad()
+                    nn.functional.mse_loss(self.model(x), y).backward()
+                    self.optimizer.step()
+    """)
+    assert output is None
+    assert any("its base class `BaseTrainer` is not in this file" in m
+               for m in warnings(findings)), warnings(findings)  # fmt: skip
