@@ -238,3 +238,29 @@ def test_objects_assigned_by_a_base_class_are_named_in_the_refusal():
     assert output is None
     assert any("its base class `BaseTrainer` is not in this file" in m
                for m in warnings(findings)), warnings(findings)  # fmt: skip
+
+
+def test_batches_read_by_field_from_a_received_iterator_are_refused():
+    """`batch.text` from an iterator the file receives: a torchtext-style iterator, which
+    prepare passes through unsharded while the rewrite would drop the batches' `.cuda()`."""
+    trainer = """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+            def fit(self, train_iter):
+                for batch in train_iter:
+                    text, label = batch.text.cuda(), batch.label.cuda()
+                    self.opt.zero_grad()
+                    nn.functional.mse_loss(self.model(text), label).backward()
+                    self.opt.step()
+    """
+    output, findings = migrate(trainer)
+    assert output is None
+    assert any("reads `batch.text` (line 12) from `train_iter`" in m and "torchtext" in m
+               for m in warnings(findings)), warnings(findings)  # fmt: skip
+    # the same loop over a DataLoader this file builds migrates
+    built = trainer.replace("for batch in train_iter:", "for batch in DataLoader(train_iter):")
+    output, findings = migrate(built)
+    assert output is not None and not warnings(findings)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
+from migrator.analysis import explain, patterns
 from migrator.analysis.dataflow import derive
 from migrator.analysis.facts import (
     INLINE_LOADER,
@@ -26,11 +26,47 @@ from migrator.analysis.facts import (
 )  # fmt: skip
 from migrator.analysis.index import ModuleIndex
 
+# Attributes a tensor batch has (`batch.shape`): read as fields, they say nothing of its type.
+TENSOR_FIELDS = {"shape", "dtype", "device", "data", "T", "mT", "ndim", "is_cuda", "grad", "real",
+                 "imag", "layout"}  # fmt: skip
+
 
 class DataRegions:
     facts: TrainingFacts
     index: ModuleIndex
     imports: object
+
+    def _field_batches(self, loaders: list[Origin]) -> bool:
+        """MIG900 when a loop reads its batches' fields (`batch.text`, `batch.label`) from a
+        loader this file receives rather than builds: a torchtext-style iterator, which
+        prepare neither shards nor places on the device, while the rewrite would drop the
+        batches' own `.cuda()`."""
+        received = {o.name for o in loaders if not any(  # a parameter, `self.x = x`
+            isinstance(b.value, ast.Call) for b in self._bindings(o))}  # fmt: skip
+        for loop in self.facts.training_loops:
+            source = self._loop_source(loop)
+            if source is None or not received.intersection(
+                self.facts.origin(source.scope, n).name for n in source.loaders
+                if self.facts.origin(source.scope, n) is not None):  # fmt: skip
+                continue
+            names = source.batches if source.batches is not None else set(loop.target_names)
+            for name in sorted(names):
+                for use in loop.scope.uses.get(name, []):
+                    if (
+                        use.kind == "attr"
+                        and use.call is None
+                        and use.attr not in TENSOR_FIELDS
+                        and loop.contains(use.loop)
+                    ):
+                        loader = ", ".join(f"`{n}`" for n in source.loaders)
+                        self._finding(loop.node, "MIG900", (
+                            f"{explain.loop_words(loop)} reads `{name}.{use.attr}` (line "
+                            f"{use.statement.node.lineno}) from {loader}, which this file "
+                            "receives rather than builds: batches read by field come from "
+                            "torchtext-style iterators, which prepare neither shards nor places "
+                            "on the device; migrate by hand"))  # fmt: skip
+                        return True
+        return False
 
     # -- eval loops and data regions ---------------------------------------------------------
     def _is_loader(self, origin: Origin) -> bool:

@@ -187,6 +187,8 @@ class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, LoopAnalysi
         owner = next(iter(owners.values()))
         facts.owner = owner
         facts.train_loaders = [o.name for o in loaders]
+        if self._field_batches(loaders):
+            return
 
         optimizers: list[str] = []
         schedulers: list[str] = []
