@@ -264,3 +264,30 @@ def test_batches_read_by_field_from_a_received_iterator_are_refused():
     built = trainer.replace("for batch in train_iter:", "for batch in DataLoader(train_iter):")
     output, findings = migrate(built)
     assert output is not None and not warnings(findings)
+
+
+def test_model_received_by_the_method_making_the_optimizer_is_prepared_there():
+    output, findings = migrate("""
+        class Trainer:
+            def __init__(self, dataset):
+                self.loader = DataLoader(dataset, batch_size=4)
+
+            def train(self, model, resume=None):
+                if resume is not None:
+                    model.load_state_dict(resume)
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x, y in self.loader:
+                    opt.zero_grad()
+                    nn.functional.mse_loss(model(x), y).backward()
+                    opt.step()
+                return model
+    """)
+    assert not warnings(findings)
+    lines = lines_of(output)
+    made = lines.index("opt = torch.optim.SGD(model.parameters(), lr=0.1)")
+    assert lines[made + 2] == "model, opt = self.accelerator.prepare(model, opt)"
+    assert "self.loader = self.accelerator.prepare(self.loader)" in lines
+    assert lines[-1] == "return self.accelerator.unwrap_model(model)"  # the caller's plain model
+    assert [f.message.split(",")[0] for f in findings if f.level == "note"] == [
+        "`train` now prepares `model`"
+    ]

@@ -224,7 +224,7 @@ def _plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> bo
             maker = home if defs[name] else _maker(facts, home, name)
             before = [] if maker is None else maker.body.statements if maker is not home else (
                 block.statements[: last_of[name] + 1])  # fmt: skip
-            if not binds_on_every_path(_flat(before), name):
+            if name not in home.params and not binds_on_every_path(_flat(before), name):
                 plan.conflict = _conflict(facts, f"looked for a point in `{home.name}()` where "
                                           f"`{name}` always exists; found it made only under "
                                           "a condition")  # fmt: skip
@@ -237,7 +237,8 @@ def _plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> bo
             plan.conflict = _conflict(
                 facts, f"looked for a point in `{home.name}()` after the objects it makes and "
                 f"before their first use; found `{uses[id(use)]}` used at line {_line(use)} "
-                f"before `{late}` is made at line {_line(max(defs[late], key=position))}"
+                f"before (or in the statement that makes) `{late}`, made at line "
+                f"{_line(max(defs[late], key=position))}"
             )  # fmt: skip
             return False
         plan.homes.append((held, block, max(last + 1, after_imports(block, first))))

@@ -28,6 +28,7 @@ class Prepare(Rule):
         self._name_inline_loaders(context)
         for names, block, index in plan.homes:  # a class's objects made in another method
             self._insert(context, names, block, index)
+            self._hand_back(context, block.scope, names)
         if not plan.objects or plan.block is None:
             return
         self._insert(context, plan.objects, plan.block, plan.index)
@@ -35,20 +36,26 @@ class Prepare(Rule):
             # the re-created model loads what the main process saved: every process waits
             code = f"{context.accelerator}.wait_for_everyone()\n"
             context.edits.insert(plan.block.holder, index, context.statement(code), priority=10)
-        owner = plan.block.scope
-        received = [name for name in plan.objects if name in owner.params]
+        self._hand_back(context, plan.block.scope, plan.objects)
+
+    @staticmethod
+    def _hand_back(context: RuleContext, owner, objects: list[str]) -> None:
+        """A note on the parameters `owner` now prepares; `return model` hands callers the
+        plain model back."""
+        received = [name for name in objects if name in owner.params]
         if received:
             context.findings.append(_received_note(owner, received))
-        if owner.kind == "function":  # `return model`: the caller gets the plain model back
-            for node in _own_returns(owner.node):
-                name = node.value.id if isinstance(node.value, ast.Name) else None
-                if name in context.facts.models and plan.prepares(name):
-                    context.unwrap(node.value)
-                    index = context.facts.index
-                    line = index.small_line.get(id(node))
-                    statement = index.statement_of.get(id(line)) if line is not None else None
-                    if statement is not None:
-                        context.need_accelerator_at(statement)
+        if owner.kind != "function":
+            return
+        for node in _own_returns(owner.node):
+            name = node.value.id if isinstance(node.value, ast.Name) else None
+            if name in context.facts.models and name in objects:
+                context.unwrap(node.value)
+                index = context.facts.index
+                line = index.small_line.get(id(node))
+                statement = index.statement_of.get(id(line)) if line is not None else None
+                if statement is not None:
+                    context.need_accelerator_at(statement)
 
     @staticmethod
     def _insert(context: RuleContext, objects: list[str], block, index: int) -> None:
