@@ -28,7 +28,7 @@ from migrator.analysis.index import ModuleIndex
 
 # Attributes a tensor batch has (`batch.shape`): read as fields, they say nothing of its type.
 TENSOR_FIELDS = {"shape", "dtype", "device", "data", "T", "mT", "ndim", "is_cuda", "grad", "real",
-                 "imag", "layout"}  # fmt: skip
+                 "imag", "layout", "requires_grad", "is_leaf", "names", "nbytes", "itemsize"}  # fmt: skip
 
 
 class DataRegions:

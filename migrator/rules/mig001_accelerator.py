@@ -90,7 +90,8 @@ class CreateAccelerator(Rule):
     def _class_scope(context: RuleContext, owner: Scope, dependencies: set[str]) -> Scope | None:
         """The method that creates `self.accelerator`: the owner, or `__init__` when the
         class prepares objects in several methods (homes.py): it runs before any of them."""
-        homes = {id(home): home for home in context.facts.homes.values()}
+        homes = {id(home): home for name, home in context.facts.homes.items()
+                 if context.plan.prepares(name)}  # fmt: skip
         init = next((m for m in class_methods(owner) if m.name == "__init__"), None)
         in_init = (
             init is not None
