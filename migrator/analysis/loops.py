@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
+from migrator.analysis.drivers import driven_here, qualified_name, undriven_callers
 from migrator.analysis.facts import (
     argument_for,
     call_sites_of,
@@ -295,7 +296,7 @@ class LoopAnalysis:
             if (
                 site.loop is None
                 and site.scope.kind == "function"
-                and (call_sites_of(self.index, site.scope))
+                and driven_here(self.index, site.scope)
             ):
                 continue  # a step helper without a loop: its caller's loop is the training loop
             if self._steps_nearby(site):
@@ -308,7 +309,15 @@ class LoopAnalysis:
             self.facts.loaderless = True
             notes = []
         for site, callee in notes:
-            if site.method == "backward":
+            callers = undriven_callers(self.index, site)
+            if site.method == "backward" and callers is not None:
+                reached = f", reached from `{callers}()`," if callers else ","
+                message = (
+                    f"backward() in `{qualified_name(site.scope)}()`{reached} which nothing in this "
+                    "file calls: the loop that drives it is elsewhere (another module, a "
+                    "framework's trainer); migrate this step with that loop, by hand"
+                )
+            elif site.method == "backward":
                 message = "backward() outside a loop over a DataLoader; migrate this step by hand"
             else:
                 name = patterns.name_of(site.node.func) or "this call"
@@ -374,7 +383,12 @@ class LoopAnalysis:
             if scope.kind != "function" or call_sites_of(self.index, scope):
                 return False
             scope = scope.parent
-        return False
+        if scope is None:
+            return False
+        # an uncalled method of a helper class whose sibling method steps the optimizer
+        # (a mixed-precision trainer's `backward` and `optimize`)
+        methods = [child for child in scope.children if child.kind == "function"]
+        return any(c.method == "step" for m in methods for c in self._calls_reachable(m.calls))
 
     def _steps_optimizer(self, loop: Loop) -> bool:
         for call in self._calls_reachable(loop.calls):
