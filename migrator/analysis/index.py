@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from migrator.analysis.imports import ImportTable
+from migrator.analysis.imports import ImportTable, dotted_name
 from migrator.analysis.syntax import call_args, name_of
 from migrator.source import Source
 
@@ -203,6 +203,17 @@ class ModuleIndex:
         from migrator.analysis.indexer import Indexer
 
         Indexer(self).run()
+        self.aliases: dict[str, str] = {}
+
+    def add_aliases(self, aliases: dict[str, str]) -> None:
+        """Other names a call may use for a function or class of this module: in a program
+        joined into one module (`migrator/program.py`), `g` for `from engine import
+        train_one_epoch as g` and `engine.train_one_epoch` for `import engine`."""
+        self.aliases.update(aliases)
+        for alias, name in aliases.items():
+            if name in self.functions and alias not in self.functions:
+                self.functions[alias] = self.functions[name]
+        self._calls_by_name = None
 
     @property
     def module_scope(self) -> Scope:
@@ -221,6 +232,9 @@ class ModuleIndex:
                 called = name_of(site.node.func)
                 if called is not None:
                     by_name.setdefault(called, []).append(site)
+                aliased = self.aliases.get(dotted_name(site.node.func) or "")
+                if aliased is not None:
+                    by_name.setdefault(aliased, []).append(site)
             self._calls_by_name = by_name
         return self._calls_by_name.get(name, [])
 
@@ -264,3 +278,19 @@ __all__ = [
     "COMPOUND", "Binding", "Block", "CallSite", "Line", "Loop", "ModuleIndex", "Scope",
     "Statement", "Use", "call_args", "param_names", "target_names",
 ]  # fmt: skip
+
+
+def reaching_binding(bindings: list[Binding], at: Statement | None) -> Binding | None:
+    """The binding of `at`'s block, before `at`, with no other binding between them: the one
+    whose value `at` reads."""
+    if at is None:
+        return None
+    block = at.block
+    before = [(b.statement.ancestor_in(block), b) for b in bindings]
+    before = [(s.index, b) for s, b in before if s is not None and s.index < at.index]
+    if not before:
+        return None
+    index, binding = max(before, key=lambda pair: pair[0])
+    direct = binding.statement.block is block
+    alone = sum(1 for i, _ in before if i == index) == 1
+    return binding if direct and alone else None

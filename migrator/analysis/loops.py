@@ -25,7 +25,17 @@ from migrator.analysis.facts import (
     is_method,
     value_call,
 )
-from migrator.analysis.index import Binding, CallSite, Line, Loop, Scope, Statement, target_names
+from migrator.analysis.imports import dotted_name
+from migrator.analysis.index import (
+    CallSite,
+    Line,
+    Loop,
+    Scope,
+    Statement,
+    reaching_binding,
+    target_names,
+)
+from migrator.analysis.instances import called_method
 
 
 @dataclass(eq=False)
@@ -74,10 +84,22 @@ class LoopAnalysis:
             self._callees[key] = self._find_callee_scope(site)
         return self._callees[key]
 
+    def _called_instance(self, method: Scope) -> bool:
+        """Whether `method` is a `__call__` that a call of an instance runs (a loss scaler)."""
+        return method.name == "__call__" and any(
+            self._callee_scope(call) is method for call in self.index.calls()
+        )
+
     def _find_callee_scope(self, site: CallSite) -> Scope | None:
         func = site.node.func
         if isinstance(func, ast.Name):
-            return self.index.functions.get(func.id)
+            found = self.index.functions.get(func.id)
+            if found is None:  # `loss_scaler(loss, optimizer)`: an instance's `__call__`
+                found = called_method(self.index, site.scope, func.id, "__call__")
+            return found
+        dotted = dotted_name(func)
+        if dotted in self.index.aliases:  # `engine.train_one_epoch(...)` in a joined program
+            return self.index.functions.get(dotted)
         name = patterns.name_of(func)
         if name is not None and "." in name and is_method(site.scope):  # `self.train_epoch()`
             method = name.split(".", 1)[1]
@@ -143,7 +165,7 @@ class LoopAnalysis:
         bindings = origin.scope.assigns(origin.name)
         if not bindings or any(b.kind != "assign" or b.unpacked for b in bindings):
             return None
-        reaching = _reaching(bindings, at) if origin.scope is scope else None
+        reaching = reaching_binding(bindings, at) if origin.scope is scope else None
         if reaching is not None and len(bindings) > 1:
             bindings = [reaching]
         seen = seen | {(id(origin.scope), origin.name)}
@@ -307,7 +329,7 @@ class LoopAnalysis:
             if (
                 site.loop is None
                 and site.scope.kind == "function"
-                and driven_here(self.index, site.scope)
+                and (driven_here(self.index, site.scope) or self._called_instance(site.scope))
             ):
                 continue  # a step helper without a loop: its caller's loop is the training loop
             if self._steps_nearby(site):
@@ -450,19 +472,3 @@ def _strip_enumerate(expr: ast.expr) -> ast.expr:
 
 # `_wrapper_binding`: a name bound to a wrapper of something that is not a loader
 NOT_LOADER_ITEMS = LoopSource(None, [], False)  # type: ignore[arg-type]
-
-
-def _reaching(bindings: list[Binding], at: Statement | None) -> Binding | None:
-    """The binding of `at`'s block, before `at`, with no other binding between them: the one
-    whose value `at` reads."""
-    if at is None:
-        return None
-    block = at.block
-    before = [(b.statement.ancestor_in(block), b) for b in bindings]
-    before = [(s.index, b) for s, b in before if s is not None and s.index < at.index]
-    if not before:
-        return None
-    index, binding = max(before, key=lambda pair: pair[0])
-    direct = binding.statement.block is block
-    alone = sum(1 for i, _ in before if i == index) == 1
-    return binding if direct and alone else None
