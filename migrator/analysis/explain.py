@@ -107,3 +107,36 @@ def no_optimizer(facts: TrainingFacts, owner: Scope, steps: list[tuple[CallSite,
         + ("; ".join(found) if found else "no step() call")
         + ("; migrate by hand")
     )
+
+
+def precision_switch(facts: TrainingFacts, scope: Scope, switch: ast.expr) -> str:
+    """MIG900 when autocast's or the GradScaler's `enabled=` reads a value the Accelerator,
+    made before training, cannot be given (a helper's parameter, a local of the helper)."""
+    names = []
+    for node in ast.walk(switch):
+        name = patterns.root_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name is not None and name not in names and name not in ("torch", "self"):
+            names.append(name)
+    found = []
+    for name in names:
+        if scope.kind == "function" and name in scope.params:
+            found.append(untraceable(facts, scope, name))
+        elif scope.assigns(name):
+            line = scope.assigns(name)[0].statement.node.lineno
+            found.append(f"`{name}` is set at line {line} {where(scope)}")
+    why = ": " + "; ".join(found) if found else ""
+    return (
+        f"mixed precision is switched by `enabled={ast.unparse(switch)}` at line "
+        f"{switch.lineno}, a value the Accelerator cannot be given where it is made{why}; set "
+        'mixed_precision= on the Accelerator by hand (`"fp16"` where this switch is on, '
+        '`"no"` where it is off)'
+    )
+
+
+def runtime_dtype(dtype: ast.expr) -> str:
+    """MIG900 when autocast's dtype is chosen at run time."""
+    return (
+        f"the autocast dtype `{ast.unparse(dtype)}` at line {dtype.lineno} is chosen at run "
+        "time, not a literal torch.float16/bfloat16; set mixed_precision= on the Accelerator "
+        'by hand (`"fp16"`, `"bf16"` or `"no"` to match it)'
+    )

@@ -278,3 +278,19 @@ __all__ = [
     "COMPOUND", "Binding", "Block", "CallSite", "Line", "Loop", "ModuleIndex", "Scope",
     "Statement", "Use", "call_args", "param_names", "target_names",
 ]  # fmt: skip
+
+
+def reaching_binding(bindings: list[Binding], at: Statement | None) -> Binding | None:
+    """The binding of `at`'s block, before `at`, with no other binding between them: the one
+    whose value `at` reads."""
+    if at is None:
+        return None
+    block = at.block
+    before = [(b.statement.ancestor_in(block), b) for b in bindings]
+    before = [(s.index, b) for s, b in before if s is not None and s.index < at.index]
+    if not before:
+        return None
+    index, binding = max(before, key=lambda pair: pair[0])
+    direct = binding.statement.block is block
+    alone = sum(1 for i, _ in before if i == index) == 1
+    return binding if direct and alone else None

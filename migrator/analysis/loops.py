@@ -26,7 +26,15 @@ from migrator.analysis.facts import (
     value_call,
 )
 from migrator.analysis.imports import dotted_name
-from migrator.analysis.index import CallSite, Line, Loop, Scope, target_names
+from migrator.analysis.index import (
+    CallSite,
+    Line,
+    Loop,
+    Scope,
+    Statement,
+    reaching_binding,
+    target_names,
+)
 from migrator.analysis.instances import called_method
 
 
@@ -109,13 +117,16 @@ class LoopAnalysis:
 
     def _find_loop_source(self, loop: Loop) -> LoopSource | None:
         if loop.iter is not None:
-            found = self._unwrap(loop.iter, loop.scope, frozenset())
+            found = self._unwrap(loop.iter, loop.scope, frozenset(), loop.statement)
             if found is not None:
                 return found
         return self._iterator_source(loop)
 
-    def _unwrap(self, expr: ast.expr, scope: Scope, seen: frozenset) -> LoopSource | None:
-        """The loaders whose items `expr` yields (None: not a loader's items we can name)."""
+    def _unwrap(
+        self, expr: ast.expr, scope: Scope, seen: frozenset, at: Statement | None = None
+    ) -> LoopSource | None:
+        """The loaders whose items `expr` yields (None: not a loader's items we can name);
+        `at`: the statement that reads `expr` (a loop's head)."""
         through = False
         while isinstance(expr, ast.Call):
             if patterns.is_loader_call(expr, self.imports):  # built in place: named by MIG006
@@ -134,21 +145,29 @@ class LoopAnalysis:
         name = patterns.name_of(expr)
         if name is None:
             return None
-        bound = self._wrapper_binding(scope, name, seen)
+        bound = self._wrapper_binding(scope, name, seen, at)
+        if bound is NOT_LOADER_ITEMS:
+            return None
         if bound is not None:
             bound.through_enumerate = bound.through_enumerate or through
             return bound
         return LoopSource(scope, [name], through)
 
-    def _wrapper_binding(self, scope: Scope, name: str, seen: frozenset) -> LoopSource | None:
+    def _wrapper_binding(self, scope: Scope, name: str, seen: frozenset, at=None):
         """`progress_bar = tqdm(loader)` / `it = iter(loader)`: what the name wraps, read where
-        it is bound (every binding must wrap the same loaders)."""
+        it is bound (every binding must wrap the same loaders, or the one just before `at` in
+        its block reaches it: `t = tqdm(train_loader)` then `for b in t:`, later
+        `t = tqdm(val_loader)`). NOT_LOADER_ITEMS: every binding wraps an iterable that is no
+        loader (`pbar = tqdm(range(epochs))`)."""
         origin = self.facts.origin(scope, name)
         if origin is None or (id(origin.scope), origin.name) in seen:
             return None
         bindings = origin.scope.assigns(origin.name)
         if not bindings or any(b.kind != "assign" or b.unpacked for b in bindings):
             return None
+        reaching = reaching_binding(bindings, at) if origin.scope is scope else None
+        if reaching is not None and len(bindings) > 1:
+            bindings = [reaching]
         seen = seen | {(id(origin.scope), origin.name)}
         found: list[LoopSource] = []
         for binding in bindings:
@@ -157,7 +176,7 @@ class LoopAnalysis:
                 return None
             source = self._unwrap(value, origin.scope, seen)
             if source is None:
-                return None
+                return NOT_LOADER_ITEMS if len(found) == 0 and len(bindings) == 1 else None
             found.append(source)
         first = found[0]
         if any(f.scope is not first.scope or f.loaders != first.loaders for f in found):
@@ -449,3 +468,7 @@ def _strip_enumerate(expr: ast.expr) -> ast.expr:
             break
         expr = expr.args[0]
     return expr
+
+
+# `_wrapper_binding`: a name bound to a wrapper of something that is not a loader
+NOT_LOADER_ITEMS = LoopSource(None, [], False)  # type: ignore[arg-type]

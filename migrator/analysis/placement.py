@@ -20,18 +20,13 @@ from dataclasses import dataclass, field
 
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
+from migrator.analysis.setup_uses import (
+    NEUTRAL_ATTRIBUTES,
+    NEUTRAL_CALLEES,
+    is_setup_use,
+    use_words,
+)
 from migrator.findings import Finding
-
-# Attribute uses that are fine on the unprepared object (prepare moves parameters in place).
-NEUTRAL_ATTRIBUTES = {
-    "to", "cuda", "cpu", "parameters", "named_parameters", "train", "eval", "load_state_dict",
-    "state_dict", "apply", "requires_grad_", "dataset", "batch_size", "param_groups",
-    "add_param_group", "config", "half", "float", "bfloat16", "modules", "named_modules",
-    "children", "zero_grad", "register_forward_hook", "register_buffer", "resize_token_embeddings",
-    "gradient_checkpointing_enable", "num_parameters", "print_trainable_parameters",
-    "module",  # `ddp_model.module`: the plain model MIG010 unwraps to
-}  # fmt: skip
-NEUTRAL_CALLEES = {"print", "isinstance", "type", "id", "repr", "str", "hasattr", "getattr"}
 
 
 @dataclass
@@ -58,6 +53,19 @@ class PreparePlan:
             if found is not None and found.index >= index:
                 return True
         return False
+
+    def before_prepare(self, statement: Statement) -> bool:
+        """Does `statement` run before the prepare call, and only then (in its block, before
+        it, and that block in no loop): a model there is still the plain one."""
+        found = statement.ancestor_in(self.block) if self.block is not None else None
+        if found is None or found.index >= self.index or not self.objects:
+            return False
+        parent = self.block.parent
+        while parent is not None:
+            if isinstance(parent.node, (ast.For, ast.AsyncFor, ast.While)):
+                return False
+            parent = parent.block.parent
+        return True
 
     def prepares(self, name: str) -> bool:
         return (
@@ -108,6 +116,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     hard: list[Statement] = []
     soft: list[Statement] = []  # len(loader)
     used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
+    how: dict = {}  # id(statement) -> that use
     runs: set[int] = set()  # ids of statements that run a model or hand it over
     for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
         defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
@@ -122,11 +131,13 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             if kind == "hard":
                 hard.append(use.statement)
                 used.setdefault(id(use.statement), name)
+                how.setdefault(id(use.statement), use)
                 if (
                     use.kind != "attr"
                     and name in mandatory
                     and not _is_loader(facts, name)
-                    and (not _displayed(use))
+                    and not _displayed(use)
+                    and not is_setup_use(use, facts)
                 ):
                     runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
@@ -166,7 +177,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         late_def = max(defs[late], key=position)
         plan.conflict = _conflict(
             facts, f"looked for a point after the last definition of the training objects and "
-            f"before their first use; found `{used.get(id(use), '?')}` used at line {_line(use)} "
+            f"before their first use; found `{used.get(id(use), '?')}` used at line {_line(use)}"
+            f"{use_words(how.get(id(use)))} "
             f"before (or in the loop of) `{late}` defined at line {_line(late_def)}"
         )  # fmt: skip
         return plan
@@ -341,6 +353,8 @@ def _wrapper_use(use, owner) -> str | None:
     line = use.statement.node
     if use.kind != "arg" or not isinstance(line, Line) or len(line.body) != 1:
         return None
+    if use.callee == "len" or use.callee in NEUTRAL_CALLEES:
+        return None  # `steps = len(loader)` holds no loader
     small = line.body[0]
     if not isinstance(small, ast.Assign) or len(small.targets) != 1:
         return None

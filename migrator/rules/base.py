@@ -109,13 +109,36 @@ class RuleContext:
             return code, ()
         root = root_name(expr)
         if root is None:
-            return None
+            return self._compound_expression(scope, expr, code)
         origin = self.facts.origin(scope, root)
         if origin is None or origin.scope not in (self.facts.owner, self.facts.index.module_scope):
             return None
         if root != origin.name:
             code = origin.name + code[len(root) :]
         return code, (origin.name,)
+
+    def _compound_expression(self, scope: Scope, expr: ast.expr, code: str):
+        """`args.amp and not args.cpu`, `dtype == "float16"` written where training is owned
+        (or at module level): every name it reads is the owner's or the module's own."""
+        owners = (self.facts.owner, self.facts.index.module_scope)
+        if scope not in owners or any(
+            isinstance(n, (ast.Call, ast.Lambda, ast.NamedExpr)) for n in ast.walk(expr)
+        ):
+            return None
+        names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        for name in names:
+            origin = self.facts.origin(scope, name)
+            if origin is None or origin.scope not in owners or origin.name != name:
+                return None
+            bindings = origin.scope.bindings.get(name, [])
+            if any(b.kind not in ("assign", "param") or b.loop is not None for b in bindings):
+                return None  # a loop's value, an import: not one value before training
+        plain = isinstance(expr, (ast.Compare, ast.UnaryOp)) or (
+            isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.And)
+        )
+        if "\n" in code or not plain:
+            code = f"({code})"  # joined with `and` into the Accelerator's condition
+        return code, tuple(sorted(names))
 
     def local_name(self, scope: Scope, origin_name: str) -> str | None:
         """The name `scope` uses for the owner's object `origin_name`."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.facts import argument_for, class_methods, is_method
+from migrator.analysis import explain, patterns
+from migrator.analysis.facts import argument_for, bindings_of, class_methods, is_method
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import Line, Scope
 from migrator.analysis.syntax import call_args, name_value
@@ -46,15 +46,19 @@ class MixedPrecision(Rule):
         conditions: list[str] = []
         depends: list[str] = []
         scopes = facts.training_scopes
+        if self._unmade_scaler(context, scopes):
+            return
         for scope in scopes:
             for site in scope.calls:
                 found = patterns.autocast_precision(site.node, imports)
                 if found is None:
                     continue
                 if found[0] is None:
-                    context.block_file(Finding(code="MIG900", node=site.node, message=(
-                        "the autocast dtype is not a literal torch.float16/bfloat16; set "
-                        "mixed_precision= on the Accelerator by hand")))  # fmt: skip
+                    dtype = patterns.keyword(site.node, "dtype")
+                    message = (explain.runtime_dtype(dtype.value) if dtype is not None else
+                               "the autocast dtype is not a literal torch.float16/bfloat16; "
+                               "set mixed_precision= on the Accelerator by hand")  # fmt: skip
+                    context.block_file(Finding(code="MIG900", node=site.node, message=message))
                     return
                 precision, on_cuda = found
                 if not self._enabled(context, scope, site.node, conditions, depends):
@@ -98,9 +102,8 @@ class MixedPrecision(Rule):
             return True
         portable = context.owner_expression(scope, value)
         if portable is None:
-            context.block_file(Finding(code="MIG900", node=call, message="mixed precision is "
-                                       "switched by a value only this function sees; set "
-                                       "mixed_precision= on the Accelerator by hand"))  # fmt: skip
+            message = explain.precision_switch(context.facts, scope, value)
+            context.block_file(Finding(code="MIG900", node=call, message=message))
             return False
         code, names = portable
         conditions.append(code)
@@ -108,6 +111,37 @@ class MixedPrecision(Rule):
         return True
 
     # -- GradScaler --------------------------------------------------------------------------
+    def _unmade_scaler(self, context: RuleContext, scopes) -> bool:
+        """`scaler.scale(loss).backward()` where this file makes no GradScaler `scaler` (a
+        helper's parameter): its dance cannot go, and kept it would scale a second time under
+        the Accelerator's fp16. A MIG900 naming it; True if so."""
+        facts = context.facts
+        for scope in scopes:
+            for site in scope.calls:
+                scale = site.receiver if site.method == "backward" else None
+                func = scale.func if isinstance(scale, ast.Call) else None
+                if not isinstance(func, ast.Attribute) or func.attr != "scale":
+                    continue
+                name = patterns.name_of(func.value)
+                origin = facts.origin(scope, name) if name is not None else None
+                made = [b for b in bindings_of(origin) if b.kind == "assign"
+                        and isinstance(b.value, ast.Call)
+                        and patterns.is_grad_scaler_call(b.value, facts.index.imports)]  # fmt: skip
+                if made:
+                    continue
+                why = explain.untraceable(facts, scope, name) if name is not None else ""
+                bound = bindings_of(origin)
+                if bound and bound[0].value is not None:
+                    why = (f"`{origin.name}` is set at line {bound[0].statement.node.lineno} "
+                           f"to `{ast.unparse(bound[0].value)}`, not one GradScaler(...) call")  # fmt: skip
+                context.block_file(Finding(code="MIG900", node=site.node, message=(
+                    f"`{ast.unparse(site.node)}` at line {site.node.lineno} scales with a "
+                    f"GradScaler this file does not make as such{': ' + why if why else ''}; "
+                    "accelerator.backward scales on its own under mixed_precision=\"fp16\": "
+                    "migrate mixed precision by hand")))  # fmt: skip
+                return True
+        return False
+
     def _scalers(self, context, scopes, conditions, depends) -> bool | None:
         """Remove scalers and their dance; True if one was found, None if one can't be."""
         facts = context.facts
