@@ -26,6 +26,13 @@ DDP_CLASSES = {
 SAMPLER_CLASSES = {
     "torch.utils.data.distributed.DistributedSampler", "torch.utils.data.DistributedSampler",
 }  # fmt: skip
+# What a single process uses in the `else:` of `if args.distributed: sampler = ...`, and the
+# DistributedSampler `shuffle=` each stands for (None: the loader's own `shuffle=` decides).
+FALLBACK_SAMPLERS = {
+    "torch.utils.data.RandomSampler": True, "torch.utils.data.sampler.RandomSampler": True,
+    "torch.utils.data.SequentialSampler": False,
+    "torch.utils.data.sampler.SequentialSampler": False,
+}  # fmt: skip
 SPAWN_CALLS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 PROCESS_CLASSES = {"torch.multiprocessing.Process", "multiprocessing.Process"}
 INIT, DESTROY = "torch.distributed.init_process_group", "torch.distributed.destroy_process_group"
@@ -86,6 +93,8 @@ class Sampler:
     binding: Binding | None  # None when built inline in `DataLoader(sampler=...)`
     shuffle: ast.expr | None  # None: DistributedSampler's default, True
     loader_args: list[tuple[ast.Call, Arg]] = field(default_factory=list)
+    # `else: sampler = None | RandomSampler(ds)` of `if args.distributed: sampler = ...`
+    fallbacks: list[Binding] = field(default_factory=list)
 
 
 @dataclass(eq=False)

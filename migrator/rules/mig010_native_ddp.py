@@ -182,6 +182,8 @@ class _Migration:
     def _drop_sampler(self, sampler: Sampler) -> None:
         if sampler.binding is not None:
             self._remove(sampler.binding.small, sampler.binding.statement)
+        for fallback in sampler.fallbacks:  # `else: sampler = None` (or RandomSampler(ds))
+            self._remove(fallback.small, fallback.statement)
         source = self.source
         shuffle = source.text_of(sampler.shuffle) if sampler.shuffle is not None else "True"
         for loader, arg in sampler.loader_args:

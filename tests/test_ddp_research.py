@@ -1,0 +1,65 @@
+"""Single-file research conventions of hand-written DDP (issue 10 item 8, issue 11 item 3 in one
+file): `if args.distributed:` choosing the sampler, ranks kept on `args`, spawned workers, and
+Hogwild workers left alone. The golden fixture fixtures/golden/ddp_research_*.in.py holds the
+reviewed whole-script output; here are the shapes it does not spell out."""
+
+from __future__ import annotations
+
+from tests.test_mig010 import codes, migrate, script
+
+SAMPLERS = """\
+def train(rank, world_size, args):
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    val = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    if args.distributed:
+        sampler = DistributedSampler(data)
+        val_sampler = DistributedSampler(val, shuffle=False)
+    else:
+        sampler = {fallback}
+        val_sampler = torch.utils.data.SequentialSampler(val)
+    loader = DataLoader(data, batch_size=8, shuffle=(sampler is None), sampler=sampler)
+    val_loader = DataLoader(val, batch_size=8, sampler=val_sampler)
+    model = DDP(torch.nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        if args.distributed:
+            sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = (model(x) - y).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(train, args=(2, args), nprocs=2)
+"""
+
+
+def test_sampler_chosen_by_args_distributed_becomes_the_loaders_shuffle():
+    for fallback in ("None", "torch.utils.data.RandomSampler(data)"):
+        output, findings = migrate(script(SAMPLERS.format(fallback=fallback)))
+        assert not findings, findings
+        assert "    loader = DataLoader(data, batch_size=8, shuffle=True)\n" in output
+        assert "    val_loader = DataLoader(val, batch_size=8, shuffle=False)\n" in output
+        assert "sampler" not in output.replace("shuffle", "") and "args.distributed" not in output
+
+
+def test_sampler_fallback_that_shuffles_differently_is_refused_naming_its_line():
+    source = script(SAMPLERS.format(fallback="torch.utils.data.SequentialSampler(data)"))
+    output, findings = migrate(source)
+    assert output is None and codes(findings) == ["MIG907"]
+    line = source.splitlines().index("        sampler = torch.utils.data.SequentialSampler(data)")
+    assert f"`sampler` is also bound at line(s) {line + 1}" in findings[0].message
+
+
+def test_sampler_returned_from_a_helper_is_refused_naming_the_use():
+    source = script(SAMPLERS.format(fallback="None")).replace(
+        "    model = DDP(", "    keep(sampler)\n    model = DDP("
+    )
+    output, findings = migrate(source)
+    line = source.splitlines().index("    keep(sampler)") + 1
+    assert output is None and codes(findings) == ["MIG907"]
+    assert f"`sampler` is used at line {line}" in findings[0].message
