@@ -63,3 +63,38 @@ def test_sampler_returned_from_a_helper_is_refused_naming_the_use():
     line = source.splitlines().index("    keep(sampler)") + 1
     assert output is None and codes(findings) == ["MIG907"]
     assert f"`sampler` is used at line {line}" in findings[0].message
+
+
+HOGWILD = """\
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+
+def train(rank, args, model, dataset):
+    torch.manual_seed(args.seed + rank)
+    loader = DataLoader(dataset, batch_size=8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_hogwild_worker_handed_a_shared_model_is_left_with_a_note():
+    output, findings = migrate(HOGWILD)
+    assert output is None and codes(findings) == ["MIG908"]
+    assert findings[0].level == "note" and "`train(rank, ...)`" in findings[0].message
+    assert "shared `model`" in findings[0].message and findings[0].line == 6
+
+
+def test_worker_called_in_its_own_file_or_building_its_model_is_migrated():
+    called = HOGWILD + "\n\ntrain(0, ARGS, torch.nn.Linear(4, 1), DATA)\n"
+    builds = HOGWILD.replace("args, model, dataset", "args, dataset").replace(
+        "    loader =", "    model = torch.nn.Linear(4, 1)\n    loader ="
+    )
+    for source in (called, builds):
+        output, findings = migrate(source)
+        assert "MIG908" not in codes(findings) and "accelerator.backward(loss)" in output

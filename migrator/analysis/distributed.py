@@ -43,6 +43,7 @@ from migrator.analysis.distributed_facts import (
     SAMPLER_CLASSES,
     SHARDING_PREFIXES,
     SPAWN_CALLS,
+    WORKER_RANK,
     DistributedFacts,
     RankName,
     Spawn,
@@ -100,6 +101,7 @@ class _Reader(ObjectReader):
 
     def run(self) -> None:
         self._processes_started_by_hand()
+        self._worker_started_elsewhere()
         if self.facts.blocking or not any(
             q.startswith(("torch.distributed", "torch.multiprocessing")) or q in DDP_CLASSES
             or q in SAMPLER_CLASSES for _, q in self.sites
@@ -139,6 +141,30 @@ class _Reader(ObjectReader):
                 self._block(site.node, "MIG908", "processes started by hand share a model "
                             "without a process group (Hogwild): nothing for Accelerate to take "
                             "over; left as it is", level="note")  # fmt: skip
+            return
+
+    def _worker_started_elsewhere(self) -> None:
+        """`def train(rank, args, model, ...)`: a function taking a process rank first and the
+        model it trains as an argument, that nothing in this file calls, in a file that joins no
+        process group. Another module starts one process per rank around one shared model
+        (Hogwild, as pytorch/examples' mnist_hogwild): not data parallel training."""
+        if self.facts.blocking or any(q == INIT or q in DDP_CLASSES for _, q in self.sites):
+            return
+        for scope in self.index.module_scope.children:
+            params = [p for p in scope.params if not p.startswith("*")]
+            if scope.kind != "function" or not params or not WORKER_RANK.match(params[0]):
+                continue
+            if any(other.uses.get(scope.name) for other in self.index.scopes):
+                continue  # called or handed on here (`Process(target=train)`): seen there
+            shared = next((p for p in params[1:] if any(
+                u.kind == "attr" and u.attr == "parameters" for u in scope.uses.get(p, [])
+            )), None)  # fmt: skip
+            if shared is None:
+                continue
+            self._block(scope.node, "MIG908", f"`{scope.name}({params[0]}, ...)` is a worker "
+                        f"another module starts once per process around the shared "
+                        f"`{shared}` it is handed, with no process group (Hogwild): nothing "
+                        "for Accelerate to take over; left as it is", level="note")  # fmt: skip
             return
 
     def _helpers(self) -> None:

@@ -61,6 +61,7 @@ SHARDING_PREFIXES = (
 )  # fmt: skip
 LAUNCH_ARGUMENTS = {"--local_rank", "--local-rank"}
 LOCAL_NAME = re.compile(r"local|gpu|device_id")
+WORKER_RANK = re.compile(r"(local_|process_|proc_|worker_)?rank$|(process|proc|worker)_id$")
 PURE_CALLS = {"int", "str", "torch.cuda.is_available", "torch.cuda.device_count",
               "os.environ.get", "os.getenv", "max", "min", "torch.distributed.is_initialized",
               "torch.distributed.is_available"}  # fmt: skip
