@@ -54,6 +54,7 @@ from migrator.analysis.distributed_facts import (
 from migrator.analysis.distributed_objects import ObjectReader
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, Line, ModuleIndex, Scope
+from migrator.analysis.launch_attributes import read_launch_attributes
 from migrator.analysis.syntax import call_args, name_value
 from migrator.findings import Finding
 
@@ -119,6 +120,9 @@ class _Reader(ObjectReader):
         if self.facts.blocking:
             return
         self._helpers()
+        self._launch_attributes()
+        if self.facts.blocking:
+            return
         self._spawns()
         self._workers()
         self._constructor_ranks()
@@ -244,6 +248,13 @@ class _Reader(ObjectReader):
                 ):
                     self.facts.removed_smalls.append((small, statement))
 
+    def _launch_attributes(self) -> None:
+        launch = read_launch_attributes(self.index, self.sites, lambda e: is_pure(e, self.imports))
+        self.facts.launch = launch
+        for small, attribute in launch.impure:
+            self._block(small, "MIG907", f"`{launch.base}.{attribute}` is computed with a call "
+                        f"at line {small.lineno}; migrate by hand")  # fmt: skip
+
     # -- spawn entry points and rank names ----------------------------------------------------
     def _spawns(self) -> None:
         for site, qualified in self.sites:
@@ -277,7 +288,7 @@ class _Reader(ObjectReader):
                             "arguments; migrate by hand")  # fmt: skip
                 continue
             stored = _stored_in_attribute(target, rank)
-            if stored is not None:
+            if stored is not None and not self.facts.launch.covers(stored.targets[0]):
                 where = dotted_name(stored.targets[0])
                 self._block(stored, "MIG907", f"the spawned function stores its rank in "
                             f"`{where}`, where other code reads it; migrate by hand")  # fmt: skip
@@ -365,7 +376,12 @@ class _Reader(ObjectReader):
                             "a value; migrate by hand")  # fmt: skip
                 return
             rank = keyword_value(site.node, "rank")
-            if qualified == INIT and rank is not None and not self._plain_rank(site.scope, rank):
+            launch = self.facts.launch
+            if (
+                qualified == INIT
+                and rank is not None
+                and not (self._plain_rank(site.scope, rank) or launch.covers(rank))
+            ):
                 kept = dotted_name(rank) if isinstance(rank, ast.Attribute) else None
                 self._block(
                     site.node,
@@ -379,7 +395,11 @@ class _Reader(ObjectReader):
                 )
                 return
             world_size = keyword_value(site.node, "world_size")
-            if qualified == INIT and isinstance(world_size, ast.Attribute):
+            if (
+                qualified == INIT
+                and isinstance(world_size, ast.Attribute)
+                and not (launch.covers(world_size))
+            ):
                 self._block(site.node, "MIG907", f"the world size is kept in "
                             f"`{dotted_name(world_size)}`, which other code reads as a number; "
                             "migrate by hand")  # fmt: skip

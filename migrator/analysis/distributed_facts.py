@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from migrator.analysis.index import Binding, CallSite, Scope, Statement, Use
 from migrator.analysis.syntax import Arg, contains, keyword_value  # noqa: F401 - shared
@@ -141,6 +142,7 @@ class DistributedFacts:
     barriers: list[CallSite] = field(default_factory=list)
     reductions: list[Reduction] = field(default_factory=list)
     collectives: list[CallSite] = field(default_factory=list)  # left as they are, reported
+    launch: Any = None  # LaunchAttributes (launch_attributes.py): `args.rank`, `args.gpu`, ...
     findings: list[Finding] = field(default_factory=list)
     blocking: bool = False  # a finding says this file's distributed code is not ours to rewrite
 
@@ -149,7 +151,7 @@ class DistributedFacts:
         return any((self.removed_calls, self.removed_smalls, self.helpers, self.wraps,
                     self.samplers, self.spawns, self.rank_names, self.rank_calls,
                     self.rank_attributes, self.barriers, self.reductions,
-                    self.collectives))  # fmt: skip
+                    self.collectives)) or bool(self.launch and self.launch.writes)  # fmt: skip
 
     def unwrapped(self, scope: Scope, name: str) -> str | None:
         """`model` for `ddp_model` when `ddp_model = DDP(model, ...)` in `scope`."""

@@ -32,6 +32,7 @@ from migrator.analysis.syntax import call_args, integer_text, name_value
 from migrator.arglists import call_items, parameter_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.ddp_launch_attributes import rewrite_launch_attributes
 from migrator.rules.ddp_syntax import (
     NoImports,
     main_process_check,
@@ -101,6 +102,7 @@ class _Migration:
         for spawn in dist.spawns:
             self._direct_call(spawn)
         self._ranks()
+        rewrite_launch_attributes(self)
         self._collectives()
         self._unused_names()
         self._unused_imports()
@@ -117,9 +119,13 @@ class _Migration:
             self.edits.drop_if_emptied.add(id(node))
 
     def _has_elif(self, node: ast.If) -> bool:
+        """An `elif` that has branches of its own after it (`if a: ... elif b: ...` alone
+        empties as one statement when both bodies do: the renderer checks both)."""
         first = node.orelse[0] if len(node.orelse) == 1 else None
-        return isinstance(first, ast.If) and self.source.text.startswith(
-            "elif", self.source.start(first)
+        return (
+            isinstance(first, ast.If)
+            and self.source.text.startswith("elif", self.source.start(first))
+            and bool(first.orelse)
         )
 
     # -- the DDP wrapper ---------------------------------------------------------------------
