@@ -142,6 +142,8 @@ class DistributedFacts:
     barriers: list[CallSite] = field(default_factory=list)
     reductions: list[Reduction] = field(default_factory=list)
     collectives: list[CallSite] = field(default_factory=list)  # left as they are, reported
+    # `model_without_ddp = model` ... `model_without_ddp = model.module`: the `.module` bindings
+    aliases: list[tuple[Scope, str, list[Binding]]] = field(default_factory=list)
     launch: Any = None  # LaunchAttributes (launch_attributes.py): `args.rank`, `args.gpu`, ...
     findings: list[Finding] = field(default_factory=list)
     blocking: bool = False  # a finding says this file's distributed code is not ours to rewrite
@@ -161,6 +163,16 @@ class DistributedFacts:
             ):  # fmt: skip
                 return wrap.inner_name
         return None
+
+    def plain_alias(self, scope: Scope, small: ast.AST) -> bool:
+        """`model_without_ddp = model`, where the script rebinds it to `model.module` once
+        wrapped: the plain model by design, which stays a plain reference before prepare."""
+        return (
+            isinstance(small, ast.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0], ast.Name)
+            and any(s is scope and n == small.targets[0].id for s, n, _ in self.aliases)
+        )
 
     def names_for(self, scope: Scope, name: str) -> list[str]:
         """`name` and the DDP wrappers that stand for it in `scope`."""

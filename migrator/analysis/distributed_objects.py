@@ -90,6 +90,20 @@ class ObjectReader:
                         "in DistributedDataParallel; migrate by hand")  # fmt: skip
             return
         self.facts.wraps.append(Wrap(site, target, inner, inner_name, _dropped(site)))
+        self._unwrapped_alias(site.scope, target)
+
+    def _unwrapped_alias(self, scope: Scope, model: str) -> None:
+        """`model_without_ddp = model` and, once wrapped, `model_without_ddp = model.module`
+        (torchvision's references, DeiT): the name always means the plain model, so the
+        `.module` rebinding goes and the first binding stays."""
+        for name, bindings in scope.bindings.items():
+            if name == model or any(b.unpacked or b.kind != "assign" for b in bindings):
+                continue
+            module = [b for b in bindings if isinstance(b.value, ast.Attribute)
+                      and b.value.attr == "module" and name_value(b.value.value) == model]  # fmt: skip
+            plain = [b for b in bindings if name_value(b.value) == model]
+            if module and plain and len(module) + len(plain) == len(bindings):
+                self.facts.aliases.append((scope, name, module))
 
     def _sampler(self, site: CallSite) -> None:
         shuffle = keyword_value(site.node, "shuffle", 3)

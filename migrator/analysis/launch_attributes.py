@@ -81,6 +81,9 @@ def read_launch_attributes(index: ModuleIndex, sites, is_pure) -> LaunchAttribut
         if isinstance(value, ast.Attribute) and name_value(value.value) == facts.base
     }
     facts.kinds = {a: k for a, k in ATTRIBUTE_KINDS.items() if a in written or a in passed}
+    flag = _spawn_flag(index, sites, facts.base)
+    if facts.kinds and flag is not None and flag not in written:
+        facts.kinds[flag] = DISTRIBUTED  # `--multiprocessing-distributed`: more than one process
     for attribute, writes in written.items():
         for small, statement in writes:
             if attribute not in facts.kinds:
@@ -93,8 +96,8 @@ def read_launch_attributes(index: ModuleIndex, sites, is_pure) -> LaunchAttribut
             kind = facts.kinds.get(use.attr or "") if use.kind == "attr" else None
             if kind is None or _write_of(use) is not None:
                 continue
-            if kind == LOCAL_PROCESS_INDEX and id(scope) in spawners:
-                continue  # `if args.gpu is not None: warn(...)` in main(): the flag
+            if id(scope) in spawners and (kind == LOCAL_PROCESS_INDEX or use.attr == flag):
+                continue  # `if args.gpu is not None: warn(...)` in main(): the flags
             facts.reads.append((_attribute(use), use.statement, kind))
     return facts
 
@@ -118,6 +121,19 @@ def _base(index: ModuleIndex, sites) -> str | None:
             base = _stored_in(target, params[0])
             if base is not None:
                 return base
+    return None
+
+
+def _spawn_flag(index: ModuleIndex, sites, base: str | None) -> str | None:
+    """`multiprocessing_distributed` for `if args.multiprocessing_distributed: mp.spawn(...)`:
+    the flag that chose to start one process per GPU means "more than one process" now."""
+    for site, qualified in sites:
+        if qualified not in SPAWN_CALLS:
+            continue
+        for statement in site.statement.chain()[:-1]:
+            test = getattr(statement.node, "test", None)
+            if isinstance(test, ast.Attribute) and name_value(test.value) == base:
+                return test.attr
     return None
 
 

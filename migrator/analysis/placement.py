@@ -276,6 +276,11 @@ def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
 def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:
     if id(use.statement.node) in def_nodes and use.kind != "iter":
         return None  # `optimizer = AdamW(model.parameters())`, `model = model.to(device)`
+    line = use.statement.node
+    if isinstance(line, Line) and len(line.body) == 1 and facts.distributed.plain_alias(
+        use.statement.block.scope, line.body[0]
+    ):  # fmt: skip
+        return None  # `model_without_ddp = model`: the plain model, on purpose
     if use.kind == "attr":
         return None if use.attr in NEUTRAL_ATTRIBUTES else "hard"
     if use.kind == "arg":

@@ -130,6 +130,9 @@ class _Migration:
 
     # -- the DDP wrapper ---------------------------------------------------------------------
     def _unwrap_models(self) -> None:
+        for _scope, _name, bindings in self.dist.aliases:  # `model_without_ddp = model.module`
+            for binding in bindings:
+                self._remove(binding.small, binding.statement)
         wrapped = set()
         for wrap in self.dist.wraps:
             site = wrap.site
@@ -160,6 +163,8 @@ class _Migration:
                         and use.attr == "module"
                         and isinstance(attribute, ast.Attribute)
                         and not self._assigned_or_deleted(attribute)
+                        and id(use.statement.node) not in self.edits.removals
+                        and id(self.parents.get(id(attribute))) not in self.edits.removals
                     ):
                         self.edits.replace(attribute, self._unwrap_model(attribute))
                         self.context.need_accelerator_at(use.statement)
