@@ -98,3 +98,53 @@ def test_worker_called_in_its_own_file_or_building_its_model_is_migrated():
     for source in (called, builds):
         output, findings = migrate(source)
         assert "MIG908" not in codes(findings) and "accelerator.backward(loss)" in output
+
+
+BRANCHES = """\
+import torch
+import torch.nn as nn
+from torch.optim.lr_scheduler import StepLR
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def main(args):
+    model = Net()
+    if args.arch == "vgg":
+        model.features = torch.nn.DataParallel(model.features)
+        model.cuda()
+    else:
+        model = torch.nn.DataParallel(model).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = StepLR(optimizer, step_size=30)
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    for epoch in range(2):
+        for x, y in loader:
+            loss = (model(x.cuda()) - y.cuda()).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        scheduler.step()
+"""
+
+
+def test_data_parallel_branches_collapse_and_a_per_epoch_scheduler_may_come_first():
+    output, findings = migrate(BRANCHES)
+    assert "DataParallel" not in output and ".cuda()" not in output
+    assert "args.arch" not in output  # both branches emptied: the `if` went with them
+    # StepLR holds the plain optimizer (the prepared one shares its param_groups): prepare
+    # goes after the loader, the scheduler stays where it was
+    assert output.index("scheduler = StepLR(optimizer") < output.index("loader = DataLoader(")
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
+    notes = [f.message for f in findings if f.code == "MIG901"]
+    assert len(notes) == 2 and "around `model.features` removed: accelerator.prepare" in notes[0]
