@@ -148,3 +148,14 @@ def test_data_parallel_branches_collapse_and_a_per_epoch_scheduler_may_come_firs
     assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
     notes = [f.message for f in findings if f.code == "MIG901"]
     assert len(notes) == 2 and "around `model.features` removed: accelerator.prepare" in notes[0]
+
+
+def test_optimizer_over_a_filtered_parameter_list_trains_the_model_it_came_from():
+    source = BRANCHES.replace(
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "    parameters = list(filter(lambda p: p.requires_grad, model.parameters()))\n"
+        "    optimizer = torch.optim.SGD(parameters, lr=0.1)\n",
+    )
+    output, findings = migrate(source)
+    assert "MIG900" not in codes(findings)
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output

@@ -122,7 +122,7 @@ class ObjectRoles:
             if not calls or any(call is None or not self._known_optimizer(call) for call in calls):
                 return False  # an EMA's `.step()` or a factory's optimizer: not for us to pair
             roots = [root for call in calls for arg in patterns.call_args(call)
-                     for root in patterns.parameter_roots(arg.value)]  # fmt: skip
+                     for root in parameter_roots_in(owner, arg.value)]  # fmt: skip
             models = self.facts.models
             if not roots or not all(self._kept_on_self(owner, r) in models for r in roots):
                 return False
@@ -177,3 +177,15 @@ class ObjectRoles:
             and value.id in scope.params
             and self.facts.rank_kind(scope, value.id) is None
         )
+
+
+def parameter_roots_in(owner: Scope, expr: ast.AST) -> list[str]:
+    """patterns.parameter_roots, also through one local name bound once to them (MoCo's
+    `parameters = list(filter(lambda p: p.requires_grad, model.parameters()))`)."""
+    roots = patterns.parameter_roots(expr)
+    if roots or not isinstance(expr, ast.Name):
+        return roots
+    bindings = owner.assigns(expr.id)
+    if len(bindings) != 1 or bindings[0].unpacked or bindings[0].value is None:
+        return []
+    return patterns.parameter_roots(bindings[0].value)

@@ -30,7 +30,7 @@ from migrator.analysis.facts import (
 )  # fmt: skip
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
-from migrator.analysis.objects import ObjectRoles
+from migrator.analysis.objects import ObjectRoles, parameter_roots_in
 from migrator.findings import Finding
 from migrator.source import Source
 
@@ -307,7 +307,7 @@ class _Analyser(ObjectRoles, LoopAnalysis):
                 if maker is not None and maker not in models:
                     models.append(maker)
                 for arg in patterns.call_args(call):
-                    for root in patterns.parameter_roots(arg.value):
+                    for root in parameter_roots_in(owner, arg.value):
                         found = self.facts.origin(owner, root)
                         if found is None or found.scope is not owner:
                             self._block(call, root, owner)
