@@ -34,7 +34,6 @@ from migrator.analysis.distributed_facts import (
     LOCAL_NAME,
     LOCAL_PROCESS_INDEX,
     NUM_PROCESSES,
-    PROCESS_CLASSES,
     PROCESS_INDEX,
     PURE_CALLS,
     RANK_CALLS,
@@ -43,7 +42,6 @@ from migrator.analysis.distributed_facts import (
     SAMPLER_CLASSES,
     SHARDING_PREFIXES,
     SPAWN_CALLS,
-    WORKER_RANK,
     DistributedFacts,
     RankName,
     Spawn,
@@ -52,6 +50,7 @@ from migrator.analysis.distributed_facts import (
     whole_statement,
 )
 from migrator.analysis.distributed_objects import ObjectReader
+from migrator.analysis.distributed_processes import ProcessReader
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, Line, ModuleIndex, Scope
 from migrator.analysis.launch_attributes import read_launch_attributes
@@ -93,7 +92,7 @@ def is_pure(expr: ast.AST, imports) -> bool:
     )
 
 
-class _Reader(ObjectReader):
+class _Reader(ObjectReader, ProcessReader):
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
         self.imports = index.imports
@@ -133,44 +132,6 @@ class _Reader(ObjectReader):
         self._launch_environment()
 
     # -- set-up and tear-down ----------------------------------------------------------------
-    def _processes_started_by_hand(self) -> None:
-        for site, qualified in self.sites:
-            if qualified not in PROCESS_CLASSES:
-                continue
-            if any(q == INIT for _, q in self.sites):
-                self._block(site.node, "MIG907", "processes started by hand with Process(...) "
-                            "join a process group; launch with `migrate launch` and migrate by "
-                            "hand")  # fmt: skip
-            else:
-                self._block(site.node, "MIG908", "processes started by hand share a model "
-                            "without a process group (Hogwild): nothing for Accelerate to take "
-                            "over; left as it is", level="note")  # fmt: skip
-            return
-
-    def _worker_started_elsewhere(self) -> None:
-        """`def train(rank, args, model, ...)`: a function taking a process rank first and the
-        model it trains as an argument, that nothing in this file calls, in a file that joins no
-        process group. Another module starts one process per rank around one shared model
-        (Hogwild, as pytorch/examples' mnist_hogwild): not data parallel training."""
-        if self.facts.blocking or any(q == INIT or q in DDP_CLASSES for _, q in self.sites):
-            return
-        for scope in self.index.module_scope.children:
-            params = [p for p in scope.params if not p.startswith("*")]
-            if scope.kind != "function" or not params or not WORKER_RANK.match(params[0]):
-                continue
-            if any(other.uses.get(scope.name) for other in self.index.scopes):
-                continue  # called or handed on here (`Process(target=train)`): seen there
-            shared = next((p for p in params[1:] if any(
-                u.kind == "attr" and u.attr == "parameters" for u in scope.uses.get(p, [])
-            )), None)  # fmt: skip
-            if shared is None:
-                continue
-            self._block(scope.node, "MIG908", f"`{scope.name}({params[0]}, ...)` is a worker "
-                        f"another module starts once per process around the shared "
-                        f"`{shared}` it is handed, with no process group (Hogwild): nothing "
-                        "for Accelerate to take over; left as it is", level="note")  # fmt: skip
-            return
-
     def _helpers(self) -> None:
         module = self.index.module_scope
         for scope in module.children:
