@@ -159,3 +159,41 @@ def test_optimizer_over_a_filtered_parameter_list_trains_the_model_it_came_from(
     output, findings = migrate(source)
     assert "MIG900" not in codes(findings)
     assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
+
+
+ONE_STEP = """\
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def demo(rank):
+    model = torch.nn.Linear(10, 5).to(rank)
+    ddp_model = DDP(model, device_ids=[rank])
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.001)
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(ddp_model(torch.randn(20, 10)), torch.randn(20, 5)).backward()
+    optimizer.step()
+
+
+def main():
+    env = {key: os.environ[key] for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    rank = int(env["RANK"])
+    dist.init_process_group(backend="gloo", rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]))
+    demo(rank)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_one_step_outside_any_loop_says_so_and_the_environment_copy_is_the_launchers():
+    output, findings = migrate(ONE_STEP)
+    assert output is None and codes(findings) == ["MIG905"]  # not silent, not MIG907
+    assert findings[0].line == 13 and "outside a loop" in findings[0].message
+    looped = ONE_STEP.replace("    demo(rank)\n", "    for _ in range(3):\n        demo(rank)\n")
+    assert "MIG905" in codes(migrate(looped)[1])  # a loop without a DataLoader: still a note

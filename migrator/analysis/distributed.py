@@ -66,8 +66,9 @@ def read_distributed(index: ModuleIndex) -> DistributedFacts:
     return reader.facts
 
 
-def env_kind(expr: ast.AST | None, imports) -> str | None:
-    """The rank kind of `int(os.environ["LOCAL_RANK"])`, `int(os.getenv("RANK", 0))`, ..."""
+def env_kind(expr: ast.AST | None, imports, environ=frozenset({"os.environ"})) -> str | None:
+    """The rank kind of `int(os.environ["LOCAL_RANK"])`, `int(os.getenv("RANK", 0))`, ...;
+    `environ`: the names holding the environment (`env_dict = {k: os.environ[k] for k in ...}`)."""
     if not isinstance(expr, ast.Call) or imports.qualify(expr.func) != "int":
         return None
     args = call_args(expr)
@@ -75,7 +76,7 @@ def env_kind(expr: ast.AST | None, imports) -> str | None:
         return None
     inner = args[0].value
     key = None
-    if isinstance(inner, ast.Subscript) and dotted_name(inner.value) == "os.environ":
+    if isinstance(inner, ast.Subscript) and dotted_name(inner.value) in environ:
         key = patterns.string_value(inner.slice)
     elif isinstance(inner, ast.Call) and imports.qualify(inner.func) in ("os.environ.get",
                                                                          "os.getenv"):  # fmt: skip
@@ -98,6 +99,7 @@ class _Reader(ObjectReader, ProcessReader):
         self.imports = index.imports
         self.facts = DistributedFacts()
         self.sites = [(site, site.callee or "") for site in index.calls()]
+        self.environ = {"os.environ", *_environment_copies(index)}
 
     def run(self) -> None:
         self._processes_started_by_hand()
@@ -310,7 +312,7 @@ class _Reader(ObjectReader, ProcessReader):
                 if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].unpacked:
                     continue  # rebound ranks stay as they are: still valid under a launcher
                 value = bindings[0].value
-                kind = env_kind(value, self.imports)
+                kind = env_kind(value, self.imports, self.environ)
                 if kind is None and isinstance(value, ast.Call):
                     kind = RANK_CALLS.get(self.imports.qualify(value.func) or "")
                 if kind is not None:
@@ -395,8 +397,8 @@ class _Reader(ObjectReader, ProcessReader):
 
     def _plain_rank(self, scope: Scope, rank: ast.AST) -> bool:
         name = name_value(rank)
-        if name is None:
-            return False
+        if name is None:  # `rank=int(env_dict["RANK"])`: the launcher's
+            return env_kind(rank, self.imports, self.environ) == PROCESS_INDEX
         if name in scope.params:
             return True
         return self.facts.kind_of(scope, name) == PROCESS_INDEX
@@ -424,3 +426,22 @@ def _stored_in_attribute(scope: Scope, name: str) -> ast.Assign | None:
 
 def _is_string(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, (str, bytes))
+
+
+def _environment_copies(index: ModuleIndex) -> set[str]:
+    """Names bound once to a copy of the environment: `{k: os.environ[k] for k in keys}`,
+    `dict(os.environ)`, `os.environ.copy()` (pytorch/examples' distributed/ddp example)."""
+    found = set()
+    for scope in index.scopes:
+        for name, bindings in scope.bindings.items():
+            value = bindings[0].value if len(bindings) == 1 else None
+            if isinstance(value, ast.DictComp):
+                value = value.value.value if isinstance(value.value, ast.Subscript) else None
+            elif isinstance(value, ast.Call) and not value.keywords and (
+                dotted_name(value.func) == "os.environ.copy"
+                or (dotted_name(value.func) == "dict" and len(value.args) == 1)
+            ):  # fmt: skip
+                value = value.args[0] if value.args else value.func.value
+            if value is not None and dotted_name(value) == "os.environ":
+                found.add(name)
+    return found

@@ -37,7 +37,7 @@ FALLBACK_SAMPLERS = {
 SPAWN_CALLS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 PROCESS_CLASSES = {"torch.multiprocessing.Process", "multiprocessing.Process"}
 INIT, DESTROY = "torch.distributed.init_process_group", "torch.distributed.destroy_process_group"
-GROUP_CALLS = {INIT, DESTROY, "torch.cuda.set_device"}
+GROUP_CALLS = {INIT, DESTROY, "torch.cuda.set_device", "torch.accelerator.set_device_index"}
 BARRIER, ALL_REDUCE = "torch.distributed.barrier", "torch.distributed.all_reduce"
 RANK_CALLS = {
     "torch.distributed.get_rank": PROCESS_INDEX,

@@ -292,11 +292,7 @@ class LoopAnalysis:
                 site.loop is None or own_loop_functions & self._reachable_functions(callee)
             ):
                 continue  # a call outside any loop, or into a helper training over its own loop
-            if (
-                site.loop is None
-                and site.scope.kind == "function"
-                and (call_sites_of(self.index, site.scope))
-            ):
+            if site.loop is None and self._called_in_loop(site.scope, set()):
                 continue  # a step helper without a loop: its caller's loop is the training loop
             if self._steps_nearby(site):
                 notes.append((site, callee))
@@ -319,6 +315,17 @@ class LoopAnalysis:
                 )
             self._finding(site.node, "MIG905", message, level="note")
         self.facts.training_loops = loops or loaderless
+
+    def _called_in_loop(self, scope: Scope, seen: set[int]) -> bool:
+        """Some call of function `scope` runs in a loop, directly or through its callers
+        (`demo_basic(rank)` called once from `main()` steps once: no training loop)."""
+        if scope.kind != "function" or id(scope) in seen:
+            return False
+        seen.add(id(scope))
+        return any(
+            site.loop is not None or self._called_in_loop(site.scope, seen)
+            for site in call_sites_of(self.index, scope)
+        )
 
     def _loaderless_loops(self, notes: list[tuple[CallSite, Scope | None]]) -> list[Loop]:
         """Loader-less training (nanoGPT's `get_batch`, full-batch graph models): the loop
