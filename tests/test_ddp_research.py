@@ -197,3 +197,19 @@ def test_one_step_outside_any_loop_says_so_and_the_environment_copy_is_the_launc
     assert findings[0].line == 13 and "outside a loop" in findings[0].message
     looped = ONE_STEP.replace("    demo(rank)\n", "    for _ in range(3):\n        demo(rank)\n")
     assert "MIG905" in codes(migrate(looped)[1])  # a loop without a DataLoader: still a note
+
+
+def test_evaluation_on_the_main_process_only_keeps_its_loader_whole():
+    source = script(SAMPLERS.format(fallback="None")).replace(
+        "    dist.destroy_process_group()\n",
+        "    if rank == 0:\n"
+        "        correct = 0\n"
+        "        with torch.no_grad():\n"
+        "            for x, y in val_loader:\n"
+        "                correct += (model(x).argmax(1) == y).sum().item()\n"
+        "        print(correct / len(val))\n"
+        "    dist.destroy_process_group()\n",
+    )
+    output, _ = migrate(source)
+    assert "accelerator.prepare(model, optimizer, loader)\n" in output  # not val_loader
+    assert "gather" not in output and "    if accelerator.is_main_process:\n" in output

@@ -174,6 +174,34 @@ class DistributedFacts:
             and any(s is scope and n == small.targets[0].id for s, n, _ in self.aliases)
         )
 
+    def one_process_only(self, statement: Statement) -> bool:
+        """`statement` runs under `if rank == 0:` (or `args.rank == 0`, `dist.get_rank() == 0`,
+        `is_main_process`): work of one process that must not shard its loader or gather."""
+        scope = statement.block.scope
+        for enclosing in statement.chain()[:-1]:
+            test = getattr(enclosing.node, "test", None)
+            if isinstance(test, ast.Attribute) and test.attr in ("is_main_process",
+                                                                 "is_local_main_process"):  # fmt: skip
+                return True
+            if not (
+                isinstance(test, ast.Compare)
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq)
+                and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value == 0
+            ):
+                continue
+            left = test.left
+            if isinstance(left, ast.Name) and self.kind_of(scope, left.id) in RANK_KINDS:
+                return True
+            if self.launch is not None and self.launch.covers(left) and (
+                self.launch.kinds[left.attr] in RANK_KINDS
+            ):  # fmt: skip
+                return True
+            if isinstance(left, ast.Call) and getattr(left.func, "attr", None) == "get_rank":
+                return True
+        return False
+
     def names_for(self, scope: Scope, name: str) -> list[str]:
         """`name` and the DDP wrappers that stand for it in `scope`."""
         aliases = [w.target for w in self.wraps if w.site.scope is scope and w.inner_name == name]
