@@ -213,3 +213,73 @@ def test_evaluation_on_the_main_process_only_keeps_its_loader_whole():
     output, _ = migrate(source)
     assert "accelerator.prepare(model, optimizer, loader)\n" in output  # not val_loader
     assert "gather" not in output and "    if accelerator.is_main_process:\n" in output
+
+
+BARLOW = """\
+import argparse
+
+import torch
+
+
+def main():
+    args = argparse.Namespace(epochs=1, batch_size=16)
+    args.ngpus_per_node = torch.cuda.device_count()
+    args.rank = 0
+    args.dist_url = "tcp://localhost:58472"
+    args.world_size = args.ngpus_per_node
+    torch.multiprocessing.spawn(main_worker, (args,), args.ngpus_per_node)
+
+
+def main_worker(gpu, args):
+    args.rank += gpu
+    torch.distributed.init_process_group(
+        backend="nccl", init_method=args.dist_url, world_size=args.world_size, rank=args.rank)
+    torch.cuda.set_device(gpu)
+    model = torch.nn.Linear(4, 1).cuda(gpu)
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[gpu])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    sampler = torch.utils.data.distributed.DistributedSampler(data)
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=args.batch_size // args.world_size, sampler=sampler)
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = (model(x.cuda(gpu, non_blocking=True)) - y.cuda(gpu)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        if args.rank == 0:
+            torch.save(model.module.state_dict(), "model.pt")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_rank_added_to_a_node_rank_on_args_barlow_twins_shape():
+    output, findings = migrate(BARLOW)
+    assert not [f for f in findings if f.level == "warning"], findings
+    for gone in ("args.rank", "args.world_size =", "init_process_group", "set_device", ".cuda("):
+        assert gone not in output, gone
+    assert "    main_worker(args)  # launch with: migrate launch --nproc N <script>\n" in output
+    assert "def main_worker(args):\n" in output
+    assert "batch_size=args.batch_size // accelerator.num_processes, shuffle=True)" in output
+    assert "        if accelerator.is_main_process:\n" in output
+    assert "args.ngpus_per_node = torch.cuda.device_count()" in output  # a plain count: kept
+
+
+def test_an_unrelated_rank_attribute_in_a_script_without_ddp_is_left_alone():
+    source = BARLOW.replace("    torch.multiprocessing.spawn(main_worker, (args,), args.ngpus_per_node)\n",
+                            "    main_worker(0, args)\n").replace(
+        "    torch.distributed.init_process_group(\n        backend=\"nccl\", init_method=args.dist_url,"
+        " world_size=args.world_size, rank=args.rank)\n", "").replace(
+        "    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[gpu])\n", "").replace(
+        "    sampler = torch.utils.data.distributed.DistributedSampler(data)\n", "").replace(
+        ", sampler=sampler)", ")").replace("        sampler.set_epoch(epoch)\n", "").replace(
+        "model.module.state_dict()", "model.state_dict()")  # fmt: skip
+    assert "distributed" not in source and "spawn" not in source
+    output, _ = migrate(source)
+    assert "    args.rank += gpu\n" in output and "    args.rank = 0\n" in output
+    assert "if args.rank == 0:" in output
