@@ -9,7 +9,11 @@ goes and its loader gets back `shuffle=`; `set_epoch` goes; `.module` becomes
 rank used as a device becomes `accelerator.device`; `dist.barrier()` becomes
 `accelerator.wait_for_everyone()`; a metric `dist.all_reduce(t)` becomes
 `t = accelerator.reduce(t, reduction="sum")`; `mp.spawn(fn, ...)` becomes `fn(...)` with a
-comment saying how to launch. Runs after MIG003/MIG004 so that `.to(rank)` they strip is gone.
+comment saying how to launch (ddp_spawn.py). Research scripts' ranks kept on `args`
+(`args.gpu`, `args.rank`, `args.world_size`, `args.distributed`) lose their computations and
+read the accelerator (ddp_launch_attributes.py); `if args.distributed:` choosing the sampler
+becomes the loader's shuffle; `model_without_ddp = model.module` goes. Runs after MIG003/MIG004
+so that `.to(rank)` they strip is gone.
 """
 
 from __future__ import annotations
