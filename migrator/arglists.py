@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass, field
 
 from migrator.analysis.syntax import call_args
-from migrator.source import skip_space_and_comments
+from migrator.source import Source, skip_space_and_comments
 
 
 @dataclass
@@ -124,7 +124,6 @@ def call_items(renderer, call: ast.Call, func_text: str | None = None) -> ItemLi
 
 def parameter_items(renderer, function) -> ItemList:
     """The parameters of a `def` (with their edits), between its parentheses."""
-    from migrator.render import parameter_parens
 
     source = renderer.source
     text = source.text
@@ -178,3 +177,28 @@ def _with_markers(text: str, start: int, close: int, spans, nodes):
             found_spans.append(span)
             found_nodes.append(node)
     return found_spans, found_nodes
+
+
+def parameter_parens(source: Source, function) -> tuple[int, int]:
+    """Offsets of the `(` and `)` around a `def`'s parameters."""
+    text = source.text
+    index = source.start(function)
+    index = text.index("def", index) + 3
+    index = skip_space_and_comments(text, index)
+    while index < len(text) and (text[index].isalnum() or text[index] == "_" or ord(text[index])
+                                 > 127):  # fmt: skip
+        index += 1
+    open_paren = skip_space_and_comments(text, index)
+    arguments = function.args
+    nodes = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    nodes += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+    nodes += [d for d in (*arguments.defaults, *arguments.kw_defaults) if d is not None]
+    last = max((source.own_span(n)[1] if isinstance(n, ast.expr) else source.end(n)
+                for n in nodes), default=open_paren + 1)  # fmt: skip
+    close = last
+    while text[close] != ")":
+        if text[close] == "#":
+            while text[close] not in "\r\n":
+                close += 1
+        close += 1
+    return open_paren, close

@@ -18,6 +18,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from migrator.analysis.index import COMPOUND, Block, Line, ModuleIndex
+from migrator.arglists import parameter_parens
 from migrator.edits import EditSet, NewStatement, ParamList
 from migrator.layout import (
     BlockLayout,
@@ -28,12 +29,11 @@ from migrator.layout import (
     is_suite,
     semicolon_end,
 )
+from migrator.no_effect import does_nothing
 from migrator.source import (
     Source,
     continuation_lines,
-    quiet_parse,
     skip_space,
-    skip_space_and_comments,
     split_lines,
 )
 
@@ -398,101 +398,3 @@ def merge_leading(
     while head < len(second) and not second[head].comment:
         head += 1
     return [*first[: len(first) - tail], *([blank] * max(tail, head)), *second[head:]]
-
-
-def does_nothing(text: str) -> bool:
-    """A simple statement with no effect left after placement calls were stripped."""
-    try:
-        tree = quiet_parse(text.strip())
-    except SyntaxError:
-        return False
-    if len(tree.body) != 1:
-        return False
-    small = tree.body[0]
-    if isinstance(small, ast.Expr):
-        value = small.value
-        return isinstance(value, (ast.Name, ast.Attribute)) or (
-            isinstance(value, ast.Constant)
-            and (value.value is None or isinstance(value.value, bool))
-        )
-    if isinstance(small, ast.Assign) and len(small.targets) == 1:
-        target, value = small.targets[0], small.value
-        return _same(target, value) or _identity_comprehension(target, value)
-    return False
-
-
-def _same(a: ast.expr | None, b: ast.expr | None) -> bool:
-    if a is None or b is None:
-        return False
-    if isinstance(a, (ast.Tuple, ast.List)) and isinstance(b, (ast.Tuple, ast.List)):
-        return len(a.elts) == len(b.elts) and all(_same(x, y) for x, y in zip(a.elts, b.elts))
-    return ast.unparse(a) == ast.unparse(b)  # ignores Load/Store context and formatting
-
-
-def _identity_comprehension(target: ast.expr, value: ast.expr) -> bool:
-    """`{k: v for k, v in t.items()}`, `[x for x in t]`, `tuple(x for x in t)`, ... == t."""
-    if (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Name)
-        and (
-            value.func.id in ("tuple", "list", "dict")
-            and len(value.args) == 1
-            and not value.keywords
-        )
-    ):
-        value = value.args[0]
-        if not isinstance(value, (ast.GeneratorExp, ast.ListComp, ast.DictComp)):
-            return _same(target, value)
-    if isinstance(value, (ast.ListComp, ast.GeneratorExp)) and len(value.generators) == 1:
-        generator = value.generators[0]
-        return (
-            not generator.ifs
-            and not generator.is_async
-            and _same(value.elt, generator.target)
-            and _same(target, generator.iter)
-        )
-    if isinstance(value, ast.DictComp) and len(value.generators) == 1:
-        generator = value.generators[0]
-        iterable = generator.iter
-        if (
-            generator.ifs
-            or not isinstance(iterable, ast.Call)
-            or not isinstance(iterable.func, ast.Attribute)
-            or iterable.func.attr != "items"
-            or iterable.args
-        ):
-            return False
-        pair = generator.target
-        return (
-            isinstance(pair, ast.Tuple)
-            and len(pair.elts) == 2
-            and _same(value.key, pair.elts[0])
-            and _same(value.value, pair.elts[1])
-            and _same(target, iterable.func.value)
-        )
-    return False
-
-
-def parameter_parens(source: Source, function) -> tuple[int, int]:
-    """Offsets of the `(` and `)` around a `def`'s parameters."""
-    text = source.text
-    index = source.start(function)
-    index = text.index("def", index) + 3
-    index = skip_space_and_comments(text, index)
-    while index < len(text) and (text[index].isalnum() or text[index] == "_" or ord(text[index])
-                                 > 127):  # fmt: skip
-        index += 1
-    open_paren = skip_space_and_comments(text, index)
-    arguments = function.args
-    nodes = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-    nodes += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
-    nodes += [d for d in (*arguments.defaults, *arguments.kw_defaults) if d is not None]
-    last = max((source.own_span(n)[1] if isinstance(n, ast.expr) else source.end(n)
-                for n in nodes), default=open_paren + 1)  # fmt: skip
-    close = last
-    while text[close] != ")":
-        if text[close] == "#":
-            while text[close] not in "\r\n":
-                close += 1
-        close += 1
-    return open_paren, close

@@ -1,8 +1,8 @@
 """The public `Accelerator`: HF Accelerate 1.x names and semantics, delegating to the modules.
 
-Its methods come by concept: the training step (stepping.py), process control
-(process_control.py), experiment tracking (experiment.py), saving and checkpoints
-(checkpoint.py); this file holds construction, the facts, `prepare`, collectives and models.
+Its methods come by concept: `prepare` (preparing.py), the training step (stepping.py),
+process control (process_control.py), experiment tracking (experiment.py), saving and
+checkpoints (checkpoint.py); this file holds construction, the facts, collectives and models.
 
 Several Accelerators in one process share the process state (`runtime.state`): process
 group, device, mixed precision, GradScaler and gradient-accumulation state; each keeps its own
@@ -25,17 +25,17 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
 
-from runtime import collectives, config, data, options, state, wrappers
+from runtime import collectives, config, options, state, wrappers
 from runtime.checkpoint import Checkpointing
 from runtime.experiment import ExperimentTracking
+from runtime.preparing import Preparing
 from runtime.process_control import ProcessControl
 from runtime.stepping import TrainingStep
 from runtime.unsupported import UNSUPPORTED_ATTRIBUTES, check_backends
 
 
-class Accelerator(TrainingStep, ProcessControl, ExperimentTracking, Checkpointing):
+class Accelerator(Preparing, TrainingStep, ProcessControl, ExperimentTracking, Checkpointing):
     """Prepares a training script's objects for N processes launched by torchrun."""
 
     def __init__(
@@ -205,147 +205,6 @@ class Accelerator(TrainingStep, ProcessControl, ExperimentTracking, Checkpointin
             return self.is_local_main_process
         return self.is_main_process
 
-    # ---- prepare -----------------------------------------------------------------------
-    def prepare(self, *objects: Any, device_placement: list[bool] | None = None):
-        """Prepares each object by type, in order; unknown or already prepared ones pass through."""
-        placements = device_placement or [None] * len(objects)
-        if len(placements) != len(objects):
-            raise ValueError("device_placement needs one entry per object passed to prepare()")
-        prepared = [self._prepare_one(obj, place) for obj, place in zip(objects, placements)]
-        # schedulers last: they must find the prepared optimizer they drive
-        prepared = [self._prepare_one(obj, None, schedulers=True) for obj in prepared]
-        return prepared[0] if len(prepared) == 1 else tuple(prepared)
-
-    def _prepare_one(self, obj: Any, placement: bool | None, schedulers: bool = False) -> Any:
-        if getattr(obj, "_is_accelerate_prepared", False):
-            return obj
-        # A plain object this process prepared before (a training function called once per
-        # fold or epoch, its callers passing the same plain objects) gets the same prepared
-        # object back: one DDP wrapper per model, one wrapper per optimizer and loader.
-        # HF Accelerate only passes through the objects it returned (tagged
-        # `_is_accelerate_prepared`) and wraps a plain object again on every call.
-        prepared_before = self._prepared_objects()
-        if id(obj) in prepared_before and prepared_before[id(obj)][0] is obj:
-            return self._adopt(obj, prepared_before[id(obj)][1])
-        if schedulers:
-            prepared = self.prepare_scheduler(obj) if _is_scheduler(obj) else obj
-        elif isinstance(obj, DataLoader):
-            prepared = self.prepare_data_loader(obj, device_placement=placement)
-        elif isinstance(obj, torch.nn.Module):
-            prepared = self.prepare_model(obj, device_placement=placement)
-        elif isinstance(obj, torch.optim.Optimizer):
-            prepared = self.prepare_optimizer(obj, device_placement=placement)
-        else:
-            return obj
-        if prepared is not obj:
-            prepared_before[id(obj)] = (obj, prepared)
-        return prepared
-
-    def _adopt(self, plain: Any, prepared: Any) -> Any:
-        """Another Accelerator of the process prepared it: this one saves and steps it too."""
-        if isinstance(plain, torch.nn.Module):
-            registry = self._models
-            entry = plain
-        elif isinstance(plain, DataLoader):
-            registry, entry = self._dataloaders, prepared
-        elif isinstance(plain, torch.optim.Optimizer):
-            registry, entry = self._optimizers, prepared
-        else:
-            registry, entry = self._schedulers, prepared
-        if not any(known is entry for known in registry):
-            registry.append(entry)
-        return prepared
-
-    def _prepared_objects(self) -> dict[int, tuple[Any, Any]]:
-        """id(plain object) -> (plain object, what prepare returned), shared by every
-        Accelerator of the process (forgotten with the state, as in tests)."""
-        state = self.state
-        if "_prepared_objects" not in state.__dict__:
-            state.__dict__["_prepared_objects"] = {}
-        return state.__dict__["_prepared_objects"]
-
-    def prepare_model(
-        self,
-        model: torch.nn.Module,
-        device_placement: bool | None = None,
-        evaluation_mode: bool = False,
-    ) -> torch.nn.Module:
-        if getattr(model, "_is_accelerate_prepared", False):
-            return model
-        placement = self.device_placement if device_placement is None else device_placement
-        ddp_kwargs = self.ddp_handler.to_kwargs() if self.ddp_handler else {}
-        for hook_option in ("comm_hook", "comm_wrapper", "comm_state_option"):
-            ddp_kwargs.pop(hook_option, None)  # HF's handler registers these after wrapping
-        self._models.append(wrappers.unwrap_model(model))  # HF keeps the unwrapped module
-        prepared = wrappers.prepare_model(
-            model,
-            state=self.state.partial_state,
-            mixed_precision=self.mixed_precision,
-            device_placement=placement,
-            evaluation_mode=evaluation_mode,
-            ddp_kwargs=ddp_kwargs,
-            autocast_kwargs=self.autocast_handler.to_kwargs() if self.autocast_handler else {},
-        )
-        if prepared is not model and hasattr(self.ddp_handler, "register_comm_hook"):
-            self.ddp_handler.register_comm_hook(prepared)
-        return prepared
-
-    def prepare_optimizer(
-        self, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
-    ) -> wrappers.PreparedOptimizer:
-        if getattr(optimizer, "_is_accelerate_prepared", False):
-            return optimizer
-        placement = self.device_placement if device_placement is None else device_placement
-        prepared = wrappers.PreparedOptimizer(
-            optimizer,
-            gradient_state=self.gradient_state,
-            scaler=self.scaler,
-            device_placement=placement,
-        )
-        self._optimizers.append(prepared)
-        return prepared
-
-    def prepare_data_loader(
-        self, data_loader: DataLoader, device_placement: bool | None = None
-    ) -> data.PreparedDataLoader:
-        if getattr(data_loader, "_is_accelerate_prepared", False):
-            return data_loader
-        placement = self.device_placement if device_placement is None else device_placement
-        prepared = data.prepare_data_loader(
-            data_loader,
-            state=self.state.partial_state,
-            gradient_state=self.gradient_state,
-            split_batches=self.split_batches,
-            even_batches=self.even_batches,
-            device_placement=placement,
-        )
-        self._dataloaders.append(prepared)
-        return prepared
-
-    def prepare_scheduler(self, scheduler) -> wrappers.PreparedScheduler:
-        if getattr(scheduler, "_is_accelerate_prepared", False):
-            return scheduler
-        target = getattr(scheduler, "optimizer", None)
-        driving = [
-            optimizer
-            for optimizer in self._optimizers
-            if optimizer is target or optimizer.optimizer is target
-        ]
-        prepared = wrappers.PreparedScheduler(
-            scheduler,
-            optimizers=driving or list(self._optimizers),
-            gradient_state=self.gradient_state,
-            num_processes=self.num_processes,
-            split_batches=self.split_batches,
-            step_with_optimizer=self.step_scheduler_with_optimizer,
-        )
-        self._schedulers.append(prepared)
-        return prepared
-
-    def skip_first_batches(self, dataloader: DataLoader, num_batches: int = 0) -> DataLoader:
-        """The loader without its first `num_batches` batches (this rank's, if prepared)."""
-        return data.skip_first_batches(dataloader, num_batches)
-
     # ---- profiling --------------------------------------------------------------------
     @contextmanager
     def profile(self, profile_handler: Any = None):
@@ -427,8 +286,3 @@ class Accelerator(TrainingStep, ProcessControl, ExperimentTracking, Checkpointin
 
     def __deepcopy__(self, memo):
         return self  # as in HF: a copy of a training setup is the same setup
-
-
-def _is_scheduler(obj: Any) -> bool:
-    schedulers = torch.optim.lr_scheduler
-    return isinstance(obj, (schedulers.LRScheduler, schedulers.ReduceLROnPlateau))

@@ -17,6 +17,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
+from migrator.analysis.drivers import (
+    driven_here,
+    qualified_name,
+    reached_once,
+    undriven_callers,
+)
 from migrator.analysis.facts import (
     argument_for,
     call_sites_of,
@@ -292,7 +298,11 @@ class LoopAnalysis:
                 site.loop is None or own_loop_functions & self._reachable_functions(callee)
             ):
                 continue  # a call outside any loop, or into a helper training over its own loop
-            if site.loop is None and self._called_in_loop(site.scope, set()):
+            if (
+                site.loop is None
+                and site.scope.kind == "function"
+                and driven_here(self.index, site.scope)
+            ):
                 continue  # a step helper without a loop: its caller's loop is the training loop
             if self._steps_nearby(site):
                 notes.append((site, callee))
@@ -304,7 +314,17 @@ class LoopAnalysis:
             self.facts.loaderless = True
             notes = []
         for site, callee in notes:
-            if site.method == "backward":
+            callers = undriven_callers(self.index, site)
+            if callers is not None and reached_once(self.index, site.scope):
+                callers = None  # `demo(rank)` called once from main(): one step, no loop
+            if site.method == "backward" and callers is not None:
+                reached = f", reached from `{callers}()`," if callers else ","
+                message = (
+                    f"backward() in `{qualified_name(site.scope)}()`{reached} which nothing in this "
+                    "file calls: the loop that drives it is elsewhere (another module, a "
+                    "framework's trainer); migrate this step with that loop, by hand"
+                )
+            elif site.method == "backward":
                 message = "backward() outside a loop over a DataLoader; migrate this step by hand"
             else:
                 name = patterns.name_of(site.node.func) or "this call"
@@ -315,17 +335,6 @@ class LoopAnalysis:
                 )
             self._finding(site.node, "MIG905", message, level="note")
         self.facts.training_loops = loops or loaderless
-
-    def _called_in_loop(self, scope: Scope, seen: set[int]) -> bool:
-        """Some call of function `scope` runs in a loop, directly or through its callers
-        (`demo_basic(rank)` called once from `main()` steps once: no training loop)."""
-        if scope.kind != "function" or id(scope) in seen:
-            return False
-        seen.add(id(scope))
-        return any(
-            site.loop is not None or self._called_in_loop(site.scope, seen)
-            for site in call_sites_of(self.index, scope)
-        )
 
     def _loaderless_loops(self, notes: list[tuple[CallSite, Scope | None]]) -> list[Loop]:
         """Loader-less training (nanoGPT's `get_batch`, full-batch graph models): the loop
@@ -381,7 +390,12 @@ class LoopAnalysis:
             if scope.kind != "function" or call_sites_of(self.index, scope):
                 return False
             scope = scope.parent
-        return False
+        if scope is None:
+            return False
+        # an uncalled method of a helper class whose sibling method steps the optimizer
+        # (a mixed-precision trainer's `backward` and `optimize`)
+        methods = [child for child in scope.children if child.kind == "function"]
+        return any(c.method == "step" for m in methods for c in self._calls_reachable(m.calls))
 
     def _steps_optimizer(self, loop: Loop) -> bool:
         for call in self._calls_reachable(loop.calls):

@@ -16,7 +16,7 @@ PROBE_FACTOR times the probe's.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from migrator.verify.compare import Comparison, close, compare_weights
 from migrator.verify.records import RunRecord
@@ -33,6 +33,8 @@ class ProbeResult:
     unexplained_step: int | None  # when not: the first step beyond the probe's
     ratio: float  # migrated / probe differences: root mean square over out-of-tolerance steps
     drift: float | None  # the probe's final weights, apart by this much of training's change
+    blips: list[int] = field(default_factory=list)  # steps whose loss alone was out, next agreeing
+    only_blips: bool = False  # every loss out of tolerance is a blip
 
     def as_dict(self) -> dict:
         return {
@@ -41,6 +43,7 @@ class ProbeResult:
             "unexplained_step": self.unexplained_step,
             "ratio": self.ratio if math.isfinite(self.ratio) else None,
             "drift": self.drift,
+            "blips": self.blips,
         }
 
 
@@ -54,7 +57,12 @@ def judge(
     the ratio is taken over all of them at once (root mean square): rounding gives ~0.1-5, a
     migration fault orders of magnitude more. No single step may exceed STEP_FACTOR times the
     probe either (a fault that starts while the probe is still at 1e-7 is not averaged away
-    by later steps where both runs are chaotic), unless the next step agrees again.
+    by later steps where both runs are chaotic), unless the next step agrees again. A loss
+    out of tolerance alone (the next step
+    agrees again) within STEP_FACTOR of the probe is a blip and is left out of the ratio: the
+    weights did not take another step, that forward pass rounded otherwise (the launched run
+    computes each batch slice in other block sizes, which the probe's nudges do not imitate;
+    at a loss spike that can exceed PROBE_FACTOR).
     """
     first, second = original.mean_losses(), probe.mean_losses()
     probe_diffs = [abs(b - a) for a, b in zip(first, second)]
@@ -63,6 +71,9 @@ def judge(
         None,
     )
     migrated_sq, probe_sq, far, first_out = 0.0, 0.0, None, None
+    lasting_sq, lasting_probe_sq = 0.0, 0.0  # the same, without one-step forward-pass blips
+    blips: list[int] = []
+    lasting_steps = 0
     for index, row in enumerate(comparison.rows):
         if row.abs_diff is None or close(row.original, row.migrated, rtol, atol):
             continue
@@ -70,15 +81,18 @@ def judge(
         envelope = max(probe_diffs[max(0, index - WINDOW) : index + WINDOW + 1], default=0.0)
         migrated_sq += row.abs_diff**2
         probe_sq += envelope**2
-        if transient(comparison, index, rtol, atol):
-            continue  # back within tolerance at the next step: a forward pass's rounding
-        if far is None and not row.abs_diff <= STEP_FACTOR * envelope:  # NaN: far
+        within_reach = row.abs_diff <= STEP_FACTOR * envelope  # False for NaN
+        alone = transient(comparison, index, rtol, atol)  # back within tolerance next step
+        if alone and within_reach:
+            blips.append(row.step)  # a forward pass's rounding: not in the ratio
+            continue
+        lasting_steps += 1
+        lasting_sq += row.abs_diff**2
+        lasting_probe_sq += envelope**2
+        if far is None and not within_reach and not alone:
             far = row.step
-    if probe_sq > 0:
-        ratio = math.sqrt(migrated_sq / probe_sq)
-    else:  # the probe never moved: nothing out of tolerance is rounding's doing
-        ratio = 0.0 if migrated_sq == 0 else math.inf
-    explained = far is None and ratio <= PROBE_FACTOR  # False for NaN
+    ratio = _ratio(migrated_sq, probe_sq)
+    explained = far is None and _ratio(lasting_sq, lasting_probe_sq) <= PROBE_FACTOR
     weights = compare_weights(original.parameters, probe.parameters, rtol=rtol, atol=atol)
     drift = weights.max_drift
     migrated = comparison.weights
@@ -94,7 +108,14 @@ def judge(
         if explained and drift:
             ratio = max(ratio, migrated.max_drift / drift)
     unexplained = None if explained else (far or first_out or len(comparison.rows))
-    return ProbeResult(departs_at, explained, unexplained, ratio, drift)
+    return ProbeResult(departs_at, explained, unexplained, ratio, drift, blips, lasting_steps == 0)
+
+
+def _ratio(migrated_sq: float, probe_sq: float) -> float:
+    if probe_sq > 0:
+        return math.sqrt(migrated_sq / probe_sq)
+    # the probe never moved: nothing out of tolerance is rounding's doing
+    return 0.0 if migrated_sq == 0 else math.inf
 
 
 def transient(comparison: Comparison, index: int, rtol: float, atol: float) -> bool:
@@ -122,6 +143,8 @@ def may_explain(comparison: Comparison) -> bool:
 
 def rounding_reason(comparison: Comparison, probe: ProbeResult) -> tuple[str, str]:
     """The EQUIVALENT reason and its note when the probe accounts for every difference."""
+    if probe.blips and probe.only_blips:
+        return _blips_reason(comparison, probe)
     step = comparison.divergence_step
     where = (
         f"from step {probe.departs_at}"
@@ -144,6 +167,25 @@ def rounding_reason(comparison: Comparison, probe: ProbeResult) -> tuple[str, st
         if limit >= 1
         else "this training amplifies rounding differences from its first steps: a "
         "difference smaller than rounding's growth cannot be seen"
+    )
+    return reason, note
+
+
+def _blips_reason(comparison: Comparison, probe: ProbeResult) -> tuple[str, str]:
+    """Every loss out of tolerance is alone, the next step agreeing again."""
+    steps = ", ".join(str(step) for step in probe.blips)
+    many = len(probe.blips) > 1
+    reason = (
+        f"{len(comparison.rows)} optimizer steps, equal up to rounding: only the loss of "
+        f"step{'s' if many else ''} {steps} (max |Δloss| {comparison.max_loss_diff:.3g}) "
+        f"{'are' if many else 'is'} out of tolerance, the next step agreeing again: the "
+        "weights did not take another step, that forward pass rounded otherwise (each "
+        "process computes its slice of the batch in other block sizes)"
+    )
+    note = (
+        f"the original run with rounding-sized changes at every step differs from itself "
+        f"{probe.ratio:.2g}x less there: a loss spike amplifies a forward pass's rounding "
+        "more than the probe's nudges to gradients and weights do"
     )
     return reason, note
 

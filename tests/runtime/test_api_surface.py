@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from runtime import Accelerator, DistributedType, ProfileKwargs
-from runtime.state import split_share
+from runtime.splitting import split_share
 from runtime.unsupported import UNSUPPORTED_ATTRIBUTES
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 
 from migrator.verify.compare import compare_runs
-from migrator.verify.probe import judge, may_explain
+from migrator.verify.probe import judge, may_explain, rounding_reason
 from migrator.verify.records import Parameter, RankRecord, RunRecord
 
 STEPS = 30
@@ -69,6 +69,30 @@ def test_one_loss_out_of_tolerance_alone_is_a_forward_pass_rounding_if_the_probe
     assert result.explained and result.unexplained_step is None
     _, quiet = judged(blip, ORIGINAL)  # a probe that never moved explains nothing
     assert not quiet.explained and quiet.ratio == float("inf")
+
+
+def test_a_loss_spike_alone_beyond_the_probe_is_a_blip_not_a_divergence():
+    # a real LSTM tutorial: step 7's loss jumps (a spike) and alone leaves the tolerance at
+    # 18x the probe there; steps 8 on agree again, so the weights took the same step
+    probe = list(ORIGINAL)
+    probe[6] = 1.0 + 2e-6
+    spike = list(ORIGINAL)
+    spike[6] = 1.0 + 3.6e-5
+    comparison, result = judged(spike, probe)
+    assert result.explained and result.blips == [7] and result.only_blips
+    assert 17 < result.ratio < 19  # reported over every out-of-tolerance step
+    reason, note = rounding_reason(comparison, result)
+    assert "only the loss of step 7 " in reason and "is out of tolerance" in reason
+    assert "18x less" in note
+    # the same difference lasting two steps is not a blip: 18x the probe is a real change
+    spike[7] = 1.0 + 3.6e-5
+    _, lasting = judged(spike, probe)
+    assert not lasting.explained and lasting.blips == [8]
+    # and a blip far beyond the probe (here 1800x) stays in the ratio
+    spike = list(ORIGINAL)
+    spike[6] = 1.0 + 3.6e-3
+    _, far = judged(spike, probe)
+    assert not far.explained and far.blips == []
 
 
 def test_final_weights_apart_no_more_than_the_probes_are_rounding():
