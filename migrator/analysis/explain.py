@@ -33,7 +33,9 @@ def untraceable(facts: TrainingFacts, scope: Scope, name: str) -> str:
         methods = [m for m in scope.parent.children if m.kind == "function" and m.assigns(name)] \
             if is_method(scope) else []  # fmt: skip
         if not methods:
-            return f"`{name}` is never assigned in this class"
+            return f"`{name}` is never assigned in this class" + (
+                _in_bases(facts, scope.parent, name) if is_method(scope) else ""
+            )
         lines = ", ".join(str(m.assigns(name)[0].statement.node.lineno) for m in methods)
         return f"`{name}` is assigned in several methods (lines {lines}), none of them __init__"
     if scope.kind == "function" and name in scope.params:
@@ -48,6 +50,31 @@ def untraceable(facts: TrainingFacts, scope: Scope, name: str) -> str:
             passed.append(f"`{text}` at line {site.node.lineno}")
         return f"`{name}` is a parameter {where(scope)}; the calls pass " + ", ".join(passed)
     return f"`{name}` is not made {where(scope)} or in a scope around it"
+
+
+def _in_bases(facts: TrainingFacts, cls: Scope, name: str) -> str:
+    """Where the base classes of `cls` assign `self.x`, or that they are not in this file."""
+    bases = [ast.unparse(base) for base in cls.node.bases if ast.unparse(base) != "object"]
+    if not bases:
+        return ""
+    classes = {c.name: c for c in facts.index.scopes if c.kind == "class"}
+    found, missing = [], []
+    for base in bases:
+        known = classes.get(base)
+        if known is None:
+            missing.append(f"`{base}`")
+            continue
+        for method in (m for m in known.children if m.kind == "function" and m.assigns(name)):
+            line = method.assigns(name)[0].statement.node.lineno
+            found.append(f"in its base class `{base}.{method.name}()` (line {line})")
+    if found:
+        shared = sorted(c.name for c in classes.values() if c is not cls and any(
+            ast.unparse(b) in bases for b in c.node.bases))  # fmt: skip
+        verb = "derives" if len(shared) == 1 else "derive"
+        names = ", ".join(f"`{c}`" for c in shared)
+        also = f", which {names} also {verb} from" if shared else ""
+        return f"; it is assigned {', '.join(found)}{also}"
+    return f"; its base class {', '.join(missing)} is not in this file"
 
 
 def no_optimizer(facts: TrainingFacts, owner: Scope, steps: list[tuple[CallSite, object]],

@@ -86,6 +86,10 @@ class TrainingFacts:
     # The function that creates some training objects and receives the others: its
     # parameters are traced no further than itself (prepared where the objects meet).
     meeting: Scope | None = None
+    # Objects of a class prepared in another method than the owner's, where they are made
+    # (a Trainer's `self.model`/`self.optimizer` in `__init__`, its loader in `fit_epoch()`):
+    # name -> that method (homes.py).
+    homes: dict[str, Scope] = field(default_factory=dict)
 
     @property
     def has_training(self) -> bool:
@@ -155,7 +159,7 @@ class TrainingFacts:
     def role(self, scope: Scope, name: str) -> str | None:
         """model / optimizer / loader / scheduler for a name as seen from `scope`."""
         found = self.origin(scope, name)
-        if found is None or found.scope is not self.owner:
+        if found is None or not self.held(found):
             return None
         if found.name in self.models:
             return "model"
@@ -166,6 +170,20 @@ class TrainingFacts:
         if any(s.name == found.name for s in self.schedulers):
             return "scheduler"
         return None
+
+    def held(self, found: Origin) -> bool:
+        """Is `found` where the training objects are made: the owner, or the method of the
+        owner's class that makes (and prepares) this object (`homes`)? A Trainer's `self.x`
+        is one object in every method of its class."""
+        home = self.homes.get(found.name, self.owner)
+        if found.scope is self.owner or found.scope is home:
+            return True
+        return (
+            found.name.startswith(patterns.SELF + ".")
+            and is_method(found.scope)
+            and is_method(home)
+            and found.scope.parent is home.parent
+        )
 
     def device_names(self, scope: Scope) -> set[str]:
         names: set[str] = set()
@@ -241,9 +259,18 @@ def instance_origin(scope: Scope, name: str) -> Origin | None:
         return None
     methods = [m for m in scope.parent.children if m.kind == "function" and m.assigns(name)]
     methods.sort(key=lambda m: m.name != "__init__")
+    made = [m for m in methods if not all(_placeholder(b) for b in m.assigns(name))]
+    if len(made) == 1 and len(methods) > 1:  # `self.optimizer = None` in __init__, made in run()
+        return Origin(made[0], name)
     if len(methods) == 1 or (methods and methods[0].name == "__init__"):
         return Origin(methods[0], name)
     return None
+
+
+def _placeholder(binding: Binding) -> bool:
+    """`self.optimizer = None`: a slot filled by the method that makes the object."""
+    value = binding.element if binding.unpacked else binding.value
+    return isinstance(value, ast.Constant) and value.value is None
 
 
 def class_methods(scope: Scope) -> list[Scope]:

@@ -66,7 +66,11 @@ class ObjectRoles:
             if site.method != "step" or not patterns.call_args(site.node):
                 continue
             origin = facts.chain_origin(site.scope, site.receiver)
-            if origin is None or origin.scope is not owner or origin.name in facts.optimizers:
+            if (
+                origin is None
+                or origin.name in facts.optimizers
+                or not self._at_home(origin, owner)
+            ):
                 continue
             if not self._plateau(origin) and (
                 self._step_kind(origin, stepped=True) != "scheduler"
@@ -82,7 +86,7 @@ class ObjectRoles:
                 facts.schedulers.append(role)
             role.plateau, role.site = True, role.site or site.node
         for role in facts.schedulers:
-            if self._plateau(Origin(owner, role.name)):
+            if self._plateau(Origin(self._home_of(role.name, owner), role.name)):
                 role.plateau = True
 
     def _plateau(self, origin: Origin) -> bool:
@@ -117,14 +121,15 @@ class ObjectRoles:
         """Several optimizers (a GAN's, actor and critic): one prepare holds them all, with
         their models, when each is built here on the parameters of models found here."""
         for name in optimizers:
-            calls = [value_call(b) for b in self._bindings(Origin(owner, name))
+            home = self._home_of(name, owner)
+            calls = [value_call(b) for b in self._bindings(Origin(home, name))
                      if not self._from_prepare(b)]  # fmt: skip
             if not calls or any(call is None or not self._known_optimizer(call) for call in calls):
                 return False  # an EMA's `.step()` or a factory's optimizer: not for us to pair
             roots = [root for call in calls for arg in patterns.call_args(call)
-                     for root in parameter_roots_in(owner, arg.value)]  # fmt: skip
+                     for root in patterns.parameter_roots(arg.value)]  # fmt: skip
             models = self.facts.models
-            if not roots or not all(self._kept_on_self(owner, r) in models for r in roots):
+            if not roots or not all(self._kept_on_self(home, r) in models for r in roots):
                 return False
         return True
 
@@ -177,15 +182,3 @@ class ObjectRoles:
             and value.id in scope.params
             and self.facts.rank_kind(scope, value.id) is None
         )
-
-
-def parameter_roots_in(owner: Scope, expr: ast.AST) -> list[str]:
-    """patterns.parameter_roots, also through one local name bound once to them (MoCo's
-    `parameters = list(filter(lambda p: p.requires_grad, model.parameters()))`)."""
-    roots = patterns.parameter_roots(expr)
-    if roots or not isinstance(expr, ast.Name):
-        return roots
-    bindings = owner.assigns(expr.id)
-    if len(bindings) != 1 or bindings[0].unpacked or bindings[0].value is None:
-        return []
-    return patterns.parameter_roots(bindings[0].value)

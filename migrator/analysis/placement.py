@@ -47,6 +47,9 @@ class PreparePlan:
     # `block.statements[index]` on, the name holds a plain object again (MIG003 keeps its
     # `.to(device)`)
     reloaded: list[tuple[str, Block, int]] = field(default_factory=list)
+    # a class's objects made in another method than the owner's: (names, block, index), one
+    # `names = accelerator.prepare(names)` each (homes.py)
+    homes: list[tuple[list[str], Block, int]] = field(default_factory=list)
 
     def reloaded_at(self, name: str, statement: Statement) -> bool:
         """Does `name` at `statement` hold an object re-created after training?"""
@@ -57,7 +60,11 @@ class PreparePlan:
         return False
 
     def prepares(self, name: str) -> bool:
-        return name in self.objects or any(early[0] == name for early in self.early)
+        return (
+            name in self.objects
+            or any(early[0] == name for early in self.early)
+            or any(name in names for names, _block, _index in self.homes)
+        )
 
 
 def _mandatory(facts: TrainingFacts) -> list[str]:
@@ -82,6 +89,13 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         elif not role.per_step:
             plan.notes.append(_note(role.binding, role.name, "steps once per epoch"))
     schedulers = [s for s in schedulers if s.per_step and not s.plateau]
+    if facts.homes:
+        at_home = [*mandatory, *(s.name for s in schedulers)]
+        at_home = [n for n in at_home if facts.homes.get(n, owner) is not owner]
+        if not _plan_homes(facts, plan, at_home):
+            return plan
+        mandatory = [n for n in mandatory if n not in at_home]
+        schedulers = [s for s in schedulers if s.name not in at_home]
     if not mandatory:  # migrated already: a model re-created after training stays plain
         block = owner.body
         defs = {name: [b.statement for b in owner.assigns(name)] for name in facts.models}
@@ -124,7 +138,9 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             elif kind == "soft":
                 soft.append(use.statement)
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
-    block = _common_block(events, owner.body)
+    # Nothing made here (parameters, a class's `self.x`): prepared once, before the loops, not
+    # in the epoch loop that holds every use.
+    block = _common_block(events, owner.body) if any(defs.values()) else owner.body
     if block is None:
         lines = ", ".join(str(line) for line in sorted({_line(s) for s in events}))
         plan.conflict = _conflict(facts, "looked for one block holding the definitions and uses "
@@ -184,6 +200,94 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
             "`.to(device)` puts them)",
         ))  # fmt: skip
     return plan
+
+
+def _plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> bool:
+    """One prepare per method of the owner's class that makes some of the objects: after
+    their last definition there, before their first use there. False (with `plan.conflict`)
+    when no such point exists."""
+    by_home: dict[int, tuple] = {}
+    for name in names:
+        home = facts.homes[name]
+        by_home.setdefault(id(home), (home, []))[1].append(name)
+    for home, held in by_home.values():
+        defs = {name: _definitions(facts, home, name) for name in held}
+        def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
+        hard, uses = [], {}
+        for name in held:
+            for use in home.uses.get(name, []):
+                if _use_kind(use, name, def_nodes, facts) == "hard":
+                    hard.append(use.statement)
+                    uses.setdefault(id(use.statement), name)
+        block = home.body  # at the method's top level, once every branch has made them
+
+        def position(statement: Statement, block=block) -> int:
+            found = statement.ancestor_in(block)
+            return found.index if found is not None else -1
+
+        last_of = {n: max((position(s) for s in defs[n]), default=-1) for n in held}
+        for name in held:  # `if infogan: self.optim_info = Adam(...)`: not always made
+            maker = home if defs[name] else _maker(facts, home, name)
+            before = [] if maker is None else maker.body.statements if maker is not home else (
+                block.statements[: last_of[name] + 1])  # fmt: skip
+            if name not in home.params and not binds_on_every_path(_flat(before), name):
+                plan.conflict = _conflict(facts, f"looked for a point in `{home.name}()` where "
+                                          f"`{name}` always exists; found it made only under "
+                                          "a condition")  # fmt: skip
+                return False
+        last = max(last_of.values(), default=-1)
+        first = min((position(s) for s in hard), default=len(block.statements))
+        if last >= first:
+            use = min(hard, key=lambda s: (position(s), _line(s)))
+            late = max(held, key=lambda n: last_of[n])
+            plan.conflict = _conflict(
+                facts, f"looked for a point in `{home.name}()` after the objects it makes and "
+                f"before their first use; found `{uses[id(use)]}` used at line {_line(use)} "
+                f"before (or in the statement that makes) `{late}`, made at line "
+                f"{_line(max(defs[late], key=position))}"
+            )  # fmt: skip
+            return False
+        plan.homes.append((held, block, max(last + 1, after_imports(block, first))))
+    return True
+
+
+def _flat(statements: list) -> list[ast.stmt]:
+    return [small for node in statements
+            for small in (node.body if isinstance(node, Line) else [node])]  # fmt: skip
+
+
+def binds_on_every_path(statements: list[ast.stmt], name: str) -> bool:
+    """Does every path through `statements` bind `name` (`self.optimizer`), or raise?
+    An `if`/`elif`/`else` chain counts when each branch does."""
+    for node in statements:
+        if isinstance(node, ast.Raise):
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])  # fmt: skip
+        for target in targets:
+            parts = target.elts if isinstance(target, ast.Tuple) else [target]
+            if any(ast.unparse(part) == name for part in parts):
+                return True
+        if isinstance(node, ast.If) and (
+            binds_on_every_path(node.body, name) and binds_on_every_path(node.orelse, name)
+        ):
+            return True
+        if isinstance(node, ast.With) and binds_on_every_path(node.body, name):
+            return True
+    return False
+
+
+def _maker(facts: TrainingFacts, home, name: str):
+    """The method that makes `self.x` (a model kept in `__init__`, trained in `home`)."""
+    found = facts.origin(home, name)
+    return found.scope if found is not None and found.scope.body is not None else None
+
+
+def _definitions(facts: TrainingFacts, scope, name: str) -> list[Statement]:
+    found = [b.statement for n in facts.distributed.names_for(scope, name)
+             for b in scope.assigns(n)]  # fmt: skip
+    found += [b.statement for n in _holders(name) for b in scope.assigns(n)]
+    return found + [b.statement for b in facts.chain_bindings(scope, name)]
 
 
 def _holders(name: str) -> list[str]:

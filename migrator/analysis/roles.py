@@ -12,30 +12,28 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import explain, patterns
-from migrator.analysis.dataflow import derive
 from migrator.analysis.distributed import read_distributed
 from migrator.analysis.facts import (
-    INLINE_LOADER,
-    DataRegion,
     Origin,
     SchedulerRole,
     TrainingFacts,
-    argument_for,
     bindings_of,
-    call_sites_of,
     chain_text,
     class_methods,
     is_method,
     value_call,
 )  # fmt: skip
+from migrator.analysis.homes import ClassHomes
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
-from migrator.analysis.objects import ObjectRoles, parameter_roots_in
+from migrator.analysis.objects import ObjectRoles
+from migrator.analysis.regions import DataRegions
+from migrator.analysis.trained_models import TrainedModels
 from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(ObjectRoles, LoopAnalysis):
+class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, LoopAnalysis):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
@@ -117,11 +115,13 @@ class _Analyser(ObjectRoles, LoopAnalysis):
         facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
         facts.meeting = meeting
         facts.origins.clear()
+        facts.homes.clear()
         self._roles(per_batch)
         if facts.blocked or facts.owner is not meeting:  # no better: the first answer stands
             facts.findings, facts.blocked = first
             facts.meeting, facts.owner = None, None
             facts.origins.clear()
+            facts.homes.clear()
 
     def _roles(self, per_batch: set[int]) -> None:
         facts = self.facts
@@ -166,6 +166,8 @@ class _Analyser(ObjectRoles, LoopAnalysis):
                 elif call.method == "step" and receiver is None:
                     unnamed_steps.append(call)
                 called = patterns.name_of(call.node.func)
+                if call.method == "forward" and call.receiver is not None:  # `model.forward(x)`
+                    called = patterns.name_of(call.receiver)
                 if called is not None and self._callee_scope(call) is None:
                     origin = facts.origin(call.scope, called)
                     if origin is not None:
@@ -185,21 +187,23 @@ class _Analyser(ObjectRoles, LoopAnalysis):
         owner = next(iter(owners.values()))
         facts.owner = owner
         facts.train_loaders = [o.name for o in loaders]
+        if self._field_batches(loaders):
+            return
 
         optimizers: list[str] = []
         schedulers: list[str] = []
         for _call, origin in step_receivers:
             kind = self._step_kind(origin, stepped=True)
-            if origin.scope is not owner or kind is None:
+            if kind is None or not self._at_home(origin, owner):
                 continue
             target = optimizers if kind == "optimizer" else schedulers
             if origin.name not in target:
                 target.append(origin.name)
         for origin in zero_grad:
             if (
-                origin.scope is owner
-                and origin.name not in optimizers
+                origin.name not in optimizers
                 and (self._step_kind(origin, stepped=False) == "optimizer")
+                and self._at_home(origin, owner)
             ):
                 optimizers.append(origin.name)
         if not optimizers:
@@ -208,8 +212,23 @@ class _Analyser(ObjectRoles, LoopAnalysis):
                 facts, owner, step_receivers, unnamed_steps, kind))  # fmt: skip
             return
         facts.optimizers = optimizers
-        facts.models = self._models(owner, optimizers, forwards)
-        if facts.blocked:
+        by_home: dict[int, tuple[Scope, list[str]]] = {}
+        for name in optimizers:
+            home = self._home_of(name, owner)
+            by_home.setdefault(id(home), (home, []))[1].append(name)
+        models_by_home = []
+        for home, names in by_home.values():
+            models_by_home.append((home, self._models(home, names, forwards)))
+            if facts.blocked:
+                return
+        if not self._model_homes(owner, models_by_home):
+            lines = ", ".join(f"`{n}` {explain.where(self._home_of(n, owner))}" for n in optimizers)
+            self._finding(facts.training_loops[0].node, "MIG900",
+                          f"looked for one method making the optimizers of each model; found "
+                          f"{lines}; migrate by hand")  # fmt: skip
+            return
+        facts.models = list(dict.fromkeys(m for _home, models in models_by_home for m in models))
+        if self._trains_itself(owner):
             return
         if len(optimizers) > 1 and not self._each_trains_a_model(owner, optimizers):
             self._finding(
@@ -224,23 +243,27 @@ class _Analyser(ObjectRoles, LoopAnalysis):
             self._finding(facts.training_loops[0].node, "MIG905", self._loaderless_no_model())
             return
         if not facts.models:
-            made = owner.assigns(optimizers[0])
+            made = self._home_of(optimizers[0], owner).assigns(optimizers[0])
             built = (f"is built at line {made[-1].statement.node.lineno} from no "
                      "`model.parameters()` of a model made there") if made else (
-                     f"is not built {explain.where(owner)}")  # fmt: skip
+                     f"is not built {explain.where(self._home_of(optimizers[0], owner))}")  # fmt: skip
             self._finding(facts.training_loops[0].node, "MIG900",
                           f"could not tell which model the optimizer trains: `{optimizers[0]}` "
                           f"{built}, and {explain.loop_words(facts.training_loops[0])} calls no "
                           "model placed on a device; migrate by hand")  # fmt: skip
             return
-        for name, bindings in owner.bindings.items():
-            # Schedulers stepped outside the loop (per epoch) are found by their constructor.
-            calls = [value_call(b) for b in bindings if b.kind == "assign"]
-            if name not in schedulers and any(
-                call is not None and patterns.is_scheduler_call(call, self.imports)
-                for call in calls
-            ):
-                schedulers.append(name)
+        homes = {id(owner): owner} | {id(h): h for h in facts.homes.values()}
+        for scope in homes.values():
+            for name, bindings in scope.bindings.items():
+                # Schedulers stepped outside the loop (per epoch) are found by their constructor.
+                calls = [value_call(b) for b in bindings if b.kind == "assign"]
+                if name not in schedulers and any(
+                    call is not None and patterns.is_scheduler_call(call, self.imports)
+                    for call in calls
+                ):
+                    schedulers.append(name)
+                    if scope is not owner:
+                        facts.homes.setdefault(name, scope)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
         self._plateau_schedulers(owner)
 
@@ -294,57 +317,6 @@ class _Analyser(ObjectRoles, LoopAnalysis):
             return "optimizer" if not patterns.LOSS_NAME.search(lowered) else None
         return None
 
-    def _models(self, owner: Scope, optimizers: list[str], forwards: list[Origin]) -> list[str]:
-        models: list[str] = []
-        saw_constructor = False
-        for name in optimizers:
-            for binding in self._bindings(Origin(owner, name)):
-                call = value_call(binding)
-                if call is None:
-                    continue
-                saw_constructor = True
-                maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
-                if maker is not None and maker not in models:
-                    models.append(maker)
-                for arg in patterns.call_args(call):
-                    for root in parameter_roots_in(owner, arg.value):
-                        found = self.facts.origin(owner, root)
-                        if found is None or found.scope is not owner:
-                            self._block(call, root, owner)
-                            return []
-                        name = self._kept_on_self(owner, found.name)
-                        if name not in models:
-                            models.append(name)
-        if saw_constructor:
-            return models
-        # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
-        # the script places on a device or switches to train mode.
-        for origin in forwards:
-            if origin.scope is not owner or patterns.LOSS_NAME.search(origin.name):
-                continue
-            uses = owner.uses.get(origin.name, [])
-            placed = any(u.kind == "attr" and u.attr in ("to", "cuda", "train", "parameters")
-                         for u in uses) or self._placed_or_received(owner, origin.name)  # fmt: skip
-            if (placed or origin.name in self.facts.prepared_already) and (
-                origin.name not in models
-            ):
-                models.append(origin.name)
-        return models
-
-    def _optimizer_maker(self, owner: Scope, call: ast.Call) -> str | None:
-        """The model whose own method builds the optimizer (nanoGPT's
-        `optimizer = model.configure_optimizers(weight_decay, lr, betas, device_type)`)."""
-        func = call.func
-        if not isinstance(func, ast.Attribute) or "optim" not in func.attr.lower():
-            return None
-        receiver = patterns.name_of(func.value)
-        found = self.facts.origin(owner, receiver) if receiver is not None else None
-        if found is None or found.scope is not owner:
-            return None
-        if not any(b.kind == "assign" for b in owner.assigns(found.name)):
-            return None
-        return found.name
-
     def _schedulers(self, owner: Scope, stepped: list[str], per_batch: set[int]):
         roles = []
         for name in stepped:
@@ -352,121 +324,14 @@ class _Analyser(ObjectRoles, LoopAnalysis):
             for site in self.index.calls():
                 if site.method != "step" or site.receiver is None:
                     continue
-                if self.facts.chain_origin(site.scope, site.receiver) != Origin(owner, name):
+                home = self._home_of(name, owner)
+                if self.facts.chain_origin(site.scope, site.receiver) != Origin(home, name):
                     continue
                 if self._in_training(site, per_batch):
                     per_step = True
-            bindings = owner.assigns(name)
+            bindings = self._home_of(name, owner).assigns(name)
             roles.append(SchedulerRole(name, per_step, bindings[-1] if bindings else None))
         return roles
-
-    # -- eval loops and data regions ---------------------------------------------------------
-    def _is_loader(self, origin: Origin) -> bool:
-        if origin.name in self.facts.train_loaders:
-            return True
-        for binding in bindings_of(origin):
-            call = value_call(binding)
-            if call is not None and patterns.is_loader_call(call, self.imports):
-                return True
-        return False
-
-    def _find_eval_loops(self) -> None:
-        facts = self.facts
-        for scope in self.index.scopes:
-            for loop in scope.loops:
-                if loop in facts.training_loops or any(loop.contains(t) or t.contains(loop)
-                                                       for t in facts.training_loops):  # fmt: skip
-                    continue
-                source = self._loop_source(loop)
-                if source is None:
-                    continue
-                if scope is not facts.owner and not call_sites_of(self.index, scope):
-                    continue
-                if facts.distributed.one_process_only(loop.statement):
-                    continue  # `if rank == 0:` evaluates the whole set on one process
-                origins = [facts.origin(source.scope, name) for name in source.loaders]
-                if any(found is None or found.scope is not facts.owner
-                       or not self._is_loader(found) for found in origins):  # fmt: skip
-                    continue
-                facts.eval_loops.append(loop)
-                for found in origins:
-                    if found.name not in facts.train_loaders + facts.eval_loaders:
-                        facts.eval_loaders.append(found.name)
-
-    def _find_regions(self, per_batch: set[int]) -> None:
-        facts = self.facts
-        for loop in [*facts.training_loops, *facts.eval_loops]:
-            source = self._loop_source(loop)
-            if source is None:  # loader-less training: no batches to follow
-                continue
-            target = loop.node.target if not isinstance(loop.node, ast.While) else None
-            seeds = set(loop.target_names) if source.batches is None else set(source.batches)
-            if (
-                source.batches is None
-                and source.through_enumerate
-                and (isinstance(target, ast.Tuple) and target.elts)
-            ):
-                first = target.elts[0]
-                if isinstance(first, ast.Name):
-                    seeds.discard(first.id)
-            if source.loaders:
-                loader = facts.origin(source.scope, source.loaders[0])
-            else:  # a DataLoader built in place (MIG006 names and prepares it)
-                loader = Origin(source.scope, INLINE_LOADER)
-            region = DataRegion(scope=loop.scope, loop=loop, loader=loader, seeds=seeds,
-                                seed_statements=source.batch_statements)  # fmt: skip
-            facts.regions.append(region)
-        # Helpers called with batch data inside a region receive it as a parameter.
-        queue = list(facts.regions)
-        seen_helpers: set[tuple[int, str]] = set()
-        while queue:
-            region = queue.pop()
-            region.names = derive(region)
-            for site in region.scope.calls:
-                callee = self._callee_scope(site)
-                if callee is None or not region.contains(site):
-                    continue
-                for param in callee.params:
-                    argument = argument_for(site.node, callee, param)
-                    if not isinstance(argument, ast.Name) or argument.id not in region.names:
-                        continue
-                    if (id(callee), param) in seen_helpers:
-                        continue
-                    seen_helpers.add((id(callee), param))
-                    helper = DataRegion(scope=callee, loop=None, loader=region.loader,
-                                        seeds={param})  # fmt: skip
-                    facts.regions.append(helper)
-                    queue.append(helper)
-        for region in facts.regions:
-            if region.scope not in facts.training_scopes:
-                facts.training_scopes.append(region.scope)
-        for loop in facts.training_loops:  # loader-less loops have no region
-            if loop.scope not in facts.training_scopes:
-                facts.training_scopes.append(loop.scope)
-        if facts.owner not in facts.training_scopes:
-            facts.training_scopes.insert(0, facts.owner)
-        for scope in self.index.scopes:
-            if id(scope) in per_batch and scope not in facts.training_scopes:
-                facts.training_scopes.append(scope)
-        looping = {id(loop.scope) for loop in [*facts.training_loops, *facts.eval_loops]}
-        for scope in self.index.scopes:  # a Trainer's fit(): it drives the loops
-            if scope not in facts.training_scopes and any(
-                id(self._callee_scope(c)) in looping
-                for c in scope.calls
-                if self._callee_scope(c) is not None
-            ):
-                facts.training_scopes.append(scope)
-        if is_method(facts.owner):  # a Trainer's `_save_checkpoint()`, called from `train()`
-            methods = {id(m) for m in class_methods(facts.owner)}
-            for scope in list(facts.training_scopes):
-                for call in scope.calls:
-                    callee = self._callee_scope(call)
-                    if (
-                        callee is not None
-                        and id(callee) in methods
-                        and callee not in facts.training_scopes
-                    ):
-                        facts.training_scopes.append(callee)
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:
@@ -475,8 +340,15 @@ class _Analyser(ObjectRoles, LoopAnalysis):
         module = self.index.module_scope
         if module not in scopes:
             scopes.append(module)
-        for scope in scopes:
+        # A Trainer's `self.device`, bound in `__init__` and used by the training methods.
+        kept = [m for m in class_methods(facts.owner) if m not in scopes] if is_method(
+            facts.owner) else []  # fmt: skip
+        for scope in scopes + kept:
             for name, bindings in scope.bindings.items():
+                if scope in kept and not (
+                    name.startswith(patterns.SELF + ".") and self._used_in_training(name)
+                ):
+                    continue
                 for binding in bindings:
                     if binding.kind != "assign" or binding.value is None:
                         continue

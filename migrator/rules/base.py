@@ -119,10 +119,9 @@ class RuleContext:
 
     def local_name(self, scope: Scope, origin_name: str) -> str | None:
         """The name `scope` uses for the owner's object `origin_name`."""
-        owner = self.facts.owner
         for name in [origin_name, *scope.params, *scope.bindings]:
             found = self.facts.origin(scope, name.lstrip("*"))
-            if found is not None and found.scope is owner and found.name == origin_name:
+            if found is not None and found.name == origin_name and self.facts.held(found):
                 return name
         return None
 

@@ -60,7 +60,9 @@ class CreateAccelerator(Rule):
                     )
                 )
                 return
-            scope = owner
+            scope = self._class_scope(context, owner, dependencies)
+            if scope is None:
+                return
         elif in_owner or (owner_defines and not at_module):
             scope, declare_global = owner, not in_owner
         else:
@@ -83,6 +85,35 @@ class CreateAccelerator(Rule):
             context.edits.insert(block.holder, _body_start(block), statement, priority=-1)
         self._import(context, module.body)
         context.accelerator_created = True
+
+    @staticmethod
+    def _class_scope(context: RuleContext, owner: Scope, dependencies: set[str]) -> Scope | None:
+        """The method that creates `self.accelerator`: the owner, or `__init__` when the
+        class prepares objects in several methods (homes.py): it runs before any of them."""
+        homes = {id(home): home for name, home in context.facts.homes.items()
+                 if context.plan.prepares(name)}  # fmt: skip
+        init = next((m for m in class_methods(owner) if m.name == "__init__"), None)
+        in_init = (
+            init is not None
+            and init is not owner
+            and any(_within(need.scope, init) for need in context.needs)
+        )  # `self.device = self.accelerator.device` in `__init__`
+        if not in_init and all(home is owner for home in homes.values()):
+            return owner
+        elsewhere = [d for d in dependencies for m in class_methods(owner)
+                     if m is not init and (m.is_local(d) or d in m.params)]  # fmt: skip
+        if init is not None and not elsewhere:
+            return init
+        used = [m for m in class_methods(owner) if any(_within(n.scope, m) for n in context.needs)]
+        methods = ", ".join(f"`{m.name}()`" for m in used)
+        why = ("the class has no __init__ to create it in" if init is None else
+               f"its arguments read {', '.join(sorted(set(elsewhere)))}, not known in __init__")  # fmt: skip
+        context.block_file(Finding(
+            code="MIG900", node=owner.node,
+            message=f"the Trainer uses the Accelerator in several methods ({methods}), so it "
+            f"must be created in __init__, before any of them runs, but {why}; migrate by hand",
+        ))  # fmt: skip
+        return None
 
     @staticmethod
     def _import(context: RuleContext, body: Block) -> None:

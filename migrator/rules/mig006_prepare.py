@@ -26,39 +26,52 @@ class Prepare(Rule):
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
             context.need_accelerator_before(block, index)
         self._name_inline_loaders(context)
+        for names, block, index in plan.homes:  # a class's objects made in another method
+            self._insert(context, names, block, index)
+            self._hand_back(context, block.scope, names)
         if not plan.objects or plan.block is None:
             return
-        names = ", ".join(plan.objects)
+        self._insert(context, plan.objects, plan.block, plan.index)
+        for index in sorted({index for _name, _block, index in plan.reloaded}):
+            # the re-created model loads what the main process saved: every process waits
+            code = f"{context.accelerator}.wait_for_everyone()\n"
+            context.edits.insert(plan.block.holder, index, context.statement(code), priority=10)
+        self._hand_back(context, plan.block.scope, plan.objects)
+
+    @staticmethod
+    def _hand_back(context: RuleContext, owner, objects: list[str]) -> None:
+        """A note on the parameters `owner` now prepares; `return model` hands callers the
+        plain model back."""
+        received = [name for name in objects if name in owner.params]
+        if received:
+            context.findings.append(_received_note(owner, received))
+        if owner.kind != "function":
+            return
+        for node in _own_returns(owner.node):
+            name = node.value.id if isinstance(node.value, ast.Name) else None
+            if name in context.facts.models and name in objects:
+                context.unwrap(node.value)
+                index = context.facts.index
+                line = index.small_line.get(id(node))
+                statement = index.statement_of.get(id(line)) if line is not None else None
+                if statement is not None:
+                    context.need_accelerator_at(statement)
+
+    @staticmethod
+    def _insert(context: RuleContext, objects: list[str], block, index: int) -> None:
+        """`a, b = accelerator.prepare(a, b)` before `block.statements[index]`."""
+        names = ", ".join(objects)
         call = f"{context.accelerator}.prepare"
-        indent = "    " * _depth(plan.block)
+        indent = "    " * _depth(block)
         one_line = f"{names} = {call}({names})"
         if len(indent) + len(one_line) <= LINE_LENGTH:
             code = one_line + "\n"
         else:
             code = f"{names} = {call}(\n    {names}\n)\n"
-        at_block_start = plan.index == 0 and plan.block.parent is not None
-        at_block_start = at_block_start or (plan.index == 0 and plan.block.scope.kind != "module")
+        at_block_start = index == 0 and (block.parent is not None or block.scope.kind != "module")
         statement = context.statement(code, blank_line_before=not at_block_start)
-        context.edits.insert(plan.block.holder, plan.index, statement, priority=10)
-        for index in sorted({index for _name, _block, index in plan.reloaded}):
-            # the re-created model loads what the main process saved: every process waits
-            code = f"{context.accelerator}.wait_for_everyone()\n"
-            context.edits.insert(plan.block.holder, index, context.statement(code), priority=10)
-        context.need_accelerator_before(plan.block, plan.index)
-        owner = plan.block.scope
-        received = [name for name in plan.objects if name in owner.params]
-        if received:
-            context.findings.append(_received_note(owner, received))
-        if owner.kind == "function":  # `return model`: the caller gets the plain model back
-            for node in _own_returns(owner.node):
-                name = node.value.id if isinstance(node.value, ast.Name) else None
-                if name in context.facts.models and plan.prepares(name):
-                    context.unwrap(node.value)
-                    index = context.facts.index
-                    line = index.small_line.get(id(node))
-                    statement = index.statement_of.get(id(line)) if line is not None else None
-                    if statement is not None:
-                        context.need_accelerator_at(statement)
+        context.edits.insert(block.holder, index, statement, priority=10)
+        context.need_accelerator_before(block, index)
 
     def _name_inline_loaders(self, context: RuleContext) -> None:
         """`for b in enumerate(DataLoader(ds, ...)):` -> `train_loader = accelerator.prepare(

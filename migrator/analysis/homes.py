@@ -1,0 +1,90 @@
+"""A class's training objects made in different methods (issue 16): a Trainer whose
+`__init__` keeps the model and makes the optimizer while `fit_epoch()` makes the DataLoader
+each epoch, or whose `__init__` makes the loader while `train()` makes the optimizers.
+
+The owner of training stays the method that makes the loaders. An optimizer (or scheduler)
+the loop steps that is made in another method of the same class is prepared in that method,
+its home, right after it is made, with the models it trains: they coexist there, and the
+loaders are prepared where they are made. Separate `prepare` calls are what HF Accelerate
+allows for DDP (a scheduler is matched to its optimizer prepared before it); a loader made
+once per epoch is prepared once per epoch without re-wrapping the model prepared once in
+`__init__`.
+
+A mixin of roles._Analyser: it reads `self.facts` and records `facts.homes`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis import patterns
+from migrator.analysis.facts import Origin, TrainingFacts, is_method
+from migrator.analysis.index import Scope
+
+
+class ClassHomes:
+    facts: TrainingFacts
+    imports: object
+
+    def _at_home(self, origin: Origin, owner: Scope) -> bool:
+        """Is `origin` an object the owner's class prepares: made in the owner, or made in
+        another method of its class (recorded as its home)?"""
+        if origin.scope is owner:
+            return True
+        home = self._sibling(origin.scope, owner)
+        if home is None:
+            return False
+        known = self.facts.homes.setdefault(origin.name, home)
+        return known is home
+
+    def _class_object(self, found: Origin, home: Scope) -> bool:
+        """`found` is usable from `home`: made there, or a `self.x` of its class (a Trainer's
+        `self.model` kept in `__init__` and trained by an optimizer made in `train()`)."""
+        return found.scope is home or (
+            found.name.startswith(patterns.SELF + ".")
+            and self._sibling(found.scope, home) is not None
+        )
+
+    def _home_of(self, name: str, owner: Scope) -> Scope:
+        return self.facts.homes.get(name, owner)
+
+    def _model_homes(self, owner: Scope, models_by_home: list[tuple[Scope, list[str]]]) -> bool:
+        """Each model is prepared where its optimizers are; False when optimizers made in
+        different methods train one model (no one place for it)."""
+        facts = self.facts
+        seen: dict[str, Scope] = {}
+        for home, models in models_by_home:
+            for name in models:
+                if seen.setdefault(name, home) is not home:
+                    return False
+                if home is not owner:
+                    facts.homes[name] = home
+        return True
+
+    def _trains_itself(self, owner: Scope) -> bool:
+        """MIG900 when the loop runs in a method of an `nn.Module` and trains its submodules
+        (`self.albert` inside `self.forward(...)`): the module itself is the model, and `self`
+        cannot be rebound to its prepared wrapper."""
+        held = [m for m in self.facts.models if m.startswith(patterns.SELF + ".")]
+        if not held or not is_method(owner) or not self._is_module_class(owner.parent.node):
+            return False
+        self._finding(self.facts.training_loops[0].node, "MIG900",
+                      f"the training loop runs in `{owner.parent.name}.{owner.name}()`, a method "
+                      f"of the nn.Module it trains: its parts ({', '.join(held)}) are not the "
+                      "whole model and `self` cannot be replaced by the prepared model; train "
+                      "the module from a function outside the class, then migrate")  # fmt: skip
+        return True
+
+    def _is_module_class(self, node: ast.ClassDef) -> bool:
+        for base in node.bases:
+            qualified = self.imports.qualify(base) or ""
+            if patterns.last_part(qualified) in ("Module", "LightningModule"):
+                return True
+        return False
+
+    @staticmethod
+    def _sibling(scope: Scope, owner: Scope) -> Scope | None:
+        """`scope` when it is another method of `owner`'s class."""
+        if scope is owner or not (is_method(scope) and is_method(owner)):
+            return None
+        return scope if scope.parent is owner.parent else None

@@ -1,0 +1,126 @@
+"""Which models the optimizers train: the roots of the `.parameters()` they are built on
+(through a local name: `params = list(decoder.parameters()) + list(encoder.parameters())`),
+the model whose own method builds the optimizer (`model.configure_optimizers(...)`), or, for
+an optimizer built elsewhere, what the loop calls (`model(x)`, `model.forward(x)`) and the
+script places on a device or switches to train mode, wherever it does.
+
+A mixin of roles._Analyser, kept in its own module for size.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis import patterns
+from migrator.analysis.facts import Origin, TrainingFacts, value_call
+from migrator.analysis.index import ModuleIndex, Scope
+
+# Attribute calls that show a name holds the model: placed, switched to training, or read for
+# its parameters.
+PLACING = ("to", "cuda", "train", "parameters")
+
+
+class TrainedModels:
+    facts: TrainingFacts
+    index: ModuleIndex
+    imports: object
+
+    def _models(self, owner: Scope, optimizers: list[str], forwards: list[Origin]) -> list[str]:
+        """The models the optimizers (made in `owner`, the owner of training or the method
+        of its class that makes them) train."""
+        models: list[str] = []
+        saw_constructor = False
+        for name in optimizers:
+            for binding in self._bindings(Origin(owner, name)):
+                call = value_call(binding)
+                if call is None:
+                    continue
+                saw_constructor = True
+                maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
+                if maker is not None and maker not in models:
+                    models.append(maker)
+                for arg in patterns.call_args(call):
+                    roots = patterns.parameter_roots(arg.value) or self._parameters_named(
+                        owner, arg.value)  # fmt: skip
+                    if roots is None:
+                        return []
+                    for root in roots:
+                        found = self.facts.origin(owner, root)
+                        if found is None or not self._class_object(found, owner):
+                            self._block(call, root, owner)
+                            return []
+                        name = self._kept_on_self(owner, found.name)
+                        if name not in models:
+                            models.append(name)
+        if saw_constructor:
+            return models
+        # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
+        # the script places on a device or switches to train mode.
+        for origin in forwards:
+            if not self._class_object(origin, owner) or patterns.LOSS_NAME.search(origin.name):
+                continue
+            uses = origin.scope.uses.get(origin.name, [])
+            placed = any(u.kind == "attr" and u.attr in PLACING for u in uses) or (
+                self._placed_or_received(origin.scope, origin.name)
+                or self._placed_where_called(origin))  # fmt: skip
+            if (placed or origin.name in self.facts.prepared_already) and (
+                origin.name not in models
+            ):
+                models.append(origin.name)
+        return models
+
+    def _optimizer_maker(self, owner: Scope, call: ast.Call) -> str | None:
+        """The model whose own method builds the optimizer (nanoGPT's
+        `optimizer = model.configure_optimizers(weight_decay, lr, betas, device_type)`)."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or "optim" not in func.attr.lower():
+            return None
+        receiver = patterns.name_of(func.value)
+        found = self.facts.origin(owner, receiver) if receiver is not None else None
+        if found is None or not self._class_object(found, owner):
+            return None
+        if not any(b.kind == "assign" for b in found.scope.assigns(found.name)):
+            return None
+        return found.name
+
+    def _parameters_named(self, owner: Scope, expr: ast.expr) -> list[str] | None:
+        """The models behind `Adam(params)` where `params` is bound once here from whole
+        models' `.parameters()`; [] when it is not; None (with a MIG900) when it holds parts
+        of a model (`encoder.linear.parameters()`): DDP would wrap all of `encoder` and wait
+        for gradients of parameters the optimizer does not train."""
+        name = patterns.name_of(expr)
+        bindings = owner.assigns(name) if name is not None else []
+        if len(bindings) != 1 or bindings[0].value is None or bindings[0].unpacked:
+            return []
+        value = bindings[0].value
+        roots = patterns.parameter_roots(value)
+        parts = [
+            self.index.source.text_of(node.func.value)
+            for node in ast.walk(value)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("parameters", "named_parameters")
+            and patterns.name_of(node.func.value) is None
+        ]
+        if parts:
+            line = bindings[0].statement.node.lineno
+            self._finding(self.facts.training_loops[0].node, "MIG900",
+                          f"could not tell which model the optimizer trains: `{name}` (line "
+                          f"{line}) holds the parameters of parts of models "
+                          f"({', '.join(f'`{p}`' for p in parts)}); preparing the whole model "
+                          "would make DDP wait for gradients the optimizer does not use; "
+                          "migrate by hand")  # fmt: skip
+            return None
+        return roots
+
+    def _placed_where_called(self, origin: Origin) -> bool:
+        """A model received as a parameter (`train(model, loader, optimizer)`) and placed or
+        switched to train mode by a helper the loop runs (`model.train()` in
+        `train_one_epoch(model, ...)`)."""
+        for scope in self.facts.training_scopes or self.index.scopes:
+            for name, uses in scope.uses.items():
+                if not any(u.kind == "attr" and u.attr in PLACING for u in uses):
+                    continue
+                if self.facts.origin(scope, name) == origin:
+                    return True
+        return False
