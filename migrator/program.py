@@ -25,8 +25,9 @@ runs at import time, before the entry's `Accelerator(mixed_precision=...)`, and 
 the entry's (the state is already initialised with other settings). Passing the instance is
 what HF's own multi-file examples and ported research code do (`train_one_epoch(...,
 accelerator)`), and it behaves the same on our runtime and on `--target accelerate`.
-Where the accelerator would have to reach a method or module-level code of a helper, the
-program is refused with a finding naming the place.
+A helper class gets it at construction (`program_classes.py`); where the accelerator would
+have to reach module-level code of a helper, the program is refused with a finding naming the
+place.
 
 Findings are reported in the file and at the line they belong to. A program whose files
 cannot be joined safely (two files binding the same top-level name differently) is refused.
@@ -38,7 +39,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.analysis.program_imports import local_imports, search_path
+from migrator.analysis.program_imports import local_imports, program_names, search_path
 from migrator.engine import (
     FileResult,
     MigrationError,
@@ -50,13 +51,13 @@ from migrator.engine import (
     render_migration,
 )
 from migrator.findings import Finding
+from migrator.program_findings import CODE, assign, finding_at, in_program, unchanged
 from migrator.source import Source
 
 MARKER = "__migrator_program_file__ = {}"
 MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
 STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
 MAX_SCANNED = 400  # project modules read to find them
-CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
 
 
 @dataclass
@@ -75,6 +76,8 @@ class ProgramResult:
     entry: Path
     files: list[ProgramFile] = field(default_factory=list)
     results: list[FileResult] = field(default_factory=list)  # one per file, entry first
+    # per file number, the definitions that now take the accelerator (`program_reach.py`)
+    needy: dict[int, set[str]] = field(default_factory=dict)
 
     @property
     def paths(self) -> list[Path]:
@@ -152,31 +155,68 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
     try:
         _check_joinable(files)
         joined = _join(files)
-        output, context, findings = render_migration(joined, parse(joined), options)
+        tree = parse(joined)
+        output, context, findings = render_migration(
+            joined, tree, options, index=_joined_index(tree, joined, files)
+        )
     except ProgramError as error:
-        program.results = _unchanged(files, [[_finding(files[0], 1, str(error))]])
+        program.results = unchanged(files, [[finding_at(files[0], 1, str(error))]])
         return program
     except MigrationError as error:
-        program.results = _unchanged(files, [[_finding(files[0], 1, f"joined program: {error}")]])
+        program.results = unchanged(files, [[finding_at(files[0], 1, f"joined program: {error}")]])
         return program
-    per_file = _assign(files, _in_program(findings, files))
+    per_file = assign(files, in_program(findings, files))
     if output is None:
-        program.results = _unchanged(files, per_file)
+        program.results = unchanged(files, per_file)
         return program
     from migrator.program_reach import check_reach, reach_accelerator
 
     texts = _split(output, files)
     try:
-        texts = reach_accelerator(texts, files)
+        texts = reach_accelerator(texts, files, program.needy)
         check_reach(texts, files)
     except ProgramError as error:
-        per_file[0].append(_finding(files[0], 1, str(error)))
-        program.results = _unchanged(files, per_file)
+        per_file[0].append(finding_at(files[0], 1, str(error)))
+        program.results = unchanged(files, per_file)
         return program
     program.results = [
         _finish(file, text, context, found) for file, text, found in zip(files, texts, per_file)
     ]
     return program
+
+
+def _joined_index(tree: ast.Module, joined: str, files: list[ProgramFile]):
+    """The joined module's index, knowing the other names its calls use for the program's
+    definitions (`engine.train_one_epoch` after `import engine`, `g` after `from engine import
+    train_one_epoch as g`), so that roles flow through those calls too. A name two files use
+    for different definitions is left out."""
+    from migrator.analysis.index import ModuleIndex
+
+    index = ModuleIndex(tree, Source(joined))
+    modules = [(file.path, file.tree) for file in files]
+    aliases: dict[str, str | None] = {}
+    for names in program_names(modules, search_path(files[0].path)):
+        for local, (_, name) in names.items():
+            if local != name:
+                aliases[local] = name if aliases.get(local, name) == name else None
+    index.add_aliases({local: name for local, name in aliases.items() if name is not None})
+    return index
+
+
+def refuse_for_outsiders(program: ProgramResult, exempt: set[Path]) -> None:
+    """The program left as it is, with a finding in the entry, when a script outside it (not
+    in `exempt`: entries of the run's other programs, which the run checks against this one)
+    calls a helper that now needs the accelerator (`program_outside.py`)."""
+    from migrator.program_outside import check_outside_callers
+
+    if not any(result.changed for result in program.results):
+        return
+    try:
+        check_outside_callers(program.files, program.needy, exempt)
+    except ProgramError as error:
+        per_file = [[f for f in r.findings if f.code != CODE] for r in program.results]
+        per_file[0].append(finding_at(program.files[0], 1, str(error)))
+        program.results = unchanged(program.files, per_file)
 
 
 def _finish(file: ProgramFile, text: str, context, findings: list[Finding]) -> FileResult:
@@ -381,57 +421,3 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
                     if isinstance(name, ast.Name) and not name.id.startswith("__"):
                         found[name.id] = f"= {ast.dump(node)}"
     return found
-
-
-# -- findings -----------------------------------------------------------------------------
-
-
-def _finding(file: ProgramFile, line: int, message: str) -> Finding:
-    finding = Finding(code=CODE, message=message)
-    finding.line, finding.col = line, 1
-    return finding
-
-
-def _in_program(findings: list[Finding], files: list[ProgramFile]) -> list[Finding]:
-    """MIG910 says a step hides in another module; analysed with it, say so."""
-    names = ", ".join(file.path.name for file in files[1:])
-    for finding in findings:
-        if finding.code == CODE and "migrate both files by hand" in finding.message:
-            finding.message = finding.message.replace(
-                "migrate both files by hand",
-                f"analysed as one program with {names}, where no training loop was recognised; "
-                "migrate these files by hand",
-            )
-    return findings
-
-
-def _assign(files: list[ProgramFile], findings: list[Finding]) -> list[list[Finding]]:
-    """Each finding moved to its file, its line counted in that file."""
-    per_file: list[list[Finding]] = [[] for _ in files]
-    for finding in findings:
-        owner = 0
-        for number, file in enumerate(files):
-            if file.start_line <= finding.line < file.start_line + file.lines + 1:
-                owner = number
-        if finding.line:
-            finding.line -= files[owner].start_line - 1
-        per_file[owner].append(finding)
-    return per_file
-
-
-def _unchanged(files: list[ProgramFile], findings: list[list[Finding]]) -> list[FileResult]:
-    """Results of a program left as it is. A helper without a finding of its own gets a note
-    pointing at the entry, when a finding there says why the program is not migrated: no
-    training file of a refused program is silent."""
-    results = []
-    refused = bool(findings) and any(f.needs_human for f in findings[0])
-    for number, file in enumerate(files):
-        found = findings[number] if number < len(findings) else []
-        if number and refused and not found:
-            note = _finding(file, 1, (
-                f"part of the program of {files[0].path.name}, which is not migrated (see the "
-                f"finding there); this file is left as it is"))  # fmt: skip
-            note.level = "note"
-            found = [note]
-        results.append(FileResult(path=str(file.path), source=file.data, findings=found))
-    return results

@@ -11,7 +11,8 @@ import ast
 import re
 from pathlib import Path
 
-from migrator.analysis.program_imports import local_imports, search_path
+from migrator.analysis.imports import dotted_name
+from migrator.analysis.program_imports import program_names, search_path
 from migrator.engine import parse
 from migrator.program import ProgramError, ProgramFile
 
@@ -19,14 +20,24 @@ ACCELERATOR = "accelerator"
 LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # lines as the tokenizer counts them
 
 
-def reach_accelerator(texts: list[str], files: list[ProgramFile]) -> list[str]:
+def reach_accelerator(
+    texts: list[str], files: list[ProgramFile], needy: dict[int, set[str]]
+) -> list[str]:
     """Each helper function that reads the free name `accelerator` gets it as a keyword-only
     parameter, and every call of it in the program passes `accelerator=accelerator` (to a
-    fixed point: a helper calling such a function now reads it too)."""
-    needy: dict[int, set[str]] = {}
+    fixed point: a helper calling such a function now reads it too). `needy` is filled with
+    those definitions, per file number (a script outside the program calling one of them
+    refuses it: `program_outside.py`, checked by the run)."""
+    from migrator.program_classes import base_names, reach_in_classes
+
+    bases = base_names([file.tree for file in files])
     for _ in range(len(files) * 8):
         changed = False
         for number in range(1, len(files)):
+            texts[number], classes = reach_in_classes(texts[number], files[number].path, bases)
+            if classes - needy.get(number, set()):
+                needy.setdefault(number, set()).update(classes)
+                changed = True
             tree = parse(texts[number])
             for name in _functions_reading_accelerator(tree, files[number].path):
                 if name not in needy.setdefault(number, set()):
@@ -155,7 +166,7 @@ def _pass_accelerator(
                 inserts.append(_argument_insert(text, node))
             elif _named(node, names) and id(node) not in called:
                 raise ProgramError(
-                    f"`{node.id}` needs the accelerator but is used as a value in "
+                    f"`{dotted_name(node)}` needs the accelerator but is used as a value in "
                     f"{files[number].path.name} (line {node.lineno}), where no call can pass "
                     "it; migrate this program by hand"
                 )
@@ -164,36 +175,32 @@ def _pass_accelerator(
 
 
 def _named(node: ast.AST, names: set[str]) -> bool:
-    return isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
+    return (
+        isinstance(node, (ast.Name, ast.Attribute))
+        and isinstance(node.ctx, ast.Load)
+        and dotted_name(node) in names
+    )
 
 
 def _calls_one_of(node: ast.AST, names: set[str]) -> bool:
     """A call `f(...)` of one of `names` that does not pass the accelerator yet."""
     return (
         isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in names
+        and dotted_name(node.func) in names
         and not any(k.arg == ACCELERATOR for k in node.keywords)
     )
 
 
 def _imported_names(files: list[ProgramFile], needy: dict[int, set[str]]) -> dict[int, set[str]]:
-    """Per file, the local names under which it imports a needy function of another file."""
-    roots = search_path(files[0].path)
-    by_path = {file.path.resolve(): number for number, file in enumerate(files)}
+    """Per file, the names under which its calls reach a needy function or class of another
+    file: `train_one_epoch`, `fit` (`from engine import train_one_epoch as fit`),
+    `engine.train_one_epoch` (`import engine`)."""
+    modules = [(file.path, file.tree) for file in files]
     found: dict[int, set[str]] = {}
-    for number, file in enumerate(files):
-        for node in ast.walk(file.tree):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            targets = local_imports(ast.Module(body=[node], type_ignores=[]), file.path, roots)
-            for target in targets:
-                owner = by_path.get(target.path)
-                if owner is None or not target.names:
-                    continue
-                for alias in node.names:
-                    if alias.name in needy.get(owner, set()):
-                        found.setdefault(number, set()).add(alias.asname or alias.name)
+    for number, names in enumerate(program_names(modules, search_path(files[0].path))):
+        for local, (owner, name) in names.items():
+            if owner != number and name in needy.get(owner, set()):
+                found.setdefault(number, set()).add(local)
     return found
 
 

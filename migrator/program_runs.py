@@ -35,7 +35,7 @@ class ProgramRun:
 
 def group_programs(results: list[FileResult], options: Options, single: bool) -> ProgramRun:
     """`results` with programs migrated as units. `single`: the run named one file."""
-    from migrator.program import migrate_program
+    from migrator.program import migrate_program, refuse_for_outsiders
 
     by_path = {_key(r.path): r for r in results}
     entries = [r for r in results if _is_entry(r, single)]
@@ -52,6 +52,9 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
         helpers = any(r.changed for r in program.results[1:])
         if hidden or helpers or (not entry.changed and program.results[0].changed):
             programs.append(program)
+    entry_paths = {Path(program.entry).resolve() for program in programs}
+    for program in programs:  # a script outside calling a changed helper would break
+        refuse_for_outsiders(program, entry_paths - {Path(program.entry).resolve()})
     outcome: dict[str, FileResult] = {}
     owners: dict[str, int] = {}
     conflicts: set[int] = set()

@@ -5,7 +5,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from migrator.analysis.program_imports import local_imports, project_root, search_path
+from migrator.analysis.program_imports import (
+    local_imports,
+    program_names,
+    project_root,
+    search_path,
+)
 
 
 def make(root: Path, files: dict[str, str]) -> None:
@@ -73,3 +78,34 @@ def test_without_a_marker_the_entry_folder_is_the_root(tmp_path):
     entry = tmp_path / "a" / "train.py"
     assert search_path(entry) == [(tmp_path / "a").resolve()]
     assert imported(entry, search_path(entry)) == []  # python a/train.py cannot import b either
+
+
+def test_the_names_calls_use_for_a_programs_definitions(tmp_path):
+    """`program_names`: per module, each name its calls use for a function or class another
+    module of the program defines -> (that module's number, the definition's own name)."""
+    make(tmp_path, {
+        "main.py": (
+            "import engine\nimport util.misc\nimport util.misc as u\n"
+            "from engine import train_one_epoch as fit, evaluate\nfrom util import misc as m2\n"
+            "from util.misc import Scaler as NativeScaler, not_there\nimport torch\n"
+        ),
+        "engine.py": "def train_one_epoch():\n    pass\n\ndef evaluate():\n    pass\n",
+        "util/__init__.py": "",
+        "util/misc.py": "class Scaler:\n    pass\n\nVALUE = 1\n",
+    })  # fmt: skip
+    modules = [
+        (tmp_path / name, ast.parse((tmp_path / name).read_text()))
+        for name in ("main.py", "engine.py", "util/misc.py")
+    ]
+    names = program_names(modules, [tmp_path])
+    assert names[0] == {
+        "engine.train_one_epoch": (1, "train_one_epoch"),
+        "engine.evaluate": (1, "evaluate"),
+        "util.misc.Scaler": (2, "Scaler"),
+        "u.Scaler": (2, "Scaler"),
+        "fit": (1, "train_one_epoch"),
+        "evaluate": (1, "evaluate"),
+        "m2.Scaler": (2, "Scaler"),
+        "NativeScaler": (2, "Scaler"),
+    }
+    assert names[1] == names[2] == {}

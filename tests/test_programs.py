@@ -374,3 +374,79 @@ def test_an_unparsable_file_named_alone_is_not_a_crash(tmp_path, monkeypatch, ca
     (tmp_path / "engine.py").write_text("def step(loss):\n    loss.backward()\n")
     code, report = run_cli(tmp_path, monkeypatch, capsys, "broken.py", mode="check")
     assert code == 0 and report["files"][0]["skipped"] and report["summary"]["programs"] == 0
+
+
+def test_lines_a_finding_names_are_counted_in_their_own_files():
+    """The analysis sees the joined module (helpers first): a line its message names is put
+    back in the finding's file, or named with its file when it is in another one."""
+    from migrator.program import ProgramFile
+    from migrator.program_findings import lines_in_files
+
+    def member(name: str, start: int, lines: int) -> ProgramFile:
+        return ProgramFile(Path(name), b"", "", "utf-8", ast.parse(""), start, lines)
+
+    files = [member("main.py", 20, 30), member("misc.py", 1, 18)]  # joined: misc.py, then main.py
+    message = "`s` is used at line 25 and line 3; bound at line(s) 22, 5; lines 40-44"
+    assert lines_in_files(message, files, 0) == (
+        "`s` is used at line 6 and line 3 of misc.py; bound at line(s) 3, 5 of misc.py; lines 21-25"
+    )
+    assert lines_in_files("see line 25", files, 1) == "see line 6 of main.py"
+
+
+def test_an_entry_whose_optimizer_comes_from_a_factory_is_grouped_in_a_bulk_run(
+    tmp_path, monkeypatch, capsys
+):
+    """ConvNeXt/BEiT: `optimizer = create_optimizer(args, model)` from the project's
+    optim_factory.py. The entry alone gets MIG910 (the factory is named for an optimizer), so
+    a bulk run analyses it with its engine, instead of leaving it untouched and migrating the
+    engine alone (a train_one_epoch preparing what it receives). The analysis cannot see
+    through the factory which model the optimizer trains: the program is refused, saying so."""
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    (work / "optim_factory.py").write_text(
+        "import torch\n\n\ndef create_optimizer(args, model):\n"
+        "    return torch.optim.AdamW(model.parameters(), lr=args.lr)\n"
+    )
+    main = (work / "main.py").read_text()
+    (work / "main.py").write_text(
+        main.replace("from models import build_model\n",
+                     "from models import build_model\nfrom optim_factory import create_optimizer\n")
+        .replace("torch.optim.AdamW(model.parameters(), lr=args.lr)", "create_optimizer(args, model)")
+    )  # fmt: skip
+    _, report = run_cli(work, monkeypatch, capsys, ".", mode="check")
+    assert report["summary"]["programs"] == 1
+    assert not [item["path"] for item in report["files"] if item["changed"]]
+    assert findings_of(report) == ["engine.py:MIG900"]
+    message = report["files"][0]["findings"][0]["message"]
+    lines = (work / "main.py").read_text().splitlines()
+    built = next(n for n, line in enumerate(lines, 1) if "= create_optimizer(" in line)
+    assert f"built at line {built} of main.py" in message  # the entry's line, not the joined one
+
+
+def test_a_script_outside_the_program_calling_a_changed_helper_refuses_it(
+    tmp_path, monkeypatch, capsys
+):
+    """eval_only.py calls `engine.evaluate(...)`, which the program of main.py would give a
+    keyword-only `accelerator`: written, eval_only.py would fail with a TypeError. Refused,
+    naming the script and its line; with `accelerator=` passed there, the program migrates."""
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAMS / "engine_function" / "in", work)
+    script = (
+        "import torch\n\nimport engine\nfrom models import build_model\n\n"
+        "model = build_model()\nprint(engine.evaluate(model, torch.nn.MSELoss(), [], 'cpu'))\n"
+    )
+    (work / "eval_only.py").write_text(script)
+    _, report = run_cli(work, monkeypatch, capsys, "main.py", mode="check")
+    assert not [item["path"] for item in report["files"] if item["changed"]]
+    messages = [f["message"] for item in report["files"] for f in item["findings"]
+                if f["code"] == "MIG910" and item["path"] == "main.py"]  # fmt: skip
+    assert messages == [
+        (
+            "`engine.evaluate` would need the accelerator, but eval_only.py (line 7), which is "
+            "not part of this program, calls it without one; migrate these files by hand"
+        )
+    ]
+    (work / "eval_only.py").write_text(script.replace("'cpu')", "'cpu', accelerator=None)"))
+    _, report = run_cli(work, monkeypatch, capsys, "main.py", mode="check")
+    changed = sorted(item["path"] for item in report["files"] if item["changed"])
+    assert changed == ["engine.py", "main.py"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from migrator.analysis.imports import ImportTable
+from migrator.analysis.imports import ImportTable, dotted_name
 from migrator.analysis.syntax import call_args, name_of
 from migrator.source import Source
 
@@ -203,6 +203,17 @@ class ModuleIndex:
         from migrator.analysis.indexer import Indexer
 
         Indexer(self).run()
+        self.aliases: dict[str, str] = {}
+
+    def add_aliases(self, aliases: dict[str, str]) -> None:
+        """Other names a call may use for a function or class of this module: in a program
+        joined into one module (`migrator/program.py`), `g` for `from engine import
+        train_one_epoch as g` and `engine.train_one_epoch` for `import engine`."""
+        self.aliases.update(aliases)
+        for alias, name in aliases.items():
+            if name in self.functions and alias not in self.functions:
+                self.functions[alias] = self.functions[name]
+        self._calls_by_name = None
 
     @property
     def module_scope(self) -> Scope:
@@ -221,6 +232,9 @@ class ModuleIndex:
                 called = name_of(site.node.func)
                 if called is not None:
                     by_name.setdefault(called, []).append(site)
+                aliased = self.aliases.get(dotted_name(site.node.func) or "")
+                if aliased is not None:
+                    by_name.setdefault(aliased, []).append(site)
             self._calls_by_name = by_name
         return self._calls_by_name.get(name, [])
 

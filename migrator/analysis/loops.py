@@ -30,7 +30,9 @@ from migrator.analysis.facts import (
     is_method,
     value_call,
 )
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, Line, Loop, Scope, target_names
+from migrator.analysis.instances import called_method
 
 
 @dataclass(eq=False)
@@ -79,10 +81,22 @@ class LoopAnalysis:
             self._callees[key] = self._find_callee_scope(site)
         return self._callees[key]
 
+    def _called_instance(self, method: Scope) -> bool:
+        """Whether `method` is a `__call__` that a call of an instance runs (a loss scaler)."""
+        return method.name == "__call__" and any(
+            self._callee_scope(call) is method for call in self.index.calls()
+        )
+
     def _find_callee_scope(self, site: CallSite) -> Scope | None:
         func = site.node.func
         if isinstance(func, ast.Name):
-            return self.index.functions.get(func.id)
+            found = self.index.functions.get(func.id)
+            if found is None:  # `loss_scaler(loss, optimizer)`: an instance's `__call__`
+                found = called_method(self.index, site.scope, func.id, "__call__")
+            return found
+        dotted = dotted_name(func)
+        if dotted in self.index.aliases:  # `engine.train_one_epoch(...)` in a joined program
+            return self.index.functions.get(dotted)
         name = patterns.name_of(func)
         if name is not None and "." in name and is_method(site.scope):  # `self.train_epoch()`
             method = name.split(".", 1)[1]
@@ -301,7 +315,7 @@ class LoopAnalysis:
             if (
                 site.loop is None
                 and site.scope.kind == "function"
-                and driven_here(self.index, site.scope)
+                and (driven_here(self.index, site.scope) or self._called_instance(site.scope))
             ):
                 continue  # a step helper without a loop: its caller's loop is the training loop
             if self._steps_nearby(site):

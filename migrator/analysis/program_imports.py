@@ -108,3 +108,49 @@ def _absolute(dotted: str, roots: list[Path]) -> Path | None:
         if found is not None:
             return found
     return None
+
+
+def program_names(
+    modules: list[tuple[Path, ast.Module]], roots: list[Path]
+) -> list[dict[str, tuple[int, str]]]:
+    """Per module of a program, the names its code calls the program's top-level functions
+    and classes by, each -> (the defining module's number, the definition's own name):
+    `g` for `from engine import train_one_epoch as g`, `engine.train_one_epoch` for
+    `import engine`, `u.save_on_master` for `import util.misc as u` or `from util import misc
+    as u`."""
+    by_path = {path.resolve(): number for number, (path, _) in enumerate(modules)}
+    defined = [_top_level_definitions(tree) for _, tree in modules]
+    result: list[dict[str, tuple[int, str]]] = []
+    for path, tree in modules:
+        names: dict[str, tuple[int, str]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    owner = by_path.get(_absolute(alias.name, roots))
+                    if owner is not None:
+                        local = alias.asname or alias.name
+                        names.update({f"{local}.{n}": (owner, n) for n in defined[owner]})
+            elif isinstance(node, ast.ImportFrom):
+                for item in _from_import(node, path, roots):
+                    owner = by_path.get(item.path)
+                    if owner is not None:
+                        names.update(_from_names(node, item, owner, defined[owner]))
+        result.append(names)
+    return result
+
+
+def _from_names(node: ast.ImportFrom, item: LocalImport, owner: int, defined: set[str]) -> dict:
+    found = {}
+    for alias in node.names:
+        local = alias.asname or alias.name
+        if item.names and alias.name in defined:  # `from engine import f as g`
+            found[local] = (owner, alias.name)
+        elif not item.names and item.module.rsplit(".", 1)[-1] == alias.name:
+            # `from util import misc [as u]`: the module's definitions as `u.name`
+            found.update({f"{local}.{n}": (owner, n) for n in defined})
+    return found
+
+
+def _top_level_definitions(tree: ast.Module) -> set[str]:
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {node.name for node in tree.body if isinstance(node, kinds)}

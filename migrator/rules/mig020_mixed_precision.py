@@ -14,13 +14,15 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import class_methods
+from migrator.analysis.facts import argument_for, class_methods, is_method
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import Line, Scope
 from migrator.analysis.syntax import call_args, name_value
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
-SCALER_METHODS = {"scale", "step", "update", "unscale_"}
+CLIPS = {"clip_grad_norm_", "clip_grad_value_"}
+SCALER_METHODS = {"scale", "step", "update", "unscale_", "state_dict", "load_state_dict"}
 
 
 class MixedPrecision(Rule):
@@ -111,7 +113,10 @@ class MixedPrecision(Rule):
         facts = context.facts
         imports = facts.index.imports
         found = False
-        for scope in {id(s): s for s in [*scopes, facts.index.module_scope]}.values():
+        # a helper class's scaler (`self._scaler` of a loss scaler whose `__call__` steps) is
+        # bound in its `__init__`, which is no training scope itself
+        methods = [m for s in scopes if is_method(s) for m in class_methods(s)]
+        for scope in {id(s): s for s in [*scopes, *methods, facts.index.module_scope]}.values():
             for name, bindings in scope.bindings.items():
                 calls = [b for b in bindings if b.kind == "assign" and isinstance(b.value, ast.Call)
                          and patterns.is_grad_scaler_call(b.value, imports)]  # fmt: skip
@@ -128,26 +133,41 @@ class MixedPrecision(Rule):
                         )
                     )
                     return None
+                self.handed = False
                 if not self._rewrite_uses(context, scope, name):
                     return None
                 for binding in calls:
                     if not self._enabled(context, scope, binding.value, conditions, depends):
                         continue
-                    context.edits.remove(binding.small)
+                    if self.handed:  # passed to a function: it gets the accelerator's scaler
+                        context.edits.replace_with(
+                            binding.value, context.accelerator_expr("scaler")
+                        )
+                        context.need_accelerator_at(binding.statement)
+                    else:
+                        context.edits.remove(binding.small)
                     self.rewritten.add(imports.qualify(binding.value.func) or "")
                 found = True
         return found
 
-    def _rewrite_uses(self, context: RuleContext, scope: Scope, name: str) -> bool:
+    def _rewrite_uses(self, context: RuleContext, scope: Scope, name: str, depth=0) -> bool:
         uses = []
         # `self.scaler` is used across the class's methods; a local scaler in its scope.
         scopes = class_methods(scope) if name.startswith("self.") else [scope]
         for current in [d for s in scopes for d in [s, *s.descendants()]]:
             uses.extend(current.uses.get(name, []))
+        handed = [use for use in uses if use.kind == "arg" and depth < 4]
+        for use in handed:  # `train(loader, model, optimizer, scaler, epoch)` (MoCo v3)
+            parameter = _parameter_for(context, use)
+            if parameter is not None and self._rewrite_uses(context, *parameter, depth + 1):
+                self.handed = True
+                uses.remove(use)
+            elif parameter is not None:
+                return False
         for use in uses:
             if use.kind != "attr" or use.call is None or use.attr not in SCALER_METHODS:
                 context.block_file(Finding(code="MIG900", node=use.node, message=(
-                    f"GradScaler `{name}` is used beyond scale/step/update/unscale_; "
+                    f"GradScaler `{name}` is used beyond scale/step/update/unscale_/state_dict; "
                     "migrate mixed precision by hand")))  # fmt: skip
                 return False
         for use in uses:
@@ -157,6 +177,16 @@ class MixedPrecision(Rule):
                 context.edits.replace(call, _first_argument(args[0].value))
             elif use.attr == "step" and len(args) >= 1:
                 context.edits.replace(call, _step_of(args[0].value), drops=[call.func])
+            elif use.attr in ("state_dict", "load_state_dict"):
+                if not self._rewrite_state(context, name, use):
+                    return False
+            elif use.attr == "unscale_" and len(args) == 1 and not _clips_after(use):
+                # the gradients read unscaled after it (a norm logged without clipping): the
+                # accelerator's scaler unscales them; before a clip, clip_grad_norm_ does
+                unscale = context.accelerator_expr("unscale_gradients")
+                optimizer = args[0].value
+                context.edits.replace(call, lambda _text, renderer, unscale=unscale, o=optimizer: (
+                    f"{unscale}({renderer.text_of(o)})"), drops=[call.func])  # fmt: skip
             elif use.attr in ("update", "unscale_"):
                 small = _expression_statement(context, use)
                 if small is None:
@@ -170,6 +200,100 @@ class MixedPrecision(Rule):
                     return False
                 context.edits.remove(small)
         return True
+
+    def _rewrite_state(self, context: RuleContext, name: str, use) -> bool:
+        """The scaler's state is the Accelerator's (`accelerator.scaler`: None unless fp16),
+        so a checkpoint keeps its key: `scaler.state_dict()` -> the accelerator scaler's state
+        (`{}` without one, as a disabled GradScaler gives), `scaler.load_state_dict(s)` -> loaded
+        into the accelerator's scaler when there is one."""
+        call = use.call
+        args = call_args(call)
+        scaler = context.accelerator_expr("scaler")
+        small = _expression_statement(context, use)
+        if use.attr == "state_dict" and not args:
+            code = f"{scaler}.state_dict() if {scaler} is not None else {{}}"
+            bare = _stands_alone(_small_of(use), call)
+            context.edits.replace_with(call, code if bare else f"({code})")
+            return True
+        alone = isinstance(use.statement.node, Line) and len(use.statement.node.body) == 1
+        indent = _indent_of(context, small) if small is not None and alone else None
+        if use.attr == "load_state_dict" and len(args) == 1 and indent is not None:
+            state = args[0].value
+            newline = context.source.newline
+            context.edits.replace(small, lambda _text, renderer: (
+                f"if {scaler} is not None:{newline}{indent}    "
+                f"{scaler}.load_state_dict({renderer.text_of(state)})"))  # fmt: skip
+            return True
+        context.block_file(Finding(code="MIG900", node=call, message=(
+            f"`{name}.{use.attr}(...)` is not a plain statement or call; move the GradScaler "
+            "state to accelerator.scaler by hand")))  # fmt: skip
+        return False
+
+
+def _clips_after(use) -> bool:
+    """Whether a gradient clip follows `scaler.unscale_(...)`: later in its block, or after a
+    statement that encloses it (`if ...: scaler.unscale_(opt)` then a clip). There the
+    accelerator's clip_grad_norm_ unscales, and a second unscale_ would raise, so the unscale_
+    goes; where no clip follows (a norm logged unclipped) it stays, as unscale_gradients."""
+    innermost = use.statement
+    for statement in innermost.chain():
+        start = statement.index + (statement is not innermost)  # an enclosing `if` itself: no
+        for later in statement.block.statements[start:]:
+            nodes = later.body if isinstance(later, Line) else [later]
+            for inner in (found for node in nodes for found in ast.walk(node)):
+                if isinstance(inner, ast.Call) and _called_name(inner) in CLIPS:
+                    return True
+    return False
+
+
+def _parameter_for(context: RuleContext, use) -> tuple[Scope, str] | None:
+    """(the module function, its parameter) that an argument use hands the scaler to, when
+    that parameter is nothing but the scaler there (no other binding of it)."""
+    index = context.facts.index
+    function = index.functions.get(dotted_name(use.call.func) or "")
+    if function is None or function.kind != "function":
+        return None
+    for parameter in function.params:
+        if argument_for(use.call, function, parameter) is use.node:
+            bindings = function.bindings.get(parameter, [])
+            return (function, parameter) if all(b.kind == "param" for b in bindings) else None
+    return None
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def _small_of(use) -> ast.stmt | None:
+    statement = use.statement.node
+    if isinstance(statement, Line):
+        for small in statement.body:
+            if any(node is use.call for node in ast.walk(small)):
+                return small
+    return None
+
+
+def _stands_alone(small: ast.stmt | None, call: ast.Call) -> bool:
+    """Whether a conditional expression in place of `call` needs no parentheses: the value
+    of a return or assignment, of a dict entry, or an argument."""
+    if isinstance(small, (ast.Return, ast.Assign)) and small.value is call:
+        return True
+    for node in ast.walk(small) if small is not None else ():
+        if isinstance(node, ast.Dict) and any(value is call for value in node.values):
+            return True
+        if isinstance(node, ast.Call) and any(a is call for a in node.args):
+            return True
+        if isinstance(node, ast.keyword) and node.value is call:
+            return True
+    return False
+
+
+def _indent_of(context: RuleContext, small: ast.stmt) -> str | None:
+    """The indentation of a statement at the start of its line (None otherwise)."""
+    line = context.source.text.splitlines()[small.lineno - 1]
+    prefix = line[: small.col_offset]
+    return prefix if not prefix.strip() else None
 
 
 def _first_argument(value: ast.expr):

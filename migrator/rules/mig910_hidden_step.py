@@ -15,6 +15,7 @@ Accelerator."""
 from __future__ import annotations
 
 import ast
+import re
 
 from migrator.analysis import patterns
 from migrator.analysis.facts import TrainingFacts, bindings_of, value_call
@@ -22,6 +23,8 @@ from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, Scope
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+
+OPTIMIZER_FACTORY = re.compile(r"(create|build|make|get)_optimi[sz]er")
 
 
 class HiddenStep(Rule):
@@ -108,4 +111,13 @@ def _built_by(facts: TrainingFacts, scope: Scope, name: str | None) -> str | Non
             call, imports
         ):
             return "optimizer"
+        if _optimizer_factory(call, imports):
+            return "optimizer"
     return None
+
+
+def _optimizer_factory(call: ast.Call, imports) -> bool:
+    """`create_optimizer(args, model)` (timm, ConvNeXt, BEiT), `build_optimizer(cfg, model)`:
+    a function named for making an optimizer, here only to say that the step hides elsewhere."""
+    name = patterns.last_part(imports.qualify(call.func) or dotted_name(call.func) or "")
+    return bool(OPTIMIZER_FACTORY.fullmatch(name)) and not patterns.is_scheduler_call(call, imports)
