@@ -12,7 +12,9 @@ Read from the syntactic index (index.py), without walking the tree again:
   hand): findings that stop the migration of the file.
 roles.py asks `unwrapped()` and `launch_param()` so that its roles see the plain model. The
 facts and vocabulary live in distributed_facts.py; wrappers, samplers and metric all-reduces are
-read by distributed_objects.py.
+read by distributed_objects.py, spawn entry points and rank names by distributed_ranks.py, ranks
+kept on `args` by launch_attributes.py, processes started without a group by
+distributed_processes.py.
 """
 
 from __future__ import annotations
@@ -26,15 +28,9 @@ from migrator.analysis.distributed_facts import (
     COLLECTIVES,
     DDP_CLASSES,
     DESTROY,
-    ENV_KINDS,
     GROUP_CALLS,
     INIT,
-    LAUNCH_ARGUMENTS,
     LAUNCH_ENV,
-    LOCAL_NAME,
-    LOCAL_PROCESS_INDEX,
-    NUM_PROCESSES,
-    PROCESS_CLASSES,
     PROCESS_INDEX,
     PURE_CALLS,
     RANK_CALLS,
@@ -42,45 +38,26 @@ from migrator.analysis.distributed_facts import (
     RPC_PREFIXES,
     SAMPLER_CLASSES,
     SHARDING_PREFIXES,
-    SPAWN_CALLS,
     DistributedFacts,
-    RankName,
-    Spawn,
-    Worker,
     keyword_value,
     whole_statement,
 )
 from migrator.analysis.distributed_objects import ObjectReader
+from migrator.analysis.distributed_processes import ProcessReader
+from migrator.analysis.distributed_ranks import RankReader, env_kind, environment_copies
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, Line, ModuleIndex, Scope
+from migrator.analysis.launch_attributes import read_launch_attributes
 from migrator.analysis.syntax import call_args, name_value
 from migrator.findings import Finding
 
-__all__ = ["RANK_KINDS", "DistributedFacts", "read_distributed"]
+__all__ = ["RANK_KINDS", "DistributedFacts", "env_kind", "is_pure", "read_distributed"]
 
 
 def read_distributed(index: ModuleIndex) -> DistributedFacts:
     reader = _Reader(index)
     reader.run()
     return reader.facts
-
-
-def env_kind(expr: ast.AST | None, imports) -> str | None:
-    """The rank kind of `int(os.environ["LOCAL_RANK"])`, `int(os.getenv("RANK", 0))`, ..."""
-    if not isinstance(expr, ast.Call) or imports.qualify(expr.func) != "int":
-        return None
-    args = call_args(expr)
-    if not args:
-        return None
-    inner = args[0].value
-    key = None
-    if isinstance(inner, ast.Subscript) and dotted_name(inner.value) == "os.environ":
-        key = patterns.string_value(inner.slice)
-    elif isinstance(inner, ast.Call) and imports.qualify(inner.func) in ("os.environ.get",
-                                                                         "os.getenv"):  # fmt: skip
-        inner_args = call_args(inner)
-        key = patterns.string_value(inner_args[0].value) if inner_args else None
-    return ENV_KINDS.get(key or "")
 
 
 def is_pure(expr: ast.AST, imports) -> bool:
@@ -91,15 +68,17 @@ def is_pure(expr: ast.AST, imports) -> bool:
     )
 
 
-class _Reader(ObjectReader):
+class _Reader(ObjectReader, ProcessReader, RankReader):
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
         self.imports = index.imports
         self.facts = DistributedFacts()
         self.sites = [(site, site.callee or "") for site in index.calls()]
+        self.environ = {"os.environ", *environment_copies(index)}
 
     def run(self) -> None:
         self._processes_started_by_hand()
+        self._worker_started_elsewhere()
         if self.facts.blocking or not any(
             q.startswith(("torch.distributed", "torch.multiprocessing")) or q in DDP_CLASSES
             or q in SAMPLER_CLASSES for _, q in self.sites
@@ -117,6 +96,9 @@ class _Reader(ObjectReader):
         if self.facts.blocking:
             return
         self._helpers()
+        self._launch_attributes()
+        if self.facts.blocking:
+            return
         self._spawns()
         self._workers()
         self._constructor_ranks()
@@ -127,20 +109,6 @@ class _Reader(ObjectReader):
         self._launch_environment()
 
     # -- set-up and tear-down ----------------------------------------------------------------
-    def _processes_started_by_hand(self) -> None:
-        for site, qualified in self.sites:
-            if qualified not in PROCESS_CLASSES:
-                continue
-            if any(q == INIT for _, q in self.sites):
-                self._block(site.node, "MIG907", "processes started by hand with Process(...) "
-                            "join a process group; launch with `migrate launch` and migrate by "
-                            "hand")  # fmt: skip
-            else:
-                self._block(site.node, "MIG908", "processes started by hand share a model "
-                            "without a process group (Hogwild): nothing for Accelerate to take "
-                            "over; left as it is", level="note")  # fmt: skip
-            return
-
     def _helpers(self) -> None:
         module = self.index.module_scope
         for scope in module.children:
@@ -218,115 +186,12 @@ class _Reader(ObjectReader):
                 ):
                     self.facts.removed_smalls.append((small, statement))
 
-    # -- spawn entry points and rank names ----------------------------------------------------
-    def _spawns(self) -> None:
-        for site, qualified in self.sites:
-            if qualified not in SPAWN_CALLS:
-                continue
-            function = keyword_value(site.node, "fn", 0)
-            target = None
-            if name_value(function) is not None:
-                target = self.index.functions.get(name_value(function))
-            arguments = keyword_value(site.node, "args", 1)
-            nprocs = keyword_value(site.node, "nprocs", 2)
-            if arguments is None:
-                arguments = ast.Tuple(elts=[])
-            if (
-                target is None
-                or not isinstance(arguments, (ast.Tuple, ast.List))
-                or not (whole_statement(site))
-            ):
-                self._block(site.node, "MIG907", "cannot tell which function mp.spawn runs, or "
-                            "with which arguments; migrate by hand")  # fmt: skip
-                continue
-            params = [p for p in target.params if not p.startswith("*")]
-            values = [e.value if isinstance(e, ast.Starred) else e for e in arguments.elts]
-            if not params or len(values) > len(params) - 1:
-                self._block(site.node, "MIG907", "mp.spawn passes arguments the spawned "
-                            "function does not take; migrate by hand")  # fmt: skip
-                continue
-            rank = params[0]
-            if any(target.assigns(p) for p in params):
-                self._block(site.node, "MIG907", "the spawned function rebinds its rank or "
-                            "arguments; migrate by hand")  # fmt: skip
-                continue
-            stored = _stored_in_attribute(target, rank)
-            if stored is not None:
-                where = dotted_name(stored.targets[0])
-                self._block(stored, "MIG907", f"the spawned function stores its rank in "
-                            f"`{where}`, where other code reads it; migrate by hand")  # fmt: skip
-                continue
-            kind = LOCAL_PROCESS_INDEX if LOCAL_NAME.search(rank) else PROCESS_INDEX
-            self.facts.rank_names.append(RankName(target, rank, kind))
-            removed, kept = [rank], []
-            code = self.index.source.text_of
-            for param, value in zip(params[1:], values):
-                if nprocs is not None and code(value) == code(nprocs):
-                    removed.append(param)
-                    self.facts.rank_names.append(RankName(target, param, NUM_PROCESSES))
-                else:
-                    kept.append(value)
-            self.facts.spawns.append(Spawn(site, target, removed, kept, nprocs))
-            self.facts.workers.append(Worker(target, removed))
-
-    def _workers(self) -> None:
-        """`def train(rank, world_size): setup(rank, world_size)` with no mp.spawn in sight: the
-        parameters that reach init_process_group's `rank=` / `world_size=` are the launcher's."""
-        for site, qualified in self.sites:
-            if qualified != INIT:
-                continue
-            for keyword, kind in (("rank", PROCESS_INDEX), ("world_size", NUM_PROCESSES)):
-                value = keyword_value(site.node, keyword)
-                if name_value(value) not in site.scope.params:
-                    continue
-                for scope, param in self._param_sources(site.scope, name_value(value)):
-                    if self.facts.kind_of(scope, param) is not None:
-                        continue
-                    self.facts.rank_names.append(RankName(scope, param, kind))
-                    worker = next((w for w in self.facts.workers if w.scope is scope), None)
-                    if worker is None:
-                        worker = Worker(scope, [])
-                        self.facts.workers.append(worker)
-                    worker.removed_params.append(param)
-
-    def _param_sources(self, scope: Scope, param: str) -> list[tuple[Scope, str]]:
-        """The worker parameters a set-up helper's parameter is called with."""
-        if scope not in self.facts.helpers:
-            return [(scope, param)]  # its direct callers lose the argument with it
-        sources = []
-        position = scope.params.index(param)
-        for site, _ in self.sites:
-            if name_value(site.node.func) != scope.name:
-                continue
-            value = keyword_value(site.node, param, position)
-            if name_value(value) in site.scope.params:
-                sources.append((site.scope, name_value(value)))
-            elif value is not None and name_value(value) is None:
-                self._block(site.node, "MIG907", "the process rank or world size handed to the "
-                            "set-up helper is computed by hand; migrate by hand")  # fmt: skip
-        return sources
-
-    def _rank_names(self) -> None:
-        for scope in self.index.scopes:
-            for name, bindings in scope.bindings.items():
-                if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].unpacked:
-                    continue  # rebound ranks stay as they are: still valid under a launcher
-                value = bindings[0].value
-                kind = env_kind(value, self.imports)
-                if kind is None and isinstance(value, ast.Call):
-                    kind = RANK_CALLS.get(self.imports.qualify(value.func) or "")
-                if kind is not None:
-                    self.facts.rank_names.append(RankName(scope, name, kind, bindings[0]))
-
-    def _rank_attributes(self) -> None:
-        declared = any(site.method == "add_argument" and any(
-            patterns.string_value(a.value) in LAUNCH_ARGUMENTS for a in call_args(site.node)
-        ) for site, _ in self.sites)  # fmt: skip
-        for scope in self.index.scopes if declared else []:
-            for uses in scope.uses.values():
-                self.facts.rank_attributes.extend(
-                    u for u in uses if u.kind == "attr" and u.attr == "local_rank"
-                )
+    def _launch_attributes(self) -> None:
+        launch = read_launch_attributes(self.index, self.sites, lambda e: is_pure(e, self.imports))
+        self.facts.launch = launch
+        for small, attribute in launch.impure:
+            self._block(small, "MIG907", f"`{launch.base}.{attribute}` is computed with a call "
+                        f"at line {small.lineno}; migrate by hand")  # fmt: skip
 
     # -- everything else, call by call -------------------------------------------------------
     def _classify(self, site: CallSite, qualified: str) -> None:
@@ -339,7 +204,12 @@ class _Reader(ObjectReader):
                             "a value; migrate by hand")  # fmt: skip
                 return
             rank = keyword_value(site.node, "rank")
-            if qualified == INIT and rank is not None and not self._plain_rank(site.scope, rank):
+            launch = self.facts.launch
+            if (
+                qualified == INIT
+                and rank is not None
+                and not (self._plain_rank(site.scope, rank) or launch.covers(rank))
+            ):
                 kept = dotted_name(rank) if isinstance(rank, ast.Attribute) else None
                 self._block(
                     site.node,
@@ -353,7 +223,11 @@ class _Reader(ObjectReader):
                 )
                 return
             world_size = keyword_value(site.node, "world_size")
-            if qualified == INIT and isinstance(world_size, ast.Attribute):
+            if (
+                qualified == INIT
+                and isinstance(world_size, ast.Attribute)
+                and not (launch.covers(world_size))
+            ):
                 self._block(site.node, "MIG907", f"the world size is kept in "
                             f"`{dotted_name(world_size)}`, which other code reads as a number; "
                             "migrate by hand")  # fmt: skip
@@ -388,8 +262,8 @@ class _Reader(ObjectReader):
 
     def _plain_rank(self, scope: Scope, rank: ast.AST) -> bool:
         name = name_value(rank)
-        if name is None:
-            return False
+        if name is None:  # `rank=int(env_dict["RANK"])`: the launcher's
+            return env_kind(rank, self.imports, self.environ) == PROCESS_INDEX
         if name in scope.params:
             return True
         return self.facts.kind_of(scope, name) == PROCESS_INDEX
@@ -397,22 +271,6 @@ class _Reader(ObjectReader):
     def _block(self, node, code: str, message: str, level: str = "warning") -> None:
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         self.facts.blocking = True
-
-
-def _stored_in_attribute(scope: Scope, name: str) -> ast.Assign | None:
-    """`args.gpu = gpu`: the rank parameter copied into an attribute other functions read."""
-    for use in scope.uses.get(name, []):
-        line = use.statement.node
-        if not isinstance(line, Line):
-            continue
-        for small in line.body:
-            if (
-                isinstance(small, ast.Assign)
-                and small.value is use.node
-                and any(isinstance(t, ast.Attribute) for t in small.targets)
-            ):
-                return small
-    return None
 
 
 def _is_string(expr: ast.AST) -> bool:

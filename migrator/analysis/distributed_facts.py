@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from migrator.analysis.index import Binding, CallSite, Scope, Statement, Use
 from migrator.analysis.syntax import Arg, contains, keyword_value  # noqa: F401 - shared
@@ -26,10 +27,17 @@ DDP_CLASSES = {
 SAMPLER_CLASSES = {
     "torch.utils.data.distributed.DistributedSampler", "torch.utils.data.DistributedSampler",
 }  # fmt: skip
+# What a single process uses in the `else:` of `if args.distributed: sampler = ...`, and the
+# DistributedSampler `shuffle=` each stands for (None: the loader's own `shuffle=` decides).
+FALLBACK_SAMPLERS = {
+    "torch.utils.data.RandomSampler": True, "torch.utils.data.sampler.RandomSampler": True,
+    "torch.utils.data.SequentialSampler": False,
+    "torch.utils.data.sampler.SequentialSampler": False,
+}  # fmt: skip
 SPAWN_CALLS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 PROCESS_CLASSES = {"torch.multiprocessing.Process", "multiprocessing.Process"}
 INIT, DESTROY = "torch.distributed.init_process_group", "torch.distributed.destroy_process_group"
-GROUP_CALLS = {INIT, DESTROY, "torch.cuda.set_device"}
+GROUP_CALLS = {INIT, DESTROY, "torch.cuda.set_device", "torch.accelerator.set_device_index"}
 BARRIER, ALL_REDUCE = "torch.distributed.barrier", "torch.distributed.all_reduce"
 RANK_CALLS = {
     "torch.distributed.get_rank": PROCESS_INDEX,
@@ -54,6 +62,7 @@ SHARDING_PREFIXES = (
 )  # fmt: skip
 LAUNCH_ARGUMENTS = {"--local_rank", "--local-rank"}
 LOCAL_NAME = re.compile(r"local|gpu|device_id")
+WORKER_RANK = re.compile(r"(local_|process_|proc_|worker_)?rank$|(process|proc|worker)_id$")
 PURE_CALLS = {"int", "str", "torch.cuda.is_available", "torch.cuda.device_count",
               "os.environ.get", "os.getenv", "max", "min", "torch.distributed.is_initialized",
               "torch.distributed.is_available"}  # fmt: skip
@@ -86,6 +95,8 @@ class Sampler:
     binding: Binding | None  # None when built inline in `DataLoader(sampler=...)`
     shuffle: ast.expr | None  # None: DistributedSampler's default, True
     loader_args: list[tuple[ast.Call, Arg]] = field(default_factory=list)
+    # `else: sampler = None | RandomSampler(ds)` of `if args.distributed: sampler = ...`
+    fallbacks: list[Binding] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -131,6 +142,9 @@ class DistributedFacts:
     barriers: list[CallSite] = field(default_factory=list)
     reductions: list[Reduction] = field(default_factory=list)
     collectives: list[CallSite] = field(default_factory=list)  # left as they are, reported
+    # `model_without_ddp = model` ... `model_without_ddp = model.module`: the `.module` bindings
+    aliases: list[tuple[Scope, str, list[Binding]]] = field(default_factory=list)
+    launch: Any = None  # LaunchAttributes (launch_attributes.py): `args.rank`, `args.gpu`, ...
     findings: list[Finding] = field(default_factory=list)
     blocking: bool = False  # a finding says this file's distributed code is not ours to rewrite
 
@@ -139,7 +153,7 @@ class DistributedFacts:
         return any((self.removed_calls, self.removed_smalls, self.helpers, self.wraps,
                     self.samplers, self.spawns, self.rank_names, self.rank_calls,
                     self.rank_attributes, self.barriers, self.reductions,
-                    self.collectives))  # fmt: skip
+                    self.collectives)) or bool(self.launch and self.launch.writes)  # fmt: skip
 
     def unwrapped(self, scope: Scope, name: str) -> str | None:
         """`model` for `ddp_model` when `ddp_model = DDP(model, ...)` in `scope`."""
@@ -149,6 +163,44 @@ class DistributedFacts:
             ):  # fmt: skip
                 return wrap.inner_name
         return None
+
+    def plain_alias(self, scope: Scope, small: ast.AST) -> bool:
+        """`model_without_ddp = model`, where the script rebinds it to `model.module` once
+        wrapped: the plain model by design, which stays a plain reference before prepare."""
+        return (
+            isinstance(small, ast.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0], ast.Name)
+            and any(s is scope and n == small.targets[0].id for s, n, _ in self.aliases)
+        )
+
+    def one_process_only(self, statement: Statement) -> bool:
+        """`statement` runs under `if rank == 0:` (or `args.rank == 0`, `dist.get_rank() == 0`,
+        `is_main_process`): work of one process that must not shard its loader or gather."""
+        scope = statement.block.scope
+        for enclosing in statement.chain()[:-1]:
+            test = getattr(enclosing.node, "test", None)
+            if isinstance(test, ast.Attribute) and test.attr in ("is_main_process",
+                                                                 "is_local_main_process"):  # fmt: skip
+                return True
+            if not (
+                isinstance(test, ast.Compare)
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq)
+                and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value == 0
+            ):
+                continue
+            left = test.left
+            if isinstance(left, ast.Name) and self.kind_of(scope, left.id) in RANK_KINDS:
+                return True
+            if self.launch is not None and self.launch.covers(left) and (
+                self.launch.kinds[left.attr] in RANK_KINDS
+            ):  # fmt: skip
+                return True
+            if isinstance(left, ast.Call) and getattr(left.func, "attr", None) == "get_rank":
+                return True
+        return False
 
     def names_for(self, scope: Scope, name: str) -> list[str]:
         """`name` and the DDP wrappers that stand for it in `scope`."""

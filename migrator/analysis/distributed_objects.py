@@ -9,6 +9,7 @@ import ast
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
     DDP_OPTIONS_KEPT,
+    FALLBACK_SAMPLERS,
     LOCAL_NAME,
     LOCAL_PROCESS_INDEX,
     REDUCE_OPS,
@@ -89,6 +90,20 @@ class ObjectReader:
                         "in DistributedDataParallel; migrate by hand")  # fmt: skip
             return
         self.facts.wraps.append(Wrap(site, target, inner, inner_name, _dropped(site)))
+        self._unwrapped_alias(site.scope, target)
+
+    def _unwrapped_alias(self, scope: Scope, model: str) -> None:
+        """`model_without_ddp = model` and, once wrapped, `model_without_ddp = model.module`
+        (torchvision's references, DeiT): the name always means the plain model, so the
+        `.module` rebinding goes and the first binding stays."""
+        for name, bindings in scope.bindings.items():
+            if name == model or any(b.unpacked or b.kind != "assign" for b in bindings):
+                continue
+            module = [b for b in bindings if isinstance(b.value, ast.Attribute)
+                      and b.value.attr == "module" and name_value(b.value.value) == model]  # fmt: skip
+            plain = [b for b in bindings if name_value(b.value) == model]
+            if module and plain and len(module) + len(plain) == len(bindings):
+                self.facts.aliases.append((scope, name, module))
 
     def _sampler(self, site: CallSite) -> None:
         shuffle = keyword_value(site.node, "shuffle", 3)
@@ -100,6 +115,7 @@ class ObjectReader:
             return
         small = site.small
         scope = site.scope
+        reason = "is not assigned to one name"
         if (
             isinstance(small, ast.Assign)
             and _sampler_or_none(small.value, site.node)
@@ -108,12 +124,47 @@ class ObjectReader:
         ):
             name = small.targets[0].id
             bindings = scope.assigns(name)
-            if len(bindings) == 1 and self._sampler_uses(sampler, scope, name):
-                sampler.binding = bindings[0]
-                self.facts.samplers.append(sampler)
-                return
-        self._block(site.node, "MIG907", "DistributedSampler is used beyond a DataLoader's "
-                    "`sampler=` and `set_epoch`; migrate by hand")  # fmt: skip
+            own = next((b for b in bindings if b.small is small), None)
+            others = [b for b in bindings if b is not own]
+            if own is None or (others and not self._single_process_fallbacks(sampler, own, others)):
+                lines = ", ".join(str((b.small or b.statement.node).lineno) for b in others)
+                reason = (f"`{name}` is also bound at line(s) {lines}, not as the `else:` "
+                          "None/RandomSampler/SequentialSampler of the same `if`")  # fmt: skip
+            else:
+                reason = self._sampler_uses(sampler, scope, name)
+                if reason is None:
+                    sampler.binding = own
+                    sampler.fallbacks = others
+                    self.facts.samplers.append(sampler)
+                    return
+        self._block(site.node, "MIG907", f"DistributedSampler {reason}: only a DataLoader's "
+                    "`sampler=` and `set_epoch` are migrated; migrate by hand")  # fmt: skip
+
+    def _single_process_fallbacks(self, sampler: Sampler, own, others) -> bool:
+        """`if args.distributed: sampler = DistributedSampler(ds)` whose `else:` binds the same
+        name to None, `RandomSampler(ds)` or `SequentialSampler(ds)` (matching the
+        DistributedSampler's shuffle): the whole choice becomes the loader's own shuffle."""
+        parent = own.statement.block.parent
+        if parent is None or not isinstance(parent.node, ast.If) or own.statement.block.field != (
+            "body"
+        ):  # fmt: skip
+            return False
+        shuffle = True if sampler.shuffle is None else _constant(sampler.shuffle)
+        for binding in others:
+            block = binding.statement.block
+            if block.parent is not parent or block.field != "orelse" or binding.kind != (
+                "assign"
+            ) or binding.unpacked:  # fmt: skip
+                return False
+            value = binding.value
+            if name_value(value) == "None":
+                continue
+            if not isinstance(value, ast.Call):
+                return False
+            kind = FALLBACK_SAMPLERS.get(self.imports.qualify(value.func) or "")
+            if kind is None or shuffle is not kind:
+                return False
+        return True
 
     def _inline_loader_arg(self, site: CallSite):
         for other, _ in self.sites:
@@ -123,7 +174,8 @@ class ObjectReader:
                         return other.node, arg
         return None
 
-    def _sampler_uses(self, sampler: Sampler, scope: Scope, name: str) -> bool:
+    def _sampler_uses(self, sampler: Sampler, scope: Scope, name: str) -> str | None:
+        """None when every use of the sampler is one MIG010 rewrites, else what is not."""
         for use in scope.uses.get(name, []):
             call = use.call
             if (
@@ -142,8 +194,11 @@ class ObjectReader:
                     continue
             if self._in_loader_shuffle(use, name) or _guards_set_epoch(use, name):
                 continue
-            return False
-        return all(child.is_local(name) or not child.uses.get(name) for child in scope.children)
+            return f"`{name}` is used at line {use.node.lineno}"
+        for child in scope.children:
+            if not child.is_local(name) and child.uses.get(name):
+                return f"`{name}` is used inside `{child.name}`"
+        return None
 
     def _in_loader_shuffle(self, use, name: str) -> bool:
         """`shuffle=(sampler is None)` in the loader the sampler feeds (rewritten with it)."""
@@ -265,6 +320,10 @@ def _guards_set_epoch(use, name: str) -> bool:
         and small.value.func.value.id == name
         for small in node.body
     )  # fmt: skip
+
+
+def _constant(expr: ast.expr):
+    return expr.value if isinstance(expr, ast.Constant) else None
 
 
 def _unplaced(expr: ast.expr) -> ast.expr:

@@ -1,7 +1,7 @@
 """Which code of a file drives a step helper: a loop here, or something outside the file.
 
 A function that runs backward() outside any loop is a step helper; when a loop of this file
-(or module-level code) calls it, directly or through other functions, that loop is the
+(a function's or module-level) calls it, directly or through other functions, that loop is the
 training loop. When only functions nothing here calls reach it (a Lightning-style
 `training_step`, a mixed-precision helper's `backward` method), the loop that drives it is in
 another module or a framework, and the file says so instead of staying silent.
@@ -14,13 +14,30 @@ from migrator.analysis.index import CallSite, ModuleIndex, Scope
 
 
 def driven_here(index: ModuleIndex, function: Scope) -> bool:
-    """Whether a loop of this file (or module-level code) calls `function`, directly or
-    through other functions."""
+    """Whether a loop of this file (a function's, or module-level) calls `function`,
+    directly or through other functions. A call from module-level code outside any loop
+    (`main()` under `if __name__ == "__main__":` calling `demo(rank)` once) runs one step: no
+    training loop drives it (reached_once says so)."""
     pending, seen = [function], {id(function)}
     while pending:
         for caller in call_sites_of(index, pending.pop()):
             scope = caller.scope
-            if caller.loop is not None or scope.kind != "function":
+            if caller.loop is not None:
+                return True
+            if scope.kind == "function" and id(scope) not in seen:
+                seen.add(id(scope))
+                pending.append(scope)
+    return False
+
+
+def reached_once(index: ModuleIndex, function: Scope) -> bool:
+    """Whether module-level code calls `function` (directly or through other functions),
+    though no loop does: the step runs once, not in a loop another module drives."""
+    pending, seen = [function], {id(function)}
+    while pending:
+        for caller in call_sites_of(index, pending.pop()):
+            scope = caller.scope
+            if scope.kind != "function":
                 return True
             if id(scope) not in seen:
                 seen.add(id(scope))

@@ -209,6 +209,9 @@ class TrainingFacts:
             names.update(n for n in current.uses if n.startswith(patterns.SELF + ".") and (
                 self.rank_kind(current, n) in RANK_KINDS))  # a Trainer's `self.gpu_id`  # fmt: skip
             current = current.parent
+        launch = self.distributed.launch  # `args.gpu` holding this process's device index
+        if launch is not None:
+            names.update(f"{launch.base}.{a}" for a, k in launch.kinds.items() if k in RANK_KINDS)
         return names
 
     def rank_kind(self, scope: Scope, name: str) -> str | None:

@@ -17,7 +17,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
-from migrator.analysis.drivers import driven_here, qualified_name, undriven_callers
+from migrator.analysis.drivers import (
+    driven_here,
+    qualified_name,
+    reached_once,
+    undriven_callers,
+)
 from migrator.analysis.facts import (
     argument_for,
     call_sites_of,
@@ -343,6 +348,8 @@ class LoopAnalysis:
             notes = []
         for site, callee in notes:
             callers = undriven_callers(self.index, site)
+            if callers is not None and reached_once(self.index, site.scope):
+                callers = None  # `demo(rank)` called once from main(): one step, no loop
             if site.method == "backward" and callers is not None:
                 reached = f", reached from `{callers}()`," if callers else ","
                 message = (

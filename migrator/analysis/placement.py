@@ -87,6 +87,10 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     already = facts.prepared_already
     mandatory = [n for n in _mandatory(facts) if n not in already]
     schedulers = [s for s in facts.schedulers if s.name not in already]
+    # `scheduler = StepLR(optimizer)` stepped once per epoch is never prepared: it may hold the
+    # plain optimizer (the prepared one shares its param_groups), built before the loaders.
+    kept_plain = {id(r.binding.statement) for r in schedulers
+                  if r.binding is not None and (r.plateau or not r.per_step)}  # fmt: skip
     for role in schedulers:
         if role.plateau:
             plan.notes.append(_note(role.binding, role.name, PLATEAU, role.site))
@@ -128,6 +132,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         for use in (u for n in facts.distributed.names_for(owner, name)
                     for u in owner.uses.get(n, [])):  # fmt: skip
             kind = _use_kind(use, name, def_nodes, facts)
+            if id(use.statement) in kept_plain and use.kind == "arg":
+                kind = None
             if kind == "hard":
                 hard.append(use.statement)
                 used.setdefault(id(use.statement), name)
@@ -394,6 +400,11 @@ def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
 def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:
     if id(use.statement.node) in def_nodes and use.kind != "iter":
         return None  # `optimizer = AdamW(model.parameters())`, `model = model.to(device)`
+    line = use.statement.node
+    if isinstance(line, Line) and len(line.body) == 1 and facts.distributed.plain_alias(
+        use.statement.block.scope, line.body[0]
+    ):  # fmt: skip
+        return None  # `model_without_ddp = model`: the plain model, on purpose
     if use.kind == "attr":
         return None if use.attr in NEUTRAL_ATTRIBUTES else "hard"
     if use.kind == "arg":

@@ -90,6 +90,8 @@ class DataRegions:
                     continue
                 if scope is not facts.owner and not call_sites_of(self.index, scope):
                     continue
+                if facts.distributed.one_process_only(loop.statement):
+                    continue  # `if rank == 0:` evaluates the whole set on one process
                 origins = [facts.origin(source.scope, name) for name in source.loaders]
                 if any(found is None or found.scope is not facts.owner
                        or not self._is_loader(found) for found in origins):  # fmt: skip

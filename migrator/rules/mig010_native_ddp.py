@@ -9,7 +9,11 @@ goes and its loader gets back `shuffle=`; `set_epoch` goes; `.module` becomes
 rank used as a device becomes `accelerator.device`; `dist.barrier()` becomes
 `accelerator.wait_for_everyone()`; a metric `dist.all_reduce(t)` becomes
 `t = accelerator.reduce(t, reduction="sum")`; `mp.spawn(fn, ...)` becomes `fn(...)` with a
-comment saying how to launch. Runs after MIG003/MIG004 so that `.to(rank)` they strip is gone.
+comment saying how to launch (ddp_spawn.py). Research scripts' ranks kept on `args`
+(`args.gpu`, `args.rank`, `args.world_size`, `args.distributed`) lose their computations and
+read the accelerator (ddp_launch_attributes.py); `if args.distributed:` choosing the sampler
+becomes the loader's shuffle; `model_without_ddp = model.module` goes. Runs after MIG003/MIG004
+so that `.to(rank)` they strip is gone.
 """
 
 from __future__ import annotations
@@ -23,21 +27,21 @@ from migrator.analysis.distributed_facts import (
     RANK_KINDS,
     DistributedFacts,
     Sampler,
-    Spawn,
 )  # fmt: skip
-from migrator.analysis.facts import class_methods, is_method, visible_scopes
-from migrator.analysis.index import Line, Scope, Statement
+from migrator.analysis.facts import class_methods, visible_scopes
+from migrator.analysis.index import Scope, Statement
 from migrator.analysis.patterns import SELF, is_device_constructor
-from migrator.analysis.syntax import call_args, integer_text, name_value
-from migrator.arglists import call_items, parameter_items
+from migrator.analysis.syntax import call_args
+from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.ddp_launch_attributes import rewrite_launch_attributes
+from migrator.rules.ddp_spawn import SpawnMigration
 from migrator.rules.ddp_syntax import (
     NoImports,
     main_process_check,
     name_ids,
     parents_of,
-    without_params,
 )
 from migrator.rules.placement_calls import strip_placement
 
@@ -68,7 +72,7 @@ class NativeDDP(Rule):
         _Migration(context).run()
 
 
-class _Migration:
+class _Migration(SpawnMigration):
     def __init__(self, context: RuleContext) -> None:
         self.context = context
         self.facts = context.facts
@@ -101,6 +105,7 @@ class _Migration:
         for spawn in dist.spawns:
             self._direct_call(spawn)
         self._ranks()
+        rewrite_launch_attributes(self)
         self._collectives()
         self._unused_names()
         self._unused_imports()
@@ -117,13 +122,20 @@ class _Migration:
             self.edits.drop_if_emptied.add(id(node))
 
     def _has_elif(self, node: ast.If) -> bool:
+        """An `elif` that has branches of its own after it (`if a: ... elif b: ...` alone
+        empties as one statement when both bodies do: the renderer checks both)."""
         first = node.orelse[0] if len(node.orelse) == 1 else None
-        return isinstance(first, ast.If) and self.source.text.startswith(
-            "elif", self.source.start(first)
+        return (
+            isinstance(first, ast.If)
+            and self.source.text.startswith("elif", self.source.start(first))
+            and bool(first.orelse)
         )
 
     # -- the DDP wrapper ---------------------------------------------------------------------
     def _unwrap_models(self) -> None:
+        for _scope, _name, bindings in self.dist.aliases:  # `model_without_ddp = model.module`
+            for binding in bindings:
+                self._remove(binding.small, binding.statement)
         wrapped = set()
         for wrap in self.dist.wraps:
             site = wrap.site
@@ -154,6 +166,8 @@ class _Migration:
                         and use.attr == "module"
                         and isinstance(attribute, ast.Attribute)
                         and not self._assigned_or_deleted(attribute)
+                        and id(use.statement.node) not in self.edits.removals
+                        and id(self.parents.get(id(attribute))) not in self.edits.removals
                     ):
                         self.edits.replace(attribute, self._unwrap_model(attribute))
                         self.context.need_accelerator_at(use.statement)
@@ -182,6 +196,8 @@ class _Migration:
     def _drop_sampler(self, sampler: Sampler) -> None:
         if sampler.binding is not None:
             self._remove(sampler.binding.small, sampler.binding.statement)
+        for fallback in sampler.fallbacks:  # `else: sampler = None` (or RandomSampler(ds))
+            self._remove(fallback.small, fallback.statement)
         source = self.source
         shuffle = source.text_of(sampler.shuffle) if sampler.shuffle is not None else "True"
         for loader, arg in sampler.loader_args:
@@ -198,69 +214,6 @@ class _Migration:
             position = next(i for i, a in enumerate(args) if a.node is arg.node)
             self.edits.rewrite(loader, lambda _t, r, c=loader, p=position: call_items(
                 r, c).without({p}).render(), drops=[arg.value])  # fmt: skip
-
-    # -- mp.spawn ----------------------------------------------------------------------------
-    def _drop_params(self, target: Scope, names: list[str]) -> None:
-        params = [p for p in target.params if not p.startswith("*")]
-        removed = {params.index(p) for p in names}
-        function = target.node
-        self.edits.replace(self.edits.params_of(function), lambda _t, r: without_params(
-            parameter_items(r, function), function, removed).render())  # fmt: skip
-        callee, offset = target.name, 0
-        if is_method(target) and target.name == "__init__":  # `Trainer(...)` passes no `self`
-            callee, offset = target.parent.name, 1
-        for other in self.index.calls():  # direct calls elsewhere (`train(0, 1)` for one process)
-            if name_value(other.node.func) == callee:
-                args = call_args(other.node)
-                positions = {
-                    i for i, a in enumerate(args) if a.keyword is None and i + offset in removed
-                } | {i for i, a in enumerate(args) if a.keyword is not None and a.keyword in names}
-                self.edits.rewrite(
-                    other.node,
-                    lambda _t, r, c=other.node, p=positions: call_items(r, c).without(p).render(),
-                    drops=[args[i].node for i in positions],
-                )
-
-    def _direct_call(self, spawn: Spawn) -> None:
-        target, site = spawn.target, spawn.site
-        kept = {id(v) for v in spawn.arguments}
-        values, drops = [], [site.node.func]
-        for position, arg in enumerate(call_args(site.node)):
-            keyword = arg.keyword
-            if keyword == "fn" or (keyword is None and position == 0):
-                continue
-            if keyword == "args" or (keyword is None and position == 1):
-                for element in arg.value.elts:
-                    value = element.value if isinstance(element, ast.Starred) else element
-                    if id(value) in kept:
-                        values.append(value)
-                    else:
-                        drops.append(value)
-            else:
-                drops.append(arg.node)
-
-        def direct(_text: str, renderer) -> str:
-            return f"{target.name}({', '.join(renderer.text_of(v) for v in values)})"
-
-        self.edits.replace(site.node, direct, drops=drops)
-        line = site.statement.node
-        if isinstance(line, Line):
-            trailer = self._trailer(line)
-            if "#" not in trailer:
-                comment = f"  # launch with: migrate launch --nproc {self._nprocs(spawn)} <script>"
-                self.edits.replace(line, lambda text, _r: _commented(text, trailer, comment))
-
-    def _trailer(self, line: Line) -> str:
-        """What follows a line's last simple statement: `;`, spaces, comment, newline."""
-        source = self.source
-        return source.text[source.end(line.body[-1]) : source.line_end(line.end_lineno)]
-
-    def _nprocs(self, spawn: Spawn) -> str:
-        value = spawn.nprocs
-        if name_value(value) is not None:
-            bindings = spawn.site.scope.assigns(name_value(value))
-            value = bindings[0].value if len(bindings) == 1 else None
-        return integer_text(self.source, value) or "N"
 
     # -- ranks -------------------------------------------------------------------------------
     def _ranks(self) -> None:
@@ -433,17 +386,3 @@ class _Migration:
 
     def _finding(self, node: ast.AST, message: str) -> None:
         self.context.findings.append(Finding(code="MIG909", message=message, node=node))
-
-
-def _commented(text: str, trailer: str, comment: str) -> str:
-    """The line `text` (ending with `trailer`) with `comment` where its trailing spaces were
-    (a trailing `;` keeps the spaces after it, as it always has)."""
-    body = text[: len(text) - len(trailer)]
-    stripped = trailer.lstrip(" \t\f")
-    semicolon = ""
-    if stripped.startswith(";"):
-        rest = stripped[1:]
-        after = rest.lstrip(" \t\f")
-        semicolon = trailer[: len(trailer) - len(stripped)] + ";" + rest[: len(rest) - len(after)]
-        stripped = after
-    return body + semicolon + comment + stripped

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, Line
 from migrator.analysis.syntax import call_args
 from migrator.findings import Finding
@@ -48,7 +49,7 @@ class DataParallel(Rule):
             for site, (target, inner) in zip(sites, plans):
                 _remove_wrapper(context, site, target, inner)
                 wrapped.add(target)
-                prepared = context.facts.role(site.scope, target) == "model"
+                prepared = context.facts.role(site.scope, target.split(".")[0]) == "model"
                 why = ("accelerator.prepare wraps it in DDP, one process per device "
                        "(`migrate launch --nproc N`)" if prepared else
                        "it is not trained here, and each process runs it on its own device")  # fmt: skip
@@ -86,6 +87,9 @@ def _unwrap_plan(context: RuleContext, site: CallSite) -> tuple[str, ast.expr] |
     target = patterns.name_of(small.targets[0])
     args = call_args(site.node)
     inner = args[0].value if args and args[0].keyword in (None, "module") else None
+    part = dotted_name(small.targets[0]) if isinstance(small.targets[0], ast.Attribute) else None
+    if target is None and part is not None and part == dotted_name(inner):
+        return part, inner  # `model.features = DataParallel(model.features)`: a submodule
     if target is None or inner is None:  # the prepared model, or one kept for inference
         return None
     if isinstance(inner, ast.Call) or patterns.name_of(inner) is not None:
@@ -94,7 +98,8 @@ def _unwrap_plan(context: RuleContext, site: CallSite) -> tuple[str, ast.expr] |
 
 
 def _remove_wrapper(context: RuleContext, site: CallSite, target: str, inner: ast.expr):
-    if patterns.name_of(inner) is not None:  # `net = nn.DataParallel(net).cuda()` goes
+    if patterns.name_of(inner) is not None or dotted_name(inner) == target:
+        # `net = nn.DataParallel(net).cuda()` goes
         context.edits.remove(site.small)
         for enclosing in reversed(site.statement.chain()[:-1]):
             if not isinstance(enclosing.node, ast.If):

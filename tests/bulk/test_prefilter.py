@@ -285,9 +285,17 @@ NOTES_CASES = {
         ),
         ["MIG905"],
     ),
-    "called_function_gets_no_note": (
+    # one step, called once outside any loop: never silent (issue 10), the note says so
+    "function_called_once_outside_a_loop": (
         "def train(loss, opt):\n    loss.backward()\n    opt.step()\n\ntrain(l, o)\n",
-        [],
+        ["MIG905"],
+    ),
+    "function_called_in_a_loop_gets_no_note": (
+        (
+            "def train(loss, opt):\n    loss.backward()\n    opt.step()\n\nfor l in ls:\n"
+            "    train(l, o)\n"
+        ),
+        ["MIG900"],
     ),
     "tabs_and_crlf": (
         "def f(loss, o):\r\n\tif loss:\r\n\t\tloss.backward()\r\n\t\to.step()\r\n",
