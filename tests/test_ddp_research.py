@@ -5,7 +5,9 @@ reviewed whole-script output; here are the shapes it does not spell out."""
 
 from __future__ import annotations
 
-from tests.test_mig010 import codes, migrate, script
+from tests.test_mig010 import HEADER, codes, migrate, script
+
+SAMPLER_HEADER = HEADER + "from torch.utils.data import RandomSampler\n"
 
 SAMPLERS = """\
 def train(rank, world_size, args):
@@ -283,3 +285,46 @@ def test_an_unrelated_rank_attribute_in_a_script_without_ddp_is_left_alone():
     output, _ = migrate(source)
     assert "    args.rank += gpu\n" in output and "    args.rank = 0\n" in output
     assert "if args.rank == 0:" in output
+
+
+ALIAS_OPTIMIZER = """\
+def main(args):
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    if args.distributed:
+        sampler = DistributedSampler(data)
+    else:
+        sampler = RandomSampler(data)
+    loader = DataLoader(data, batch_size=8, sampler=sampler)
+    model = torch.nn.Linear(4, 1)
+    model_without_ddp = model
+    if args.distributed:
+        model = DDP(model)
+        model_without_ddp = model.module
+    optimizer = torch.optim.SGD(model_without_ddp.parameters(), lr=0.1)
+    for epoch in range(2):
+        for x, y in loader:
+            loss = (model(x) - y).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    torch.save(model_without_ddp.state_dict(), "model.pt")
+"""
+
+
+def test_an_optimizer_on_the_unwrapped_alias_prepares_the_model_the_loop_runs():
+    # DETR, MAE, DeiT and ConvNeXt build the optimizer on `model_without_ddp.parameters()`:
+    # preparing the alias would leave the loop running the plain `model`, no gradient synced
+    output, findings = migrate(script(ALIAS_OPTIMIZER, header=SAMPLER_HEADER))
+    assert output is not None, codes(findings)
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
+    assert "model_without_ddp = model\n" in output  # the plain module, saved as before
+    assert "model.module" not in output
+    # the sampler branch's other sampler goes with it, and so does its import
+    assert "RandomSampler" not in output
+
+
+def test_a_sampler_import_used_elsewhere_stays():
+    body = ALIAS_OPTIMIZER + "\n\ndef evaluate(data):\n    return RandomSampler(data)\n"
+    output, _ = migrate(script(body, header=SAMPLER_HEADER))
+    assert output is not None and "from torch.utils.data import RandomSampler" in output
+    assert "shuffle=True" in output

@@ -49,7 +49,8 @@ class TrainedModels:
                         if found is None or not self._class_object(found, owner):
                             self._block(call, root, owner)
                             return []
-                        name = self._kept_on_self(owner, found.name)
+                        name = self._called_alias_target(found, forwards) or found.name
+                        name = self._kept_on_self(owner, name)
                         if name not in models:
                             models.append(name)
         if saw_constructor:
@@ -68,6 +69,26 @@ class TrainedModels:
             ):
                 models.append(origin.name)
         return models
+
+    @staticmethod
+    def _called_alias_target(found: Origin, forwards: list[Origin]) -> str | None:
+        """`model_without_ddp = model`, the optimizer built on `model_without_ddp.parameters()`
+        and the loop calling `model`: one object under two names, and prepare must rebind the
+        name the loop runs (else the loop trains the plain module and no gradient is synced)."""
+        targets = set()
+        for binding in found.scope.assigns(found.name):
+            value = binding.value
+            if isinstance(value, ast.Attribute) and value.attr == "module":
+                value = value.value  # `model_without_ddp = model.module`, which MIG010 removes
+            if binding.unpacked or not isinstance(value, ast.Name):
+                return None
+            targets.add(value.id)
+        if len(targets) != 1:
+            return None
+        target = targets.pop()
+        if any(o.name == target and o.scope is found.scope for o in forwards):
+            return target
+        return None
 
     def _optimizer_maker(self, owner: Scope, call: ast.Call) -> str | None:
         """The model whose own method builds the optimizer (nanoGPT's

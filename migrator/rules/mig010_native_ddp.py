@@ -48,6 +48,7 @@ from migrator.rules.placement_calls import strip_placement
 # Imports MIG010 may leave unused (DataParallel, also in torch.nn.parallel, is not ours).
 DISTRIBUTED_MODULES = ("torch.distributed", "torch.multiprocessing", "torch.utils.data.distributed")
 DISTRIBUTED_NAMES = {"DistributedDataParallel", "DistributedSampler"}
+BRANCH_SAMPLERS = ("RandomSampler", "SequentialSampler")
 
 
 class NativeDDP(Rule):
@@ -376,9 +377,17 @@ class _Migration(SpawnMigration):
             for scope in self.index.scopes
             for u in scope.uses.get("os", [])
         )
+        # the other branch of `if args.distributed:` (RandomSampler / SequentialSampler) goes
+        # with the DistributedSampler; an import that was unused already is not ours
+        used = {
+            name
+            for name in BRANCH_SAMPLERS
+            if any(scope.uses.get(name) for scope in self.index.scopes)
+        }
         self.context.retire_imports(
             lambda full: (
                 full.rsplit(".", 1)[-1] in DISTRIBUTED_NAMES
+                or full.rsplit(".", 1)[-1] in used
                 or full.startswith(DISTRIBUTED_MODULES)
                 or (full == "os" and dropped_os)
             )
