@@ -8,7 +8,8 @@ the original text with its child regions' texts spliced in, then passed through 
 functions. A block region re-emits its statements one by one, dropping the comment lines
 directly above a removed statement with it, carrying its other comments and blank lines to
 the next statement kept (one run of blank lines where two meet), writing `pass` into a block
-left empty, and inserted statements in the block's indentation and the file's newline.
+left empty (branches.py tidies an `if` some of whose branches emptied), and inserted
+statements in the block's indentation and the file's newline.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from migrator.analysis.index import COMPOUND, Block, Line, ModuleIndex
 from migrator.arglists import parameter_parens
+from migrator.branches import branches_emptied, tidy_if
 from migrator.edits import EditSet, NewStatement, ParamList
 from migrator.layout import (
     BlockLayout,
@@ -208,9 +210,7 @@ class Renderer:
     # -- blocks ----------------------------------------------------------------------------
     def _structural_blocks(self) -> list[Block]:
         edits, index = self.edits, self.index
-        found: dict[int, Block] = {}
-        for key, block in edits.blocks.items():
-            found[key] = block
+        found: dict[int, Block] = dict(edits.blocks)
         for node in [*edits.removed.values(), *edits.cleaned.values()]:
             block = self._block_holding(node)
             if block is not None:
@@ -219,6 +219,9 @@ class Renderer:
             statement = index.statement_of.get(key)
             if statement is not None:
                 found[id(statement.block)] = statement.block
+        for block in list(found.values()):  # an `if` whose branch may empty: tidy_if sees it
+            if block.parent is not None and isinstance(block.parent.node, ast.If):
+                found[id(block.parent.block)] = block.parent.block
         return list(found.values())
 
     def _block_holding(self, node) -> Block | None:
@@ -316,9 +319,10 @@ class Renderer:
                 return self._line_with(node, kept, start, end)
             return self.span_text(start, end)
         text = self.span_text(start, end)
-        if id(node) in edits.drop_if_emptied and self._branches_emptied(node):
+        if id(node) in edits.drop_if_emptied and branches_emptied(self, node):
             return None
-        return text
+        tidied = tidy_if(self, node, start, end) if isinstance(node, ast.If) else None
+        return text if tidied is None else tidied
 
     def _kept_small(self, small: ast.stmt) -> bool:
         if id(small) in self.edits.removals:
@@ -355,22 +359,6 @@ class Renderer:
                 following = smalls[smalls.index(small) + 1]
                 parts.append(source.text[source.end(small) : source.start(following)])
         return "".join(parts)
-
-    def _branches_emptied(self, node) -> bool:
-        index = self.index
-        body = index.block(node, "body")
-        if body is None or id(body) not in self.emptied:
-            return False
-        orelse = None
-        if isinstance(node, ast.If) and node.orelse:
-            first = node.orelse[0]
-            if len(node.orelse) == 1 and isinstance(first, ast.If) and self.layout.is_elif(first):
-                orelse = index.block(first, "body")
-            else:
-                orelse = index.block(node, "orelse")
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or hasattr(node, "handlers"):
-            orelse = index.block(node, "orelse")
-        return orelse is None or id(orelse) in self.emptied
 
 
 def without_own_comment(leading: list[LeadingLine]) -> list[LeadingLine]:
