@@ -201,6 +201,16 @@ class _Migration(SpawnMigration):
             self._remove(fallback.small, fallback.statement)
         source = self.source
         shuffle = source.text_of(sampler.shuffle) if sampler.shuffle is not None else "True"
+        for batches in sampler.batch_loaders:  # `batch_sampler=BatchSampler(sampler, ...)`
+            self._remove(batches.binding.small, batches.binding.statement)
+            self.edits.replace(
+                batches.arg.node,
+                lambda _t, r, b=batches: (
+                    f"batch_size={r.text_of(b.batch_size, parens=False)}, shuffle={shuffle}, "
+                    f"drop_last={r.text_of(b.drop_last, parens=False)}"
+                ),
+                drops=[batches.arg.value],
+            )
         for loader, arg in sampler.loader_args:
             args = call_args(loader)
             existing = next((a for a in args if a.keyword == "shuffle"), None)
