@@ -376,7 +376,10 @@ class _Migration(SpawnMigration):
                     ours = [u for u in uses if id(u.node) not in self.dropped_before]
                     if not ours or self._still_used(scope, name):
                         continue
-                    if is_pure(small.value, self.index.imports):
+                    # `num_tasks = dist.get_world_size()` read only by a removed sampler
+                    if is_pure(small.value, self.index.imports) or any(
+                        r.binding is binding for r in self.dist.rank_names
+                    ):  # fmt: skip
                         self._remove(small, binding.statement)
                         changed = True
 
