@@ -25,7 +25,12 @@ from migrator.analysis.distributed_facts import (
 )
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
-from migrator.analysis.sampler_shapes import batch_loader, logging_print, option_problem
+from migrator.analysis.sampler_shapes import (
+    batch_loader,
+    constant,
+    logging_print,
+    option_problem,
+)
 from migrator.analysis.syntax import call_args, name_value
 
 
@@ -154,7 +159,7 @@ class ObjectReader:
             "body"
         ):  # fmt: skip
             return False
-        shuffle = True if sampler.shuffle is None else _constant(sampler.shuffle)
+        shuffle = True if sampler.shuffle is None else constant(sampler.shuffle)
         for binding in others:
             block = binding.statement.block
             if block.parent is not parent or block.field != "orelse" or binding.kind != (
@@ -335,10 +340,6 @@ def _guards_set_epoch(use, name: str) -> bool:
         and small.value.func.value.id == name
         for small in node.body
     )  # fmt: skip
-
-
-def _constant(expr: ast.expr):
-    return expr.value if isinstance(expr, ast.Constant) else None
 
 
 def _unplaced(expr: ast.expr) -> ast.expr:

@@ -53,7 +53,7 @@ def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, import
         keyword = arg.keyword or _POSITIONS[min(position, 5)]
         # the rewrite never kept DistributedSampler's own order, so its seed means nothing more
         if keyword in ("dataset", "shuffle", "seed") or (
-            keyword == "drop_last" and _constant(arg.value) is False
+            keyword == "drop_last" and constant(arg.value) is False
         ):  # fmt: skip
             continue
         expected = REPLICA_OPTIONS.get(keyword)
@@ -187,5 +187,5 @@ def _movable(expr: ast.expr, scope: Scope) -> bool:
     return True
 
 
-def _constant(expr: ast.expr):
+def constant(expr: ast.expr):
     return expr.value if isinstance(expr, ast.Constant) else None
