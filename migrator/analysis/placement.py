@@ -26,6 +26,7 @@ from migrator.analysis.setup_uses import (
     is_setup_use,
     use_words,
 )
+from migrator.analysis.statement_points import after_imports
 from migrator.findings import Finding
 
 
@@ -100,7 +101,9 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     if facts.homes:
         at_home = [*mandatory, *(s.name for s in schedulers)]
         at_home = [n for n in at_home if facts.homes.get(n, owner) is not owner]
-        if not _plan_homes(facts, plan, at_home):
+        from migrator.analysis.home_placement import plan_homes  # it reads this module
+
+        if not plan_homes(facts, plan, at_home):
             return plan
         mandatory = [n for n in mandatory if n not in at_home]
         schedulers = [s for s in schedulers if s.name not in at_home]
@@ -131,7 +134,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     for name in names:
         for use in (u for n in facts.distributed.names_for(owner, name)
                     for u in owner.uses.get(n, [])):  # fmt: skip
-            kind = _use_kind(use, name, def_nodes, facts)
+            kind = use_kind(use, name, def_nodes, facts)
             if id(use.statement) in kept_plain and use.kind == "arg":
                 kind = None
             if kind == "hard":
@@ -153,8 +156,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     # in the epoch loop that holds every use.
     block = _common_block(events, owner.body) if any(defs.values()) else owner.body
     if block is None:
-        lines = ", ".join(str(line) for line in sorted({_line(s) for s in events}))
-        plan.conflict = _conflict(facts, "looked for one block holding the definitions and uses "
+        lines = ", ".join(str(line) for line in sorted({line_of(s) for s in events}))
+        plan.conflict = conflict_finding(facts, "looked for one block holding the definitions and uses "
                                   "of the training objects; found them in different branches "
                                   f"(lines {lines})")  # fmt: skip
         return plan
@@ -178,14 +181,14 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     first_hard = min((position(s) for s in hard), default=len(block.statements))
     first_soft = min((position(s) for s in soft), default=len(block.statements))
     if last_mandatory >= first_hard:
-        use = min(hard, key=lambda s: (position(s), _line(s)))
+        use = min(hard, key=lambda s: (position(s), line_of(s)))
         late = max(mandatory, key=last_def)
         late_def = max(defs[late], key=position)
-        plan.conflict = _conflict(
+        plan.conflict = conflict_finding(
             facts, f"looked for a point after the last definition of the training objects and "
-            f"before their first use; found `{used.get(id(use), '?')}` used at line {_line(use)}"
+            f"before their first use; found `{used.get(id(use), '?')}` used at line {line_of(use)}"
             f"{use_words(how.get(id(use)))} "
-            f"before (or in the loop of) `{late}` defined at line {_line(late_def)}"
+            f"before (or in the loop of) `{late}` defined at line {line_of(late_def)}"
         )  # fmt: skip
         return plan
     limit = first_hard if first_soft <= last_mandatory else min(first_hard, first_soft)
@@ -214,88 +217,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     return plan
 
 
-def _plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> bool:
-    """One prepare per method of the owner's class that makes some of the objects: after
-    their last definition there, before their first use there. False (with `plan.conflict`)
-    when no such point exists."""
-    by_home: dict[int, tuple] = {}
-    for name in names:
-        home = facts.homes[name]
-        by_home.setdefault(id(home), (home, []))[1].append(name)
-    for home, held in by_home.values():
-        defs = {name: _definitions(facts, home, name) for name in held}
-        def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
-        hard, uses = [], {}
-        for name in held:
-            for use in home.uses.get(name, []):
-                if _use_kind(use, name, def_nodes, facts) == "hard":
-                    hard.append(use.statement)
-                    uses.setdefault(id(use.statement), name)
-        block = home.body  # at the method's top level, once every branch has made them
-
-        def position(statement: Statement, block=block) -> int:
-            found = statement.ancestor_in(block)
-            return found.index if found is not None else -1
-
-        last_of = {n: max((position(s) for s in defs[n]), default=-1) for n in held}
-        for name in held:  # `if infogan: self.optim_info = Adam(...)`: not always made
-            maker = home if defs[name] else _maker(facts, home, name)
-            before = [] if maker is None else maker.body.statements if maker is not home else (
-                block.statements[: last_of[name] + 1])  # fmt: skip
-            if name not in home.params and not binds_on_every_path(_flat(before), name):
-                plan.conflict = _conflict(facts, f"looked for a point in `{home.name}()` where "
-                                          f"`{name}` always exists; found it made only under "
-                                          "a condition")  # fmt: skip
-                return False
-        last = max(last_of.values(), default=-1)
-        first = min((position(s) for s in hard), default=len(block.statements))
-        if last >= first:
-            use = min(hard, key=lambda s: (position(s), _line(s)))
-            late = max(held, key=lambda n: last_of[n])
-            plan.conflict = _conflict(
-                facts, f"looked for a point in `{home.name}()` after the objects it makes and "
-                f"before their first use; found `{uses[id(use)]}` used at line {_line(use)} "
-                f"before (or in the statement that makes) `{late}`, made at line "
-                f"{_line(max(defs[late], key=position))}"
-            )  # fmt: skip
-            return False
-        plan.homes.append((held, block, max(last + 1, after_imports(block, first))))
-    return True
-
-
-def _flat(statements: list) -> list[ast.stmt]:
-    return [small for node in statements
-            for small in (node.body if isinstance(node, Line) else [node])]  # fmt: skip
-
-
-def binds_on_every_path(statements: list[ast.stmt], name: str) -> bool:
-    """Does every path through `statements` bind `name` (`self.optimizer`), or raise?
-    An `if`/`elif`/`else` chain counts when each branch does."""
-    for node in statements:
-        if isinstance(node, ast.Raise):
-            return True
-        targets = node.targets if isinstance(node, ast.Assign) else (
-            [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])  # fmt: skip
-        for target in targets:
-            parts = target.elts if isinstance(target, ast.Tuple) else [target]
-            if any(ast.unparse(part) == name for part in parts):
-                return True
-        if isinstance(node, ast.If) and (
-            binds_on_every_path(node.body, name) and binds_on_every_path(node.orelse, name)
-        ):
-            return True
-        if isinstance(node, ast.With) and binds_on_every_path(node.body, name):
-            return True
-    return False
-
-
-def _maker(facts: TrainingFacts, home, name: str):
-    """The method that makes `self.x` (a model kept in `__init__`, trained in `home`)."""
-    found = facts.origin(home, name)
-    return found.scope if found is not None and found.scope.body is not None else None
-
-
-def _definitions(facts: TrainingFacts, scope, name: str) -> list[Statement]:
+def definitions(facts: TrainingFacts, scope, name: str) -> list[Statement]:
     found = [b.statement for n in facts.distributed.names_for(scope, name)
              for b in scope.assigns(n)]  # fmt: skip
     found += [b.statement for n in _holders(name) for b in scope.assigns(n)]
@@ -397,7 +319,7 @@ def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
     return found
 
 
-def _use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:
+def use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:
     if id(use.statement.node) in def_nodes and use.kind != "iter":
         return None  # `optimizer = AdamW(model.parameters())`, `model = model.to(device)`
     line = use.statement.node
@@ -432,32 +354,6 @@ def _common_block(events: list[Statement], body: Block) -> Block | None:
     return chains[0][depth].block
 
 
-def is_import(node: ast.AST) -> bool:
-    return isinstance(node, Line) and all(
-        isinstance(small, (ast.Import, ast.ImportFrom)) for small in node.body
-    )
-
-
-def is_docstring(node: ast.AST) -> bool:
-    if not isinstance(node, Line) or len(node.body) != 1:
-        return False
-    small = node.body[0]
-    return (
-        isinstance(small, ast.Expr)
-        and isinstance(small.value, ast.Constant)
-        and isinstance(small.value.value, (str, bytes))
-    )
-
-
-def after_imports(block: Block, limit: int) -> int:
-    """The index just after the last import (or docstring) before `limit`."""
-    position = 0
-    for i, node in enumerate(block.statements[:limit]):
-        if is_import(node) or (i == 0 and is_docstring(node)):
-            position = i + 1
-    return position
-
-
 PLATEAU = (
     "steps on a metric (ReduceLROnPlateau-style `.step(metric)`), like a per-epoch scheduler; "
     "every process must pass it the same value (gather a metric computed on a prepared loader "
@@ -489,11 +385,11 @@ def _is_loader(facts: TrainingFacts, name: str) -> bool:
     return name in facts.train_loaders or name in facts.eval_loaders
 
 
-def _line(statement: Statement) -> int:
+def line_of(statement: Statement) -> int:
     return statement.node.lineno
 
 
-def _conflict(facts: TrainingFacts, why: str) -> Finding:
+def conflict_finding(facts: TrainingFacts, why: str) -> Finding:
     return Finding(
         code="MIG900",
         message=f"cannot place accelerator.prepare(...): {why}; migrate by hand",

@@ -39,7 +39,7 @@ class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, LoopAnalysi
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
         self.imports = self.index.imports
         self._callees: dict[int, Scope | None] = {}  # id(call site) -> the function it calls
-        self._sources: dict[int, object] = {}  # id(loop) -> its LoopSource (loops.py)
+        self._sources: dict[int, object] = {}  # id(loop) -> its LoopSource (loop_sources.py)
 
     # -- entry point -------------------------------------------------------------------------
     def run(self) -> TrainingFacts:

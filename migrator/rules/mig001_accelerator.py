@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from migrator.analysis.facts import class_methods, is_method
 from migrator.analysis.index import Block, Scope
-from migrator.analysis.placement import after_imports, is_docstring, is_import
+from migrator.analysis.statement_points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
 from migrator.rules.base import AcceleratorNeed, Rule, RuleContext
 from migrator.rules.mig006_prepare import LINE_LENGTH
