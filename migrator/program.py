@@ -52,6 +52,7 @@ from migrator.engine import (
 )
 from migrator.findings import Finding
 from migrator.program_findings import CODE, assign, finding_at, in_program, unchanged
+from migrator.program_joinable import joinable_problem
 from migrator.source import Source
 
 MARKER = "__migrator_program_file__ = {}"
@@ -153,7 +154,9 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
         return None
     program = ProgramResult(entry, files)
     try:
-        _check_joinable(files)
+        problem = joinable_problem(files)
+        if problem is not None:
+            raise ProgramError(problem)
         joined = _join(files)
         tree = parse(joined)
         output, context, findings = render_migration(
@@ -363,61 +366,3 @@ def _marker_at(text: str, marker: str) -> int:
         if at < 0 or at == 0 or text[at - 1] in "\n\r":
             return at
         at += 1
-
-
-def _check_joinable(files: list[ProgramFile]) -> None:
-    """Two files that bind one top-level name to different things would share it in the
-    joined module (a `def main` in each, `utils` imported as two modules), and new code is
-    written in the joined module's line ending: refused."""
-    endings = {Source(file.text).newline for file in files if "\n" in file.text}
-    if len(endings) > 1:
-        raise ProgramError(
-            "the program's files end their lines differently (LF and CRLF): new code would not "
-            "match one of them; convert them to one style first"
-        )
-    owners: dict[str, tuple[Path, str]] = {}
-    defined = {name: file.path for file in files for name in _top_level_defs(file.tree)}
-    for file in files:
-        for name, meaning in _top_level_bindings(file.tree).items():
-            if meaning.startswith("import ") and defined.get(name, file.path) != file.path:
-                continue  # `from engine import train_one_epoch`: the definition itself
-            previous = owners.get(name)
-            if previous is not None and previous[1] != meaning:
-                raise ProgramError(
-                    f"`{name}` is defined both in {previous[0].name} and in {file.path.name}: "
-                    "the program cannot be migrated as one unit; migrate its files by hand"
-                )
-            owners[name] = (file.path, meaning)
-
-
-def _top_level_defs(tree: ast.Module) -> list[str]:
-    return [
-        node.name
-        for node in tree.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    ]
-
-
-def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
-    """Top-level name -> what binds it (an import's target, or `def`/`class`/`=` with the
-    file, which makes bindings of two files differ)."""
-    found: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                local = alias.asname or alias.name.split(".")[0]
-                found[local] = f"import {alias.name if alias.asname else local}"
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:  # `from timm.data import Mixup` == `from timm.data.mixup ...`
-                found[alias.asname or alias.name] = f"import {alias.name}"
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found[node.name] = f"def {id(node)}"
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            # the same statement in two files (`logger = logging.getLogger(__name__)`) is one
-            # meaning for the analysis; dunders (`__all__`, `__version__`) are never read by it
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name) and not name.id.startswith("__"):
-                        found[name.id] = f"= {ast.dump(node)}"
-    return found
