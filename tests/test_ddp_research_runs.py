@@ -17,7 +17,7 @@ from tests.fixtures import GOLDEN, ROOT
 
 pytestmark = pytest.mark.slow
 
-FIXTURES = ["ddp_research_spawn_args", "ddp_rank_computed_by_hand"]
+FIXTURES = ["ddp_research_spawn_args", "ddp_rank_computed_by_hand", "ddp_research_batch_sampler"]
 DRIVER = textwrap.dedent("""\
     import os, runpy, sys
     for name in sys.argv[1:]:
@@ -62,3 +62,12 @@ def test_spawned_worker_with_ranks_on_args_runs_sharded_on_two_processes(launche
 def test_rank_arithmetic_fixture_runs_on_two_processes(launched):
     _, printed = launched
     assert printed["ddp_rank_computed_by_hand"].strip() == "ddp_rank_computed_by_hand"
+
+
+def test_batch_sampler_fixture_runs_sharded_on_two_processes(launched):
+    _, printed = launched
+    text = printed["ddp_research_batch_sampler"]
+    # 96 samples, batch 8, drop_last, 2 processes: 6 steps each (12 on one process); 40
+    # validation samples: 3 batches each (the last one padded, gather_for_metrics trims it)
+    assert "epoch 0 steps 6 val batches 3" in text and "epoch 1 steps 6 val batches 3" in text
+    assert text.count("epoch") == 2, text  # printed by the main process only

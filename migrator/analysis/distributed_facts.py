@@ -97,6 +97,8 @@ class Sampler:
     loader_args: list[tuple[ast.Call, Arg]] = field(default_factory=list)
     # `else: sampler = None | RandomSampler(ds)` of `if args.distributed: sampler = ...`
     fallbacks: list[Binding] = field(default_factory=list)
+    # `BatchSampler(sampler, ...)` feeding `DataLoader(batch_sampler=...)`: BatchLoader
+    batch_loaders: list[Any] = field(default_factory=list)
 
 
 @dataclass(eq=False)

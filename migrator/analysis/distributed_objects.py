@@ -25,6 +25,12 @@ from migrator.analysis.distributed_facts import (
 )
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
+from migrator.analysis.sampler_shapes import (
+    batch_loader,
+    constant,
+    logging_print,
+    option_problem,
+)
 from migrator.analysis.syntax import call_args, name_value
 
 
@@ -108,6 +114,10 @@ class ObjectReader:
     def _sampler(self, site: CallSite) -> None:
         shuffle = keyword_value(site.node, "shuffle", 3)
         sampler = Sampler(site=site, binding=None, shuffle=shuffle)
+        problem = option_problem(site.node, site.scope, self.facts, self.imports)
+        if problem is not None:
+            self._block(site.node, "MIG907", f"DistributedSampler {problem}; migrate by hand")
+            return
         loader = self._inline_loader_arg(site)
         if loader is not None:
             sampler.loader_args.append(loader)
@@ -149,7 +159,7 @@ class ObjectReader:
             "body"
         ):  # fmt: skip
             return False
-        shuffle = True if sampler.shuffle is None else _constant(sampler.shuffle)
+        shuffle = True if sampler.shuffle is None else constant(sampler.shuffle)
         for binding in others:
             block = binding.statement.block
             if block.parent is not parent or block.field != "orelse" or binding.kind != (
@@ -193,6 +203,16 @@ class ObjectReader:
                     self.facts.removed_calls.append(site)
                     continue
             if self._in_loader_shuffle(use, name) or _guards_set_epoch(use, name):
+                continue
+            shown = logging_print(use, self.sites)  # `print("Sampler = %s" % str(sampler))`
+            if shown is not None:
+                self.facts.removed_calls.append(shown)
+                continue
+            batches = batch_loader(use, scope, self.imports, self.sites)
+            if isinstance(batches, str):
+                return f"`{name}` {batches}"
+            if batches is not None:
+                sampler.batch_loaders.append(batches)
                 continue
             return f"`{name}` is used at line {use.node.lineno}"
         for child in scope.children:
@@ -320,10 +340,6 @@ def _guards_set_epoch(use, name: str) -> bool:
         and small.value.func.value.id == name
         for small in node.body
     )  # fmt: skip
-
-
-def _constant(expr: ast.expr):
-    return expr.value if isinstance(expr, ast.Constant) else None
 
 
 def _unplaced(expr: ast.expr) -> ast.expr:

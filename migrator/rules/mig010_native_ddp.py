@@ -26,16 +26,15 @@ from migrator.analysis.distributed_facts import (
     MAIN_PROCESS,
     RANK_KINDS,
     DistributedFacts,
-    Sampler,
 )  # fmt: skip
 from migrator.analysis.facts import class_methods, visible_scopes
 from migrator.analysis.index import Scope, Statement
 from migrator.analysis.patterns import SELF, is_device_constructor
 from migrator.analysis.syntax import call_args
-from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.ddp_launch_attributes import rewrite_launch_attributes
+from migrator.rules.ddp_samplers import SamplerMigration
 from migrator.rules.ddp_spawn import SpawnMigration
 from migrator.rules.ddp_syntax import (
     NoImports,
@@ -73,7 +72,7 @@ class NativeDDP(Rule):
         _Migration(context).run()
 
 
-class _Migration(SpawnMigration):
+class _Migration(SpawnMigration, SamplerMigration):
     def __init__(self, context: RuleContext) -> None:
         self.context = context
         self.facts = context.facts
@@ -192,29 +191,6 @@ class _Migration(SpawnMigration):
     def _unwrap_model(self, attribute: ast.Attribute):
         unwrap = self.context.accelerator_expr("unwrap_model")
         return lambda _text, r: f"{unwrap}({r.text_of(attribute.value)})"
-
-    # -- the sampler -------------------------------------------------------------------------
-    def _drop_sampler(self, sampler: Sampler) -> None:
-        if sampler.binding is not None:
-            self._remove(sampler.binding.small, sampler.binding.statement)
-        for fallback in sampler.fallbacks:  # `else: sampler = None` (or RandomSampler(ds))
-            self._remove(fallback.small, fallback.statement)
-        source = self.source
-        shuffle = source.text_of(sampler.shuffle) if sampler.shuffle is not None else "True"
-        for loader, arg in sampler.loader_args:
-            args = call_args(loader)
-            existing = next((a for a in args if a.keyword == "shuffle"), None)
-            if existing is None:  # `sampler=...` becomes `shuffle=...`
-                keyword = arg.node
-                equal = source.text[source.start(keyword) + len(arg.keyword) :
-                                    source.own_span(arg.value)[0]]  # fmt: skip
-                self.edits.replace(keyword, lambda _t, _r, e=equal: f"shuffle{e}{shuffle}",
-                                   drops=[arg.value])  # fmt: skip
-                continue
-            self.edits.replace_with(existing.value, shuffle)
-            position = next(i for i, a in enumerate(args) if a.node is arg.node)
-            self.edits.rewrite(loader, lambda _t, r, c=loader, p=position: call_items(
-                r, c).without({p}).render(), drops=[arg.value])  # fmt: skip
 
     # -- ranks -------------------------------------------------------------------------------
     def _ranks(self) -> None:
@@ -366,7 +342,10 @@ class _Migration(SpawnMigration):
                     ours = [u for u in uses if id(u.node) not in self.dropped_before]
                     if not ours or self._still_used(scope, name):
                         continue
-                    if is_pure(small.value, self.index.imports):
+                    # `num_tasks = dist.get_world_size()` read only by a removed sampler
+                    if is_pure(small.value, self.index.imports) or any(
+                        r.binding is binding for r in self.dist.rank_names
+                    ):  # fmt: skip
                         self._remove(small, binding.statement)
                         changed = True
 

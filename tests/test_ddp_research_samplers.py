@@ -1,0 +1,134 @@
+"""The DistributedSampler shapes of research programs (DETR, MAE) that MIG010 folds into the
+loader: a BatchSampler feeding `batch_sampler=`, `num_replicas=`/`rank=` from the process group
+or the script's helpers, and a print of the sampler; and the options and uses it must refuse,
+naming the line. The whole-script output is fixtures/golden/ddp_research_batch_sampler.*."""
+
+from __future__ import annotations
+
+from tests.test_mig010 import HEADER, codes, migrate, script
+
+PROGRAM = """\
+def train(args):
+    dist.init_process_group("gloo")
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    if args.distributed:
+        sampler = DistributedSampler(data{options})
+        {extra}
+    else:
+        sampler = torch.utils.data.{fallback}(data)
+    batches = torch.utils.data.BatchSampler(sampler, args.batch_size, drop_last=True)
+    loader = DataLoader(data, batch_sampler=batches, num_workers=2)
+    {after}
+    model = DDP(torch.nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        if args.distributed:
+            sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = (model(x) - y).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def program(options="", extra="pass", fallback="RandomSampler", after="pass", header=HEADER):
+    return script(PROGRAM.format(options=options, extra=extra, fallback=fallback, after=after),
+                  header)  # fmt: skip
+
+
+def line_of(source: str, text: str) -> int:
+    return next(i for i, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+def test_batch_sampler_becomes_the_loaders_batch_size_shuffle_and_drop_last():
+    output, findings = migrate(program())
+    assert not findings, findings
+    expected = ("    loader = DataLoader(data, batch_size=args.batch_size, shuffle=True, "
+                "drop_last=True, num_workers=2)\n")  # fmt: skip
+    assert expected in output
+    assert "Sampler" not in output and "set_epoch" not in output and "batches" not in output
+
+
+def test_batch_sampler_over_an_unshuffled_sampler_keeps_the_order():
+    output, findings = migrate(program(", shuffle=False", fallback="SequentialSampler"))
+    assert not findings, findings
+    assert "batch_size=args.batch_size, shuffle=False, drop_last=True, num_workers=2)" in output
+
+
+def test_batch_sampler_used_beyond_the_loader_is_refused_naming_its_line():
+    source = program(after="print(len(batches))")
+    output, findings = migrate(source)
+    assert output is None and codes(findings) == ["MIG907"]
+    line = line_of(source, "BatchSampler(sampler")
+    assert f"`sampler` is handed to the BatchSampler at line {line}" in findings[0].message
+    assert "`batches` is used beyond one DataLoader's `batch_sampler=`" in findings[0].message
+
+
+def test_batch_sampler_with_a_batch_size_rebound_later_is_refused():
+    source = program().replace("args.batch_size, drop_last", "size, drop_last").replace(
+        "    if args.distributed:\n        sampler", "    size = 8\n    if args.distributed:\n"
+        "        sampler").replace("    model = DDP", "    size = 16\n    model = DDP")  # fmt: skip
+    output, findings = migrate(source)
+    assert output is None and codes(findings) == ["MIG907"]
+    assert "not bound to one name with a plain batch size" in findings[0].message
+
+
+def test_replicas_and_rank_from_the_process_group_or_helpers_go_with_the_sampler():
+    helpers = HEADER + "import misc\n"
+    for options, extra in (
+        (", num_replicas=dist.get_world_size(), rank=dist.get_rank()", "pass"),
+        (", num_replicas=tasks, rank=global_rank, shuffle=True",
+         'print("Sampler_train = %s" % str(sampler))'),
+    ):  # fmt: skip
+        source = program(options, extra, header=helpers).replace(
+            "    if args.distributed:\n        sampler",
+            "    tasks = misc.get_world_size()\n    global_rank = misc.get_rank()\n"
+            "    if args.distributed:\n        sampler", 1)  # fmt: skip
+        output, findings = migrate(source)
+        assert not findings, (options, findings)
+        assert "DistributedSampler" not in output and "print(" not in output
+        assert "get_world_size()" not in output.replace("misc.get_world_size()", "")
+
+
+def test_rank_name_read_only_by_the_sampler_goes_with_it():
+    source = program(", num_replicas=tasks, rank=rank").replace(
+        "    if args.distributed:\n        sampler",
+        "    tasks = dist.get_world_size()\n    rank = dist.get_rank()\n"
+        "    if args.distributed:\n        sampler", 1)  # fmt: skip
+    output, findings = migrate(source)
+    assert not findings, findings
+    assert "dist." not in output and "tasks" not in output and "rank =" not in output
+
+
+def test_sampler_options_the_loader_cannot_reproduce_are_refused_by_name():
+    for options, expected in (
+        (", num_replicas=1, rank=0", "passes `num_replicas=` at line {line}, not the world size"),
+        (", rank=args.node", "passes `rank=` at line {line}, not this process's rank"),
+        (", drop_last=True", "passes `drop_last=` at line {line}: it trims the samples"),
+        (", **options", "passes `**` arguments at line {line}"),
+    ):
+        source = program(options)
+        output, findings = migrate(source)
+        assert output is None and codes(findings) == ["MIG907"], (options, findings)
+        line = line_of(source, "sampler = DistributedSampler(")
+        assert expected.format(line=line) in findings[0].message, findings[0].message
+
+
+def test_sampler_seed_and_drop_last_false_are_accepted():
+    output, findings = migrate(program(", shuffle=True, seed=args.seed, drop_last=False"))
+    assert not findings, findings
+    assert "shuffle=True, drop_last=True, num_workers=2)" in output
+
+
+def test_print_of_a_value_computed_from_the_sampler_is_refused():
+    source = program(extra="print(len(sampler))")
+    output, findings = migrate(source)
+    assert output is None and codes(findings) == ["MIG907"]
+    assert f"`sampler` is used at line {line_of(source, 'print(len(')}" in findings[0].message
+
+
+def test_fstring_print_of_the_sampler_goes_with_it():
+    output, findings = migrate(program(extra='print(f"sampler {sampler!r}", flush=True)'))
+    assert not findings, findings
+    assert "print(" not in output
