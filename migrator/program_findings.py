@@ -76,17 +76,22 @@ def lines_in_files(message: str, files: list[ProgramFile], owner: int) -> str:
 
 
 def unchanged(files: list[ProgramFile], findings: list[list[Finding]]) -> list[FileResult]:
-    """Results of a program left as it is. A helper without a finding of its own gets a note
-    pointing at the entry, when a finding there says why the program is not migrated: no
-    training file of a refused program is silent."""
+    """Results of a program left as it is. A file without a finding of its own (the entry
+    too) gets a note pointing at the file whose finding says why the program is not
+    migrated: no training file of a refused program is silent."""
     results = []
-    refused = bool(findings) and any(f.needs_human for f in findings[0])
+    refusing = [
+        files[number].path.name
+        for number, found in enumerate(findings[: len(files)])
+        if any(f.needs_human for f in found)
+    ]
+    where = "there" if refusing == [files[0].path.name] else "in " + ", ".join(refusing)
     for number, file in enumerate(files):
         found = findings[number] if number < len(findings) else []
-        if number and refused and not found:
+        if refusing and not found:
             note = finding_at(file, 1, (
                 f"part of the program of {files[0].path.name}, which is not migrated (see the "
-                f"finding there); this file is left as it is"))  # fmt: skip
+                f"finding {where}); this file is left as it is"))  # fmt: skip
             note.level = "note"
             found = [note]
         results.append(FileResult(path=str(file.path), source=file.data, findings=found))

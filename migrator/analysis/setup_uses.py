@@ -35,6 +35,12 @@ READ_ATTRIBUTES = {"named_children", "buffers", "named_buffers", "training", "de
 
 # `utils.num_params(model)`, `count_parameters(model)`, `get_n_params(model)`
 PARAMETER_COUNT = re.compile(r"(^|_)(num|count|n|number|total|sum)_?(of_)?(trainable_)?param")
+# `add_weight_decay(model, wd)`, `param_groups_lrd(model, ...)`, `get_params_groups(student)`,
+# `create_optimizer(args, model)`: parameter groups and optimizers built from the model's
+# parameters (timm, MAE, DINO, ConvNeXt), from a module this file does not hold
+PARAMETER_GROUPS = re.compile(
+    r"(^|_)(param|params|parameter|parameters)(_|$)|weight_decay|(create|build|get|make)_optim"
+)
 # `logger.info(model)`, `logging.debug(...)`, `log.nofmt(model)`: a logger writes the object out
 LOGGER = re.compile(r"^_?(logger|logging|log|LOGGER|LOG)$")
 # `load_checkpoint(model, optimizer, path)`: state loaded into the plain objects
@@ -58,6 +64,9 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
     if PARAMETER_COUNT.search(name.lower()) or CHECKPOINT_LOAD.search(name.lower()):
         return True
     func = call.func
+    in_file = isinstance(func, ast.Name) and func.id in facts.index.functions
+    if not in_file and PARAMETER_GROUPS.search(name.lower()):
+        return True
     receiver = patterns.name_of(func.value) if isinstance(func, ast.Attribute) else None
     if receiver is not None and LOGGER.match(receiver.rsplit(".", 1)[-1]):
         return True

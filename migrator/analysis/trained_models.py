@@ -44,6 +44,10 @@ class TrainedModels:
                         owner, arg.value)  # fmt: skip
                     if roots is None:
                         return []
+                    if (
+                        not roots
+                    ):  # `AdamW(add_weight_decay(model, wd))`, `create_optimizer(args, model)`
+                        roots = self._model_handed_over(owner, arg.value, forwards)
                     for root in roots:
                         found = self.facts.origin(owner, root)
                         if found is None or not self._class_object(found, owner):
@@ -69,6 +73,32 @@ class TrainedModels:
             ):
                 models.append(origin.name)
         return models
+
+    def _model_handed_over(self, owner: Scope, expr: ast.expr, forwards: list[Origin]) -> list[str]:
+        """The model a parameter-group helper or an optimizer factory receives
+        (`param_groups = add_weight_decay(model_without_ddp, wd)`, `create_optimizer(args,
+        model)`, `get_params_groups(student)`): the one argument that names a model the loop
+        runs (or an alias of it); [] when none or several do."""
+        name = patterns.name_of(expr)
+        if name is not None and not self._is_run(owner, name, forwards):
+            bindings = owner.assigns(name)
+            if len(bindings) != 1 or bindings[0].unpacked:
+                return []
+            expr = bindings[0].value
+        if isinstance(expr, ast.Call):
+            names = [patterns.name_of(a.value) for a in patterns.call_args(expr)]
+        else:
+            names = [patterns.name_of(expr)]
+        models = {n for n in names if n is not None and self._is_run(owner, n, forwards)}
+        return list(models) if len(models) == 1 else []
+
+    def _is_run(self, owner: Scope, name: str, forwards: list[Origin]) -> bool:
+        """`name` (or what it aliases: `model_without_ddp = model`) is a model the loop runs."""
+        found = self.facts.origin(owner, name)
+        if found is None or not self._class_object(found, owner):
+            return False
+        names = {found.name, self._called_alias_target(found, forwards)}
+        return any(o.name in names and o.scope is found.scope for o in forwards)
 
     @staticmethod
     def _called_alias_target(found: Origin, forwards: list[Origin]) -> str | None:
