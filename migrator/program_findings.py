@@ -1,6 +1,7 @@
 """The findings of a program (`migrator/program.py`): the analysis sees the joined module, so
 each finding is moved to the file and line it belongs to, the lines its message names are
-counted in their own files, and a refused program's helpers get a note pointing at the entry.
+counted in their own files, and the files of a refused program without a finding of their
+own get a note pointing at the file that holds the refusal.
 """
 
 from __future__ import annotations
