@@ -213,6 +213,16 @@ class DistributedFacts:
         return any(r.binding is None and r.scope is scope and r.name == name
                    for r in self.rank_names)  # fmt: skip
 
+    def remove_rank_param(self, scope: Scope, param: str, kind: str) -> None:
+        """A worker's (or its `__init__`'s) parameter carrying the rank or world size: read as
+        the accelerator's `kind`, and dropped from the function and its calls."""
+        self.rank_names.append(RankName(scope, param, kind))
+        worker = next((w for w in self.workers if w.scope is scope), None)
+        if worker is None:
+            worker = Worker(scope, [])
+            self.workers.append(worker)
+        worker.removed_params.append(param)
+
     def kind_of(self, scope: Scope, name: str) -> str | None:
         for rank_name in self.rank_names:
             if rank_name.scope is scope and rank_name.name == name:

@@ -17,7 +17,6 @@ from migrator.analysis.distributed_facts import (
     RankName,
     Reduction,
     Sampler,
-    Worker,
     Wrap,
     contains,
     keyword_value,
@@ -61,12 +60,7 @@ class ObjectReader:
                 if param is None or init.assigns(param) or self.facts.kind_of(init, param):
                     continue
                 kind = LOCAL_PROCESS_INDEX if LOCAL_NAME.search(param) else rank_name.kind
-                self.facts.rank_names.append(RankName(init, param, kind))
-                worker = next((w for w in self.facts.workers if w.scope is init), None)
-                if worker is None:
-                    worker = Worker(init, [])
-                    self.facts.workers.append(worker)
-                worker.removed_params.append(param)
+                self.facts.remove_rank_param(init, param, kind)
                 for binding in _copied_to_self(init, param):  # `self.gpu_id = gpu_id`
                     self.facts.rank_names.append(RankName(init, binding.name, kind, binding))
 

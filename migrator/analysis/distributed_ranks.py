@@ -141,12 +141,7 @@ class RankReader:
                 for scope, param in self._param_sources(site.scope, name_value(value)):
                     if self.facts.kind_of(scope, param) is not None:
                         continue
-                    self.facts.rank_names.append(RankName(scope, param, kind))
-                    worker = next((w for w in self.facts.workers if w.scope is scope), None)
-                    if worker is None:
-                        worker = Worker(scope, [])
-                        self.facts.workers.append(worker)
-                    worker.removed_params.append(param)
+                    self.facts.remove_rank_param(scope, param, kind)
 
     def _param_sources(self, scope: Scope, param: str) -> list[tuple[Scope, str]]:
         """The worker parameters a set-up helper's parameter is called with."""
