@@ -9,8 +9,23 @@ another module or a framework, and the file says so instead of staying silent.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from migrator.analysis.facts import call_sites_of
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
+
+
+def calls_reaching(index: ModuleIndex, function: Scope) -> Iterator[CallSite]:
+    """The calls of this file that run `function`, directly or through other functions
+    (each calling function followed once)."""
+    pending, seen = [function], {id(function)}
+    while pending:
+        for caller in call_sites_of(index, pending.pop()):
+            yield caller
+            scope = caller.scope
+            if scope.kind == "function" and id(scope) not in seen:
+                seen.add(id(scope))
+                pending.append(scope)
 
 
 def driven_here(index: ModuleIndex, function: Scope) -> bool:
@@ -18,31 +33,13 @@ def driven_here(index: ModuleIndex, function: Scope) -> bool:
     directly or through other functions. A call from module-level code outside any loop
     (`main()` under `if __name__ == "__main__":` calling `demo(rank)` once) runs one step: no
     training loop drives it (reached_once says so)."""
-    pending, seen = [function], {id(function)}
-    while pending:
-        for caller in call_sites_of(index, pending.pop()):
-            scope = caller.scope
-            if caller.loop is not None:
-                return True
-            if scope.kind == "function" and id(scope) not in seen:
-                seen.add(id(scope))
-                pending.append(scope)
-    return False
+    return any(caller.loop is not None for caller in calls_reaching(index, function))
 
 
 def reached_once(index: ModuleIndex, function: Scope) -> bool:
     """Whether module-level code calls `function` (directly or through other functions),
     though no loop does: the step runs once, not in a loop another module drives."""
-    pending, seen = [function], {id(function)}
-    while pending:
-        for caller in call_sites_of(index, pending.pop()):
-            scope = caller.scope
-            if scope.kind != "function":
-                return True
-            if id(scope) not in seen:
-                seen.add(id(scope))
-                pending.append(scope)
-    return False
+    return any(caller.scope.kind != "function" for caller in calls_reaching(index, function))
 
 
 def undriven_callers(index: ModuleIndex, site: CallSite) -> str | None:
@@ -52,17 +49,15 @@ def undriven_callers(index: ModuleIndex, site: CallSite) -> str | None:
     if site.loop is not None or site.scope.kind != "function":
         return None
     names: list[str] = []
-    pending, seen = [site.scope], {id(site.scope)}
-    while pending:
-        for caller in call_sites_of(index, pending.pop()):
-            scope = caller.scope
-            if id(scope) in seen or scope.kind != "function":
-                continue
-            seen.add(id(scope))
-            if call_sites_of(index, scope):
-                pending.append(scope)
-            elif scope.name not in names:
-                names.append(scope.name)
+    for caller in calls_reaching(index, site.scope):
+        scope = caller.scope
+        if (
+            scope.kind == "function"
+            and scope is not site.scope
+            and not call_sites_of(index, scope)
+            and scope.name not in names
+        ):
+            names.append(scope.name)
     return "()`, `".join(names)
 
 
