@@ -94,7 +94,7 @@ def test_optimizer_made_under_a_condition_in_its_method_is_refused_by_name():
                     self.opt.step()
     """)
     assert output is None
-    assert any("`setup()`" in m and "`self.opt` always exists" in m and "condition" in m
+    assert any("`Trainer.setup()`" in m and "`self.opt` always exists" in m and "condition" in m
                for m in warnings(findings)), warnings(findings)  # fmt: skip
 
 

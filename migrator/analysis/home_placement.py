@@ -1,16 +1,19 @@
-"""Prepare in the methods that make a class's training objects (homes.py decides which):
-one prepare per method, after their last definition there and before their first use there,
-once every branch has made them. Uses placement.py's reading of definitions and uses."""
+"""Prepare in the scopes that make training objects away from the owner (homes.py and
+function_homes.py decide which: a class's other methods, module level or a module-level
+function): one prepare per scope, after their last definition there and before their first
+use there, once every branch has made them. Uses placement.py's reading of definitions and
+uses."""
 
 from __future__ import annotations
 
-from migrator.analysis import placement
+from migrator.analysis import explain, placement
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Statement
+from migrator.analysis.prepare_plan import PreparePlan
 from migrator.analysis.statement_points import after_imports, binds_on_every_path, flat
 
 
-def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[str]) -> bool:
+def plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> bool:
     """One prepare per method of the owner's class that makes some of the objects: after
     their last definition there, before their first use there. False (with `plan.conflict`)
     when no such point exists."""
@@ -39,7 +42,7 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
             before = [] if maker is None else maker.body.statements if maker is not home else (
                 block.statements[: last_of[name] + 1])  # fmt: skip
             if name not in home.params and not binds_on_every_path(flat(before), name):
-                plan.conflict = placement.conflict_finding(facts, f"looked for a point in `{home.name}()` where "
+                plan.conflict = placement.conflict_finding(facts, f"looked for a point {explain.where(home)} where "
                                           f"`{name}` always exists; found it made only under "
                                           "a condition")  # fmt: skip
                 return False
@@ -49,7 +52,7 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
             use = min(hard, key=lambda s: (position(s), placement.line_of(s)))
             late = max(held, key=lambda n: last_of[n])
             plan.conflict = placement.conflict_finding(
-                facts, f"looked for a point in `{home.name}()` after the objects it makes and "
+                facts, f"looked for a point {explain.where(home)} after the objects made there and "
                 f"before their first use; found `{uses[id(use)]}` used at line {placement.line_of(use)} "
                 f"before (or in the statement that makes) `{late}`, made at line "
                 f"{placement.line_of(max(defs[late], key=position))}"

@@ -10,7 +10,9 @@ allows for DDP (a scheduler is matched to its optimizer prepared before it); a l
 once per epoch is prepared once per epoch without re-wrapping the model prepared once in
 `__init__`.
 
-A mixin of roles._Analyser: it reads `self.facts` and records `facts.homes`.
+Objects split between module level and a module-level function are homed the same way
+(function_homes.py). A mixin of roles._Analyser: it reads `self.facts` and records
+`facts.homes`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.facts import Origin, TrainingFacts, is_method
+from migrator.analysis.function_homes import function_home
 from migrator.analysis.index import Scope
 
 
@@ -31,7 +34,7 @@ class ClassHomes:
         another method of its class (recorded as its home)?"""
         if origin.scope is owner:
             return True
-        home = self._sibling(origin.scope, owner)
+        home = self._sibling(origin.scope, owner) or function_home(origin.scope, owner)
         if home is None:
             return False
         known = self.facts.homes.setdefault(origin.name, home)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
 
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
+from migrator.analysis.prepare_plan import PreparePlan
 from migrator.analysis.setup_uses import (
     NEUTRAL_ATTRIBUTES,
     NEUTRAL_CALLEES,
@@ -30,57 +30,20 @@ from migrator.analysis.statement_points import after_imports
 from migrator.findings import Finding
 
 
-@dataclass
-class PreparePlan:
-    objects: list[str] = field(default_factory=list)
-    block: Block | None = None
-    index: int = 0  # insert before block.statements[index]
-    notes: list[Finding] = field(default_factory=list)
-    conflict: Finding | None = None
-    # loaders prepared on their own, before `block.statements[index]` (a wrapper binds them)
-    early: list[tuple[str, Block, int]] = field(default_factory=list)
-    # objects re-created after training (a model reloaded for inference): from
-    # `block.statements[index]` on, the name holds a plain object again (MIG003 keeps its
-    # `.to(device)`)
-    reloaded: list[tuple[str, Block, int]] = field(default_factory=list)
-    # a class's objects made in another method than the owner's: (names, block, index), one
-    # `names = accelerator.prepare(names)` each (homes.py)
-    homes: list[tuple[list[str], Block, int]] = field(default_factory=list)
-
-    def reloaded_at(self, name: str, statement: Statement) -> bool:
-        """Does `name` at `statement` hold an object re-created after training?"""
-        for reloaded, block, index in self.reloaded:
-            found = statement.ancestor_in(block) if reloaded == name else None
-            if found is not None and found.index >= index:
-                return True
-        return False
-
-    def before_prepare(self, statement: Statement) -> bool:
-        """Does `statement` run before the prepare call, and only then (in its block, before
-        it, and that block in no loop): a model there is still the plain one."""
-        found = statement.ancestor_in(self.block) if self.block is not None else None
-        if found is None or found.index >= self.index or not self.objects:
-            return False
-        parent = self.block.parent
-        while parent is not None:
-            if isinstance(parent.node, (ast.For, ast.AsyncFor, ast.While)):
-                return False
-            parent = parent.block.parent
-        return True
-
-    def prepares(self, name: str) -> bool:
-        return (
-            name in self.objects
-            or any(early[0] == name for early in self.early)
-            or any(name in names for names, _block, _index in self.homes)
-        )
-
-
 def _mandatory(facts: TrainingFacts) -> list[str]:
     return [*facts.models, *facts.optimizers, *facts.train_loaders, *facts.eval_loaders]
 
 
 def plan_prepare(facts: TrainingFacts) -> PreparePlan:
+    plan = _plan(facts)
+    if plan.conflict is None and facts.homes:  # objects at module level and in a function
+        from migrator.analysis.function_homes import check_function_homes
+
+        plan.conflict = check_function_homes(facts, plan)
+    return plan
+
+
+def _plan(facts: TrainingFacts) -> PreparePlan:
     plan = PreparePlan()
     owner = facts.owner
     if owner is None or owner.body is None:
