@@ -43,9 +43,25 @@ class ClassHomes:
     def _class_object(self, found: Origin, home: Scope) -> bool:
         """`found` is usable from `home`: made there, or a `self.x` of its class (a Trainer's
         `self.model` kept in `__init__` and trained by an optimizer made in `train()`)."""
-        return found.scope is home or (
-            found.name.startswith(patterns.SELF + ".")
-            and self._sibling(found.scope, home) is not None
+        return (
+            found.scope is home
+            or self._module_object(found, home)
+            or (
+                found.name.startswith(patterns.SELF + ".")
+                and self._sibling(found.scope, home) is not None
+            )
+        )
+
+    def _module_object(self, found: Origin, home: Scope) -> bool:
+        """A model made at module level, where the loaders are, and trained by an optimizer
+        made in a module-level function (function_homes.py): prepared at module level."""
+        owner = self.facts.owner
+        return (
+            owner is not None
+            and owner.kind == "module"
+            and found.scope is owner
+            and function_home(home, owner) is home
+            and not home.is_local(found.name)
         )
 
     def _home_of(self, name: str, owner: Scope) -> Scope:
@@ -60,8 +76,8 @@ class ClassHomes:
             for name in models:
                 if seen.setdefault(name, home) is not home:
                     return False
-                if home is not owner:
-                    facts.homes[name] = home
+                if home is not owner and (is_method(home) or home.is_local(name)):
+                    facts.homes[name] = home  # (a module-level model stays with the owner)
         return True
 
     def _trains_itself(self, owner: Scope) -> bool:
