@@ -156,10 +156,12 @@ def test_gans_with_two_and_three_backward_passes_run_on_two_processes(tmp_path):
     assert torch_state_keys(tmp_path / "net_g.pth") == ["0.bias", "0.weight"]
 
 
-def torch_state_keys(path: Path) -> list[str]:
+def torch_state_keys(path: Path, entry: str | None = None) -> list[str]:
     import torch
 
-    return sorted(k for k in torch.load(path) if k.startswith("0."))  # no `module.` prefix
+    state = torch.load(path)
+    state = state[entry] if entry is not None else state
+    return sorted(k for k in state if k.startswith("0."))  # no `module.` prefix
 
 
 def test_optimizers_kept_in_a_dict_run_on_two_processes(tmp_path):
@@ -187,3 +189,21 @@ def test_class_objects_made_in_other_methods_run_on_two_processes(tmp_path):
     # one optimizer over a list of two models' parameters: both prepared, 4 steps of 8
     done = launch(migrated("optimizer_params_list"), tmp_path)
     assert done.stdout.count("steps 4 ") == 2, done.stdout
+
+
+def test_objects_split_between_module_level_and_a_function_run_on_two_processes(tmp_path):
+    # loaders prepared at module level, the network and optimizer in train(): 64 samples,
+    # batch 8, two processes: 32 samples each, printed once (the main process)
+    done = launch(migrated("module_loaders_function_model"), tmp_path)
+    assert done.stdout.count("samples 32 ") == 2, done.stdout
+    assert sorted(torch_state_keys(tmp_path / "regressor.pt", "weights")) == ["0.bias", "0.weight"]
+    # the reverse: network, optimizer and per-batch warm-up at module level, the loader made
+    # in fit(): 128 samples, batch 16, two processes: 4 steps an epoch
+    done = launch(migrated("module_model_function_loader"), tmp_path)
+    assert done.stdout.count("steps 4 ") == 2, done.stdout
+    assert (tmp_path / "classifier.pt").exists()
+    # the network prepared with the loader at module level, the optimizer alone in train()
+    done = launch(migrated("module_model_function_optimizer"), tmp_path)
+    assert done.stdout.count("batches 4 ") == 3, done.stdout
+    losses = [float(line.split()[-1]) for line in done.stdout.splitlines() if "batches" in line]
+    assert losses[-1] < losses[0]  # it learns

@@ -66,10 +66,10 @@ def check_function_homes(facts: TrainingFacts, plan) -> Finding | None:
         found = _rebound_in_function(facts, name)
         if found is not None:
             scope, statement = found
-            return _finding(facts, f"`{name}`, made at module level and prepared there, is "
-                            f"rebound in `{scope.name}()` at line {statement.node.lineno} "
-                            "(declared global): that function would replace the prepared "
-                            "object with a plain one")  # fmt: skip
+            return _finding(facts, f"`{name}` is prepared at module level, and "
+                            f"`{scope.name}()` binds it at line {statement.node.lineno} "
+                            "(declared global): a plain object would replace the prepared "
+                            "one")  # fmt: skip
     for function in functions.values():
         for name in _prepared_in(plan, function):
             if name in function.declared_global or not function.is_local(name):

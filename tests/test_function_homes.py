@@ -1,0 +1,218 @@
+"""Training objects split between module level and a module-level function (issue 16,
+function_homes.py): each is prepared in the scope that makes it, and the shapes where one
+prepare per scope would be wrong are refused by name. The reviewed goldens
+(fixtures/golden/module_*) run on two processes in test_idioms_objects.py."""
+
+from __future__ import annotations
+
+import textwrap
+
+from migrator.engine import migrate_text
+
+HEADER = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+"""
+
+LOADER = """\
+data = TensorDataset(torch.randn(32, 3), torch.randn(32, 1))
+loader = DataLoader(data, batch_size=4, shuffle=True)
+"""
+
+TRAIN = """\
+def train():
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return model
+"""
+
+
+def migrate(body: str):
+    return migrate_text(HEADER + textwrap.dedent(body))
+
+
+def lines_of(output: str) -> list[str]:
+    return output.splitlines()
+
+
+def warnings(findings) -> list[str]:
+    return [f.message for f in findings if f.level == "warning"]
+
+
+def test_module_loader_read_by_the_function_that_makes_the_model():
+    output, findings = migrate(LOADER + "\n\n" + TRAIN + "\n\nnet = train()\n")
+    assert not warnings(findings)
+    lines = lines_of(output)
+    made = lines.index("loader = DataLoader(data, batch_size=4, shuffle=True)")
+    assert lines[made + 1 : made + 3] == ["", "loader = accelerator.prepare(loader)"]
+    optimizer = lines.index("    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)")
+    assert lines[optimizer + 1 : optimizer + 3] == [
+        "",
+        "    model, optimizer = accelerator.prepare(model, optimizer)",
+    ]
+    assert lines.index("accelerator = Accelerator()") < made  # module level, before both
+    assert "    return accelerator.unwrap_model(model)" in lines  # the caller gets the plain one
+    assert output.count(".prepare(") == 2
+
+
+def test_loaders_a_function_returns_to_module_level_are_prepared_there():
+    output, findings = migrate(
+        "def make_loaders():\n"
+        "    data = TensorDataset(torch.randn(32, 3), torch.randn(32, 1))\n"
+        "    return DataLoader(data, batch_size=4), DataLoader(data, batch_size=8)\n\n\n"
+        "loader, spare = make_loaders()\n\n\n"
+        + TRAIN
+        + "\n\nif __name__ == '__main__':\n    train()\n"
+    )
+    assert not warnings(findings)
+    lines = lines_of(output)
+    made = lines.index("loader, spare = make_loaders()")
+    assert lines[made + 2] == "loader = accelerator.prepare(loader)"
+    assert "    model, optimizer = accelerator.prepare(model, optimizer)" in lines
+
+
+def test_model_and_optimizer_at_module_level_loader_made_in_the_function():
+    output, findings = migrate("""
+        model = nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+        def fit():
+            loader = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32, 1)), batch_size=4)
+            for x, y in loader:
+                optimizer.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+
+        fit()
+    """)
+    assert not warnings(findings)
+    lines = lines_of(output)
+    made = lines.index("optimizer = torch.optim.SGD(model.parameters(), lr=0.1)")
+    assert lines[made + 2] == "model, optimizer = accelerator.prepare(model, optimizer)"
+    loader = lines.index("    loader = accelerator.prepare(loader)")
+    assert made < loader < lines.index("fit()")
+
+
+def test_module_level_model_trained_by_an_optimizer_made_in_the_function():
+    output, findings = migrate(
+        LOADER
+        + """model = nn.Linear(3, 1)
+
+
+        def train():
+            optimizer = torch.optim.Adam(model.parameters())
+            for x, y in loader:
+                optimizer.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+
+        train()
+        """.replace("\n        ", "\n")
+    )
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert lines[lines.index("model = nn.Linear(3, 1)") + 2] == (
+        "model, loader = accelerator.prepare(model, loader)"
+    )
+    made = lines.index("    optimizer = torch.optim.Adam(model.parameters())")
+    assert lines[made + 2] == "    optimizer = accelerator.prepare(optimizer)"
+
+
+def test_checkpoint_loaded_into_the_model_before_its_prepare_stays_plain():
+    output, findings = migrate(
+        LOADER
+        + """
+
+        def train(path):
+            model = nn.Linear(3, 1)
+            model.load_state_dict(torch.load(path))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                optimizer.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+            torch.save(model.state_dict(), path)
+
+
+        train("weights.pt")
+        """.replace("\n        ", "\n")
+    )
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert "    model.load_state_dict(torch.load(path))" in lines  # before prepare: plain
+    assert "    accelerator.save(accelerator.unwrap_model(model).state_dict(), path)" in lines
+
+
+def test_a_function_rebinding_the_prepared_global_loader_is_refused_by_name():
+    output, findings = migrate(
+        LOADER
+        + """
+
+        def shrink():
+            global loader
+            loader = DataLoader(data, batch_size=2)
+
+
+        """.replace("\n        ", "\n")
+        + TRAIN
+        + "\n\nshrink()\ntrain()\n"
+    )
+    assert output is None
+    assert any(
+        "`loader` is prepared at module level, and `shrink()` binds it at line 11 "
+        "(declared global)" in m
+        for m in warnings(findings)
+    ), warnings(findings)
+
+
+def test_module_code_calling_the_function_before_the_loader_is_prepared_is_refused():
+    """`train()` runs once on the first loader, which is made again afterwards: a prepare
+    after the last definition comes too late for the first call."""
+    output, findings = migrate(
+        LOADER + "\n\n" + TRAIN + "\n\ntrain()\nloader = DataLoader(data, batch_size=8)\ntrain()\n"
+    )
+    assert output is None
+    assert any(
+        "module-level code calls `train()` at line 19, before `loader` is made and prepared"
+        in m
+        for m in warnings(findings)
+    ), warnings(findings)
+
+
+def test_a_loader_made_again_after_a_driver_trains_is_refused():
+    output, findings = migrate(
+        LOADER
+        + "\n\n"
+        + TRAIN
+        + "\n\ndef main():\n    train()\n\n\nmain()\nloader = DataLoader(data, batch_size=8)\nmain()\n"
+    )
+    assert output is None
+    assert any(
+        "`loader` is made again at line 24, after code that trains" in m
+        for m in warnings(findings)
+    ), warnings(findings)
+
+
+def test_a_loader_made_per_fold_before_each_call_is_prepared_in_the_fold():
+    """Every call of `train()` follows the fold's loader and its prepare: one new model and
+    optimizer prepared per call, one loader per fold."""
+    output, findings = migrate(
+        "data = TensorDataset(torch.randn(32, 3), torch.randn(32, 1))\n\n\n"
+        + TRAIN
+        + "\n\nfor fold in range(2):\n    loader = DataLoader(data, batch_size=4 + fold)\n"
+        "    train()\n"
+    )
+    assert not warnings(findings)
+    assert output.endswith(
+        "    loader = DataLoader(data, batch_size=4 + fold)\n\n"
+        "    loader = accelerator.prepare(loader)\n    train()\n"
+    )
