@@ -182,8 +182,7 @@ def test_module_code_calling_the_function_before_the_loader_is_prepared_is_refus
     )
     assert output is None
     assert any(
-        "module-level code calls `train()` at line 19, before `loader` is made and prepared"
-        in m
+        "module-level code calls `train()` at line 19, before `loader` is made and prepared" in m
         for m in warnings(findings)
     ), warnings(findings)
 
@@ -197,8 +196,7 @@ def test_a_loader_made_again_after_a_driver_trains_is_refused():
     )
     assert output is None
     assert any(
-        "`loader` is made again at line 24, after code that trains" in m
-        for m in warnings(findings)
+        "`loader` is made again at line 24, after code that trains" in m for m in warnings(findings)
     ), warnings(findings)
 
 
