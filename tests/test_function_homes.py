@@ -214,3 +214,38 @@ def test_a_loader_made_per_fold_before_each_call_is_prepared_in_the_fold():
         "    loader = DataLoader(data, batch_size=4 + fold)\n\n"
         "    loader = accelerator.prepare(loader)\n    train()\n"
     )
+
+
+def test_accelerator_arguments_read_in_the_function_while_module_code_prepares_are_refused():
+    """The model is prepared at module level, so the Accelerator is made there; its
+    mixed_precision comes from `args`, parsed inside `fit()`: no place can hold it."""
+    output, findings = migrate("""
+        import argparse
+
+        model = nn.Linear(3, 1).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+        def fit():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--amp", action="store_true")
+            args = parser.parse_args()
+            scaler = torch.cuda.amp.GradScaler(enabled=args.amp)
+            loader = DataLoader(TensorDataset(torch.randn(8, 3), torch.randn(8, 1)), batch_size=4)
+            for x, y in loader:
+                x, y = x.cuda(), y.cuda()
+                optimizer.zero_grad()
+                with torch.autocast("cuda", enabled=args.amp):
+                    loss = nn.functional.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+
+
+        fit()
+    """)
+    assert output is None
+    assert any(
+        "must be created at module level" in m and "read `args`, made in `fit()` (line 12)" in m
+        for m in warnings(findings)
+    ), warnings(findings)

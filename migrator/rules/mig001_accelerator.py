@@ -12,6 +12,7 @@ stop the migration (a finding) when they are not.
 
 from __future__ import annotations
 
+from migrator.analysis.explain import where
 from migrator.analysis.facts import class_methods, is_method
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
@@ -65,6 +66,17 @@ class CreateAccelerator(Rule):
                 return
         elif in_owner or (owner_defines and not at_module):
             scope, declare_global = owner, not in_owner
+        elif owner_defines:  # module code prepares too (function_homes.py)
+            local = [
+                f"`{d}`" for d in sorted(dependencies) if owner.is_local(d) or d in owner.params
+            ]
+            context.block_file(Finding(
+                code="MIG900", node=owner.node,
+                message="the Accelerator must be created at module level, where training "
+                f"objects are prepared, but its arguments read {', '.join(local)}, made "
+                f"{where(owner)}; migrate by hand",
+            ))  # fmt: skip
+            return
         else:
             scope = module
         block = scope.body
