@@ -249,3 +249,21 @@ def test_accelerator_arguments_read_in_the_function_while_module_code_prepares_a
         "must be created at module level" in m and "read `args`, made in `fit()` (line 12)" in m
         for m in warnings(findings)
     ), warnings(findings)
+
+
+def test_module_code_making_a_model_of_the_trained_name_after_training_stays_plain():
+    """`model` in module code after `train()` is another network, loaded from what the main
+    process saved: it keeps its `.to(device)` and waits for the save."""
+    output, findings = migrate(
+        "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+        + LOADER
+        + "\n\n"
+        + TRAIN.replace("    return model\n", '    torch.save(model.state_dict(), "m.pt")\n')
+        + "\n\ntrain()\nmodel = nn.Linear(3, 1).to(device)\n"
+        'model.load_state_dict(torch.load("m.pt"))\n'
+    )
+    assert not warnings(findings)
+    assert output.endswith(
+        "train()\naccelerator.wait_for_everyone()\nmodel = nn.Linear(3, 1).to(device)\n"
+        'model.load_state_dict(torch.load("m.pt"))\n'
+    )

@@ -197,6 +197,9 @@ def test_objects_split_between_module_level_and_a_function_run_on_two_processes(
     done = launch(migrated("module_loaders_function_model"), tmp_path)
     assert done.stdout.count("samples 32 ") == 2, done.stdout
     assert sorted(torch_state_keys(tmp_path / "regressor.pt", "weights")) == ["0.bias", "0.weight"]
+    # module code after train() loads the saved weights into a plain network, once every
+    # process is past the main process's save
+    assert done.stdout.count("reloaded 85 weights") == 1, done.stdout
     # the reverse: network, optimizer and per-batch warm-up at module level, the loader made
     # in fit(): 128 samples, batch 16, two processes: 4 steps an epoch
     done = launch(migrated("module_model_function_loader"), tmp_path)

@@ -47,7 +47,8 @@ def function_home(scope: Scope, owner: Scope) -> Scope | None:
 
 def check_function_homes(facts: TrainingFacts, plan) -> Finding | None:
     """A MIG900 when objects prepared at module level and in a function cannot be prepared
-    one call per scope (see the module docstring); None when they can."""
+    one call per scope (see the module docstring); None when they can, with the models module
+    code re-creates after training noted in the plan."""
     module = facts.index.module_scope
     owner = facts.owner
     functions = {id(h): h for h in facts.homes.values() if module_function(h)}
@@ -70,6 +71,7 @@ def check_function_homes(facts: TrainingFacts, plan) -> Finding | None:
                             f"`{scope.name}()` binds it at line {statement.node.lineno} "
                             "(declared global): a plain object would replace the prepared "
                             "one")  # fmt: skip
+    _recreated_after_training(facts, plan, functions.values())
     for function in functions.values():
         for name in _prepared_in(plan, function):
             if name in function.declared_global or not function.is_local(name):
@@ -86,6 +88,26 @@ def check_function_homes(facts: TrainingFacts, plan) -> Finding | None:
                                 "prepared at module level; it would run on the plain "
                                 "object")  # fmt: skip
     return None
+
+
+def _recreated_after_training(facts: TrainingFacts, plan, functions) -> None:
+    """Module code that makes a model of the name a function trained and prepared, after
+    that function ran (`train()`, then `model = Net(); model.load_state_dict(torch.load(
+    path))`): another, plain model (facts.held), made once every process is past the main
+    process's save (`accelerator.wait_for_everyone()` before it)."""
+    module = facts.index.module_scope
+    for function in functions:
+        calls = [s.statement for s in calls_reaching(facts.index, function)
+                 if s.scope.kind == "module"]  # fmt: skip
+        for name in _prepared_in(plan, function):
+            if name not in facts.models or not calls:
+                continue
+            for binding in module.assigns(name):
+                statement = binding.statement
+                if any(_runs_after(statement, c.block, c.index + 1) for c in calls):
+                    if (statement.block, statement.index) not in plan.waits:
+                        plan.waits.append((statement.block, statement.index))
+                    break
 
 
 def _prepared_at(plan, module: Scope) -> list[tuple[str, Block, int]]:

@@ -28,6 +28,9 @@ class PreparePlan:
     # level or a module-level function: function_homes.py): (names, block, index), one
     # `names = accelerator.prepare(names)` each
     homes: list[tuple[list[str], Block, int]] = field(default_factory=list)
+    # before `block.statements[index]`, every process waits: module code re-creates a model
+    # a function trained and the main process saved (function_homes.py)
+    waits: list[tuple[Block, int]] = field(default_factory=list)
 
     def reloaded_at(self, name: str, statement: Statement) -> bool:
         """Does `name` at `statement` hold an object re-created after training?"""
