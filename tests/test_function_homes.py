@@ -267,3 +267,28 @@ def test_module_code_making_a_model_of_the_trained_name_after_training_stays_pla
         "train()\naccelerator.wait_for_everyone()\nmodel = nn.Linear(3, 1).to(device)\n"
         'model.load_state_dict(torch.load("m.pt"))\n'
     )
+
+
+def test_one_optimizer_name_made_in_two_functions_is_refused_by_name():
+    """Homes are found by name: two functions each making their own `optimizer` for the
+    module-level model cannot both be prepared (and neither may be left plain)."""
+    output, findings = migrate(
+        LOADER
+        + "model = nn.Linear(3, 1)\n\n\n"
+        + "".join(
+            f"def {name}():\n"
+            f"    optimizer = torch.optim.{kind}(model.parameters())\n"
+            "    for x, y in loader:\n"
+            "        optimizer.zero_grad()\n"
+            "        nn.functional.mse_loss(model(x), y).backward()\n"
+            "        optimizer.step()\n\n\n"
+            for name, kind in (("warmup", "SGD"), ("train", "Adam"))
+        )
+        + "warmup()\ntrain()\n"
+    )
+    assert output is None
+    assert any(
+        "one place that makes `optimizer`" in m
+        and "in `warmup()` (line 10) and in `train()` (line 18)" in m
+        for m in warnings(findings)
+    ), warnings(findings)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
+from migrator.analysis import explain, patterns
 from migrator.analysis.facts import Origin, TrainingFacts, is_method
 from migrator.analysis.function_homes import function_home
 from migrator.analysis.index import Scope
@@ -30,13 +30,23 @@ class ClassHomes:
     imports: object
 
     def _at_home(self, origin: Origin, owner: Scope) -> bool:
-        """Is `origin` an object the owner's class prepares: made in the owner, or made in
-        another method of its class (recorded as its home)?"""
-        if origin.scope is owner:
-            return True
-        home = self._sibling(origin.scope, owner) or function_home(origin.scope, owner)
+        """Is `origin` an object the owner's class prepares: made in the owner, in another
+        method of its class, or on the other side of a module/function split (recorded as
+        its home)? One name made on both sides of a split is a MIG900."""
+        home = origin.scope if origin.scope is owner else (
+            self._sibling(origin.scope, owner) or function_home(origin.scope, owner))  # fmt: skip
         if home is None:
             return False
+        if not is_method(home):  # one name, two objects (module level and functions)
+            first = vars(self).setdefault("_made_in", {}).setdefault((id(owner), origin.name), home)
+            if first is not home:
+                self._finding(self.facts.training_loops[0].node, "MIG900",
+                              f"looked for one place that makes `{origin.name}`, which the "
+                              f"training loops step; found it made {explain.where(first)} "
+                              f"and {explain.where(home)}; migrate by hand")  # fmt: skip
+                return False
+        if home is owner:
+            return True
         known = self.facts.homes.setdefault(origin.name, home)
         return known is home
 
