@@ -292,3 +292,28 @@ def test_one_optimizer_name_made_in_two_functions_is_refused_by_name():
         and "in `warmup()` (line 10) and in `train()` (line 18)" in m
         for m in warnings(findings)
     ), warnings(findings)
+
+
+def test_module_level_model_with_loader_and_optimizer_made_in_main():
+    """The reverse with a helper: `main()` makes the loader and the optimizer and hands them
+    to `train()` with the module-level model; the model is prepared at module level, where
+    it is made, the rest in `main()`."""
+    output, findings = migrate(
+        "model = nn.Linear(3, 1)\n\n\n"
+        "def train(net, batches, opt):\n"
+        "    for x, y in batches:\n"
+        "        opt.zero_grad()\n"
+        "        nn.functional.mse_loss(net(x), y).backward()\n"
+        "        opt.step()\n\n\n"
+        "def main():\n"
+        "    " + LOADER.splitlines()[0] + "\n"
+        "    " + LOADER.splitlines()[1] + "\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    train(model, loader, optimizer)\n\n\n"
+        "main()\n"
+    )
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert lines[lines.index("model = nn.Linear(3, 1)") + 2] == "model = accelerator.prepare(model)"
+    made = lines.index("    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)")
+    assert lines[made + 2] == "    optimizer, loader = accelerator.prepare(optimizer, loader)"

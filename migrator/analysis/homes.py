@@ -21,7 +21,7 @@ import ast
 
 from migrator.analysis import explain, patterns
 from migrator.analysis.facts import Origin, TrainingFacts, is_method
-from migrator.analysis.function_homes import function_home
+from migrator.analysis.function_homes import function_home, module_function
 from migrator.analysis.index import Scope
 
 
@@ -63,14 +63,15 @@ class ClassHomes:
         )
 
     def _module_object(self, found: Origin, home: Scope) -> bool:
-        """A model made at module level, where the loaders are, and trained by an optimizer
-        made in a module-level function (function_homes.py): prepared at module level."""
+        """A model made at module level and trained by an optimizer made in a module-level
+        function, which makes or reads the loaders (function_homes.py): prepared at module
+        level."""
         owner = self.facts.owner
         return (
             owner is not None
-            and owner.kind == "module"
-            and found.scope is owner
-            and function_home(home, owner) is home
+            and found.scope.kind == "module"
+            and module_function(home)
+            and (owner is home or function_home(home, owner) is home)
             and not home.is_local(found.name)
         )
 
@@ -84,10 +85,13 @@ class ClassHomes:
         seen: dict[str, Scope] = {}
         for home, models in models_by_home:
             for name in models:
+                found = facts.origin(home, name) if module_function(home) else None
+                if found is not None and self._module_object(found, home):
+                    home = found.scope  # a module-level model: prepared at module level
                 if seen.setdefault(name, home) is not home:
                     return False
-                if home is not owner and (is_method(home) or home.is_local(name)):
-                    facts.homes[name] = home  # (a module-level model stays with the owner)
+                if home is not owner:
+                    facts.homes[name] = home
         return True
 
     def _trains_itself(self, owner: Scope) -> bool:
