@@ -317,3 +317,27 @@ def test_module_level_model_with_loader_and_optimizer_made_in_main():
     assert lines[lines.index("model = nn.Linear(3, 1)") + 2] == "model = accelerator.prepare(model)"
     made = lines.index("    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)")
     assert lines[made + 2] == "    optimizer, loader = accelerator.prepare(optimizer, loader)"
+
+
+def test_model_made_under_the_main_guard_is_prepared_there():
+    """Module code under `if __name__ == "__main__":` makes the model and hands it to
+    `train()`, which makes the optimizer and the loader: the model is prepared in that
+    block, after it is made and before the call."""
+    output, findings = migrate(
+        "def train(net):\n"
+        "    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "    " + LOADER.splitlines()[0] + "\n"
+        "    " + LOADER.splitlines()[1] + "\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        nn.functional.mse_loss(net(x), y).backward()\n"
+        "        optimizer.step()\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    model = nn.Linear(3, 1)\n"
+        "    train(model)\n"
+    )
+    assert not warnings(findings)
+    assert output.endswith(
+        "    model = nn.Linear(3, 1)\n\n    model = accelerator.prepare(model)\n    train(model)\n"
+    )
+    assert "    optimizer, loader = accelerator.prepare(optimizer, loader)\n" in output

@@ -31,6 +31,10 @@ def plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> boo
                     hard.append(use.statement)
                     uses.setdefault(id(use.statement), name)
         block = home.body  # at the method's top level, once every branch has made them
+        if home.kind == "module":  # (module code: in the block holding them all, such as
+            # `if __name__ == "__main__":`)
+            block = placement.common_block([*(s for d in defs.values() for s in d), *hard],
+                                           home.body) or home.body  # fmt: skip
 
         def position(statement: Statement, block=block) -> int:
             found = statement.ancestor_in(block)

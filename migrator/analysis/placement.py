@@ -117,7 +117,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
     # Nothing made here (parameters, a class's `self.x`): prepared once, before the loops, not
     # in the epoch loop that holds every use.
-    block = _common_block(events, owner.body) if any(defs.values()) else owner.body
+    block = common_block(events, owner.body) if any(defs.values()) else owner.body
     if block is None:
         lines = ", ".join(str(line) for line in sorted({line_of(s) for s in events}))
         plan.conflict = conflict_finding(facts, "looked for one block holding the definitions and uses "
@@ -301,7 +301,7 @@ def use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str |
     return "hard"
 
 
-def _common_block(events: list[Statement], body: Block) -> Block | None:
+def common_block(events: list[Statement], body: Block) -> Block | None:
     """The deepest block that holds every event (in possibly different statements)."""
     if not events:
         return body
