@@ -341,3 +341,28 @@ def test_model_made_under_the_main_guard_is_prepared_there():
         "    model = nn.Linear(3, 1)\n\n    model = accelerator.prepare(model)\n    train(model)\n"
     )
     assert "    optimizer, loader = accelerator.prepare(optimizer, loader)\n" in output
+
+
+def test_function_reading_the_module_loader_and_receiving_the_model_prepares_both():
+    """Three scopes: the loader at module level, the model made in `main()` and handed to
+    `train()`, which makes the optimizer: the model and optimizer meet in `train()`."""
+    output, findings = migrate(
+        LOADER + "\n\n"
+        "def train(model):\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        nn.functional.mse_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n\n\n"
+        "def main():\n"
+        "    train(nn.Linear(3, 1))\n\n\n"
+        "main()\n"
+    )
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert lines[lines.index("loader = DataLoader(data, batch_size=4, shuffle=True)") + 2] == (
+        "loader = accelerator.prepare(loader)"
+    )
+    made = lines.index("    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)")
+    assert lines[made + 2] == "    model, optimizer = accelerator.prepare(model, optimizer)"
+    assert any("`train` now prepares `model`" in f.message for f in findings)
