@@ -366,3 +366,25 @@ def test_function_reading_the_module_loader_and_receiving_the_model_prepares_bot
     made = lines.index("    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)")
     assert lines[made + 2] == "    model, optimizer = accelerator.prepare(model, optimizer)"
     assert any("`train` now prepares `model`" in f.message for f in findings)
+
+
+def test_model_from_an_enclosing_function_is_refused_naming_where_it_is_made():
+    output, findings = migrate(
+        "def main():\n"
+        "    model = nn.Linear(3, 1)\n\n"
+        "    def train():\n"
+        "        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        " + LOADER.splitlines()[0] + "\n"
+        "        " + LOADER.splitlines()[1] + "\n"
+        "        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            nn.functional.mse_loss(model(x), y).backward()\n"
+        "            optimizer.step()\n\n"
+        "    train()\n"
+    )
+    assert output is None
+    assert any(
+        "`model` is made at line 6 in `main()` (line 5), not in `train()` (line 8), where the "
+        "optimizer that trains it is made" in m
+        for m in warnings(findings)
+    ), warnings(findings)
