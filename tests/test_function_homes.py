@@ -388,3 +388,24 @@ def test_model_from_an_enclosing_function_is_refused_naming_where_it_is_made():
         "optimizer that trains it is made" in m
         for m in warnings(findings)
     ), warnings(findings)
+
+
+def test_reverse_split_with_no_caller_in_this_file_prepares_at_import():
+    """`main()` is called by a driver elsewhere: the module-level objects are prepared when
+    the module is imported, the loader when `main()` runs."""
+    output, findings = migrate(
+        "model = nn.Linear(3, 1)\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\n"
+        "def main():\n"
+        "    " + LOADER.splitlines()[0] + "\n"
+        "    " + LOADER.splitlines()[1] + "\n"
+        "    for x, y in loader:\n"
+        "        nn.functional.mse_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n"
+    )
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert lines[lines.index("optimizer = torch.optim.SGD(model.parameters(), lr=0.1)") + 2] == (
+        "model, optimizer = accelerator.prepare(model, optimizer)"
+    )
+    assert "    loader = accelerator.prepare(loader)" in lines
