@@ -409,3 +409,27 @@ def test_reverse_split_with_no_caller_in_this_file_prepares_at_import():
         "model, optimizer = accelerator.prepare(model, optimizer)"
     )
     assert "    loader = accelerator.prepare(loader)" in lines
+
+
+def test_one_optimizer_over_a_module_level_model_and_a_function_model():
+    """Each model is prepared where it is made: `encoder` at module level with the loader,
+    `head` with the optimizer in `train()`."""
+    output, findings = migrate(
+        LOADER + "encoder = nn.Linear(3, 4)\n\n\n"
+        "def train():\n"
+        "    head = nn.Linear(4, 1)\n"
+        "    params = list(encoder.parameters()) + list(head.parameters())\n"
+        "    optimizer = torch.optim.SGD(params, lr=0.1)\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        nn.functional.mse_loss(head(encoder(x)), y).backward()\n"
+        "        optimizer.step()\n\n\n"
+        "train()\n"
+    )
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert lines[lines.index("encoder = nn.Linear(3, 4)") + 2] == (
+        "encoder, loader = accelerator.prepare(encoder, loader)"
+    )
+    made = lines.index("    optimizer = torch.optim.SGD(params, lr=0.1)")
+    assert lines[made + 2] == "    head, optimizer = accelerator.prepare(head, optimizer)"

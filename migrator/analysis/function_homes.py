@@ -15,8 +15,14 @@ Refused by name, where one prepare per scope would be wrong:
 - module-level code that calls the function (directly or through other functions) before the
   module-level objects are prepared, or a module-level loader made again after code that
   trains: the function would run on the plain ones;
-- an object prepared in the function that is a global there (the model made at module level,
-  its optimizer in `train()`): `model = accelerator.prepare(model)` would make it local.
+- an object prepared in the function that is a global there: `model =
+  accelerator.prepare(model)` would make it local;
+- one name made on both sides (an `optimizer` in `warmup()` and another in `train()`):
+  homes are found by name (homes.py).
+
+A model made at module level and trained by an optimizer the function makes is prepared at
+module level (homes.py), the optimizer on its own in the function; module code that makes a
+model of a name the function trained, after it ran, holds another, plain model (facts.held).
 
 `function_home` answers homes.py's `_at_home` for a function; `check_function_homes` reads
 the plan (placement.py) once it is made.

@@ -86,12 +86,13 @@ class ClassHomes:
         for home, models in models_by_home:
             for name in models:
                 found = facts.origin(home, name) if module_function(home) else None
+                prepared_in = home
                 if found is not None and self._module_object(found, home):
-                    home = found.scope  # a module-level model: prepared at module level
-                if seen.setdefault(name, home) is not home:
+                    prepared_in = found.scope  # a module-level model: at module level
+                if seen.setdefault(name, prepared_in) is not prepared_in:
                     return False
-                if home is not owner:
-                    facts.homes[name] = home
+                if prepared_in is not owner:
+                    facts.homes[name] = prepared_in
         return True
 
     def _trains_itself(self, owner: Scope) -> bool:
