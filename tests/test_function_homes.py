@@ -433,3 +433,21 @@ def test_one_optimizer_over_a_module_level_model_and_a_function_model():
     )
     made = lines.index("    optimizer = torch.optim.SGD(params, lr=0.1)")
     assert lines[made + 2] == "    head, optimizer = accelerator.prepare(head, optimizer)"
+
+
+def test_module_prepared_model_is_unwrapped_before_the_functions_own_prepare():
+    """In `train()`, before its `optimizer = accelerator.prepare(optimizer)`, the model is
+    already the one prepared at module level: its own attributes go through unwrap_model."""
+    output, findings = migrate(
+        LOADER + "model = nn.Linear(3, 1)\n\n\n"
+        "def train():\n"
+        "    model.tag = 'run'\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        nn.functional.mse_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n\n\n"
+        "train()\n"
+    )
+    assert not warnings(findings)
+    assert "    accelerator.unwrap_model(model).tag = 'run'\n" in output

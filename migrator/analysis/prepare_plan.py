@@ -40,12 +40,12 @@ class PreparePlan:
                 return True
         return False
 
-    def before_prepare(self, statement: Statement) -> bool:
-        """Does `statement` run before a prepare call (the owner's, or one in a home: the
-        block that holds it, before it, and that block in no loop): a model there is still
-        the plain one."""
+    def before_prepare(self, statement: Statement, name: str) -> bool:
+        """Does `statement` run before the prepare call of `name` (the owner's, or one in a
+        home: in the block that holds it, before it, and that block in no loop): the model
+        there is still the plain one."""
         points = [(self.objects, self.block, self.index), *self.homes]
-        return any(_before(statement, *point) for point in points)
+        return any(_before(statement, *point) for point in points if name in point[0])
 
     def prepares(self, name: str) -> bool:
         return (

@@ -42,7 +42,7 @@ class ModelAttributes(Rule):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
                         continue  # a model re-created after training is a plain model
-                    if context.plan.before_prepare(use.statement):
+                    if context.plan.before_prepare(use.statement, name):
                         continue  # set-up before prepare (a checkpoint loaded): the plain model
                     if use.attr == "no_sync" and use.call is not None and not use.call.args:
                         # Only DDP has no_sync(); accelerator.no_sync works on 1 process too.
