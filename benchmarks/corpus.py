@@ -6,9 +6,9 @@
 
 The corpus is a folder of sets (famous/, small/, small2/, heldout/, accelerate/, programs/,
 notebooks/), rebuilt from benchmarks/corpus/manifest.json as benchmarks/corpus_fetch.md says.
-Every file goes
-through `migrator.runner.migrate_file`, the function the CLI runs on each file after the same
-discovery (a notebook's code cells as one program), in a process pool. Per set it prints:
+Every file goes through `migrator.runner.migrate_file`, the function the CLI runs on each file
+after the same discovery (a notebook's code cells as one program), in a process pool. Per set it
+prints:
 
   files      .py/.ipynb files in the set
   training   files with a `.backward(` and a `.step(` in their text
