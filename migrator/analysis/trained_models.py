@@ -67,7 +67,7 @@ class TrainedModels:
             uses = origin.scope.uses.get(origin.name, [])
             placed = any(u.kind == "attr" and u.attr in PLACING for u in uses) or (
                 self._placed_or_received(origin.scope, origin.name)
-                or self._placed_where_called(origin))  # fmt: skip
+                or self._placed_where_called(origin) or self._held_placed(origin))  # fmt: skip
             if (placed or origin.name in self.facts.prepared_already) and (
                 origin.name not in models
             ):

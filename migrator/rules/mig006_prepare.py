@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.chains import received_chain, split_chain
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
@@ -40,9 +41,10 @@ class Prepare(Rule):
 
     @staticmethod
     def _hand_back(context: RuleContext, owner, objects: list[str]) -> None:
-        """A note on the parameters `owner` now prepares; `return model` hands callers the
-        plain model back."""
-        received = [name for name in objects if name in owner.params]
+        """A note on the parameters `owner` now prepares, and the objects on holders it
+        receives (`cfg.model`); `return model` hands callers the plain model back."""
+        received = [name for name in objects
+                    if name in owner.params or received_chain(context.facts, owner, name)]  # fmt: skip
         if received:
             context.findings.append(_received_note(owner, received))
         if owner.kind != "function":
@@ -104,6 +106,13 @@ def _own_returns(function: ast.AST) -> list[ast.Return]:
 
 def _received_note(function, names: list[str]) -> Finding:
     listed = ", ".join(f"`{name}`" for name in names)
+    holders = sorted({parts[0] for name in names if (parts := split_chain(name)) is not None})
+    held = (
+        f"; the prepared objects replace them on {', '.join(f'`{h}`' for h in holders)}, "
+        "the object the callers passed in"
+        if holders
+        else ""
+    )
     return Finding(
         code="MIG006",
         level="note",
@@ -112,7 +121,7 @@ def _received_note(function, names: list[str]) -> Finding:
             f"`{function.name}` now prepares {listed}, which its callers pass in: callers keep "
             "passing the plain objects (on our runtime a plain object prepared again comes "
             "back as the first prepare made it; HF Accelerate would wrap it again, so with "
-            "`--target accelerate` call it once or prepare in the caller)"
+            f"`--target accelerate` call it once or prepare in the caller){held}"
         ),
     )
 
