@@ -16,6 +16,7 @@ import ast
 import re
 
 from migrator.analysis import patterns
+from migrator.analysis.index import Line, Use
 
 _CUT = re.compile(r"[.\[]")
 
@@ -67,17 +68,70 @@ def holder_alias(scope, root: str) -> str | None:
     return target
 
 
-def chain_uses(scope, name: str) -> list:
-    """The index's uses of `name`'s holder that reach it (`self.cfg` used with `.optimiser`
-    for `self.cfg.optimiser`): where a chain of attributes is read in `scope`."""
+def chain_uses(scope, name: str, imports) -> list[Use]:
+    """The uses of the object a chain names, read off the index's uses of its holder
+    (`self.cfg` under `.model` in `self.cfg.model.train()`): Uses of `name` shaped like the
+    index's uses of a plain name (attr / call / arg / iter / subscript / other)."""
     parts = split_chain(name)
     if parts is None:
         return []
-    head, rest = parts
-    match = re.match(r"\.(\w+)", rest)
-    if match is None:
-        return []
-    return [u for u in scope.uses.get(head, []) if u.kind == "attr" and u.attr == match[1]]
+    found = []
+    for use in scope.uses.get(parts[0], []):
+        if use.kind != "attr":
+            continue
+        lineage = _lineage(use)
+        node = use.node
+        while lineage and chain_text(node) != name and _holds(lineage[-1], node):
+            node = lineage.pop()
+        if chain_text(node) != name or isinstance(getattr(node, "ctx", None), ast.Store):
+            continue
+        found.append(_use_of(name, node, lineage[-2:], use, imports))
+    return found
+
+
+def _lineage(use) -> list[ast.AST]:
+    """The nodes above `use.node` in its statement, outermost first."""
+    statement = use.statement.node
+    roots = statement.body if isinstance(statement, Line) else [statement]
+    for root in roots:
+        path = _path_to(root, use.node)
+        if path is not None:
+            return path
+    return []
+
+
+def _path_to(root: ast.AST, target: ast.AST) -> list[ast.AST] | None:
+    stack = [(root, [])]
+    while stack:
+        node, above = stack.pop()
+        if node is target:
+            return above
+        stack.extend((child, [*above, node]) for child in ast.iter_child_nodes(node))
+    return None
+
+
+def _holds(parent: ast.AST, node: ast.AST) -> bool:
+    return isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node
+
+
+def _use_of(name: str, node: ast.AST, above: list[ast.AST], holder, imports) -> Use:
+    """A Use of `name` at `node`, under `above` (its grandparent and parent)."""
+    kind, call, attr, callee = "other", None, None, None
+    parent = above[-1] if above else None
+    if isinstance(parent, ast.Attribute):
+        kind, attr = "attr", parent.attr
+        outer = above[0] if len(above) == 2 else None  # `self.cfg.model.train()`: the call
+        call = outer if isinstance(outer, ast.Call) and outer.func is parent else None
+    elif isinstance(parent, ast.Call) and parent.func is node:
+        kind, call = "call", parent
+    elif isinstance(parent, ast.Call):
+        kind, call, callee = "arg", parent, imports.qualify(parent.func)
+    elif isinstance(parent, ast.Subscript):
+        kind = "subscript"
+    elif isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
+        kind = "iter"
+    return Use(name=name, node=node, kind=kind, statement=holder.statement, loop=holder.loop,
+               call=call, attr=attr, callee=callee)  # fmt: skip
 
 
 def received_chain(facts, scope, name: str) -> bool:

@@ -62,6 +62,8 @@ class _Analyser(ObjectRoles, ClassHomes, HeldObjects, TrainedModels, DataRegions
             return self.facts
         per_batch = self._per_batch_functions()
         self._find_owner_and_roles(per_batch)
+        if not self.facts.blocked and self.facts.owner is not None:
+            self._frozen_holders()
         if self.facts.blocked or self.facts.owner is None:
             return self.facts
         self._find_eval_loops()
