@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.chains import received_chain, split_chain
+from migrator.analysis.chains import chain_text, received_chain, split_chain
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
@@ -50,8 +50,8 @@ class Prepare(Rule):
         if owner.kind != "function":
             return
         for node in _own_returns(owner.node):
-            name = node.value.id if isinstance(node.value, ast.Name) else None
-            if name in context.facts.models and name in objects:
+            name = node.value.id if isinstance(node.value, ast.Name) else chain_text(node.value)
+            if name in context.facts.models and name in objects:  # `return cfg.model` too
                 context.unwrap(node.value)
                 index = context.facts.index
                 line = index.small_line.get(id(node))
