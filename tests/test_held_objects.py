@@ -292,3 +292,24 @@ def test_config_held_objects_run_on_two_processes_with_equal_weights(tmp_path):
         found = re.findall(rf"{what} -?[0-9.]+", done.stdout)
         assert len(found) == 2 and found[0] == found[1], done.stdout
     assert done.stdout.count("returned Linear") == 2  # the plain model comes back
+
+
+def test_optimizer_built_on_a_held_models_parameters_prepares_that_model_not_its_holder():
+    output, findings = migrate("""
+        class Trainer:
+            def __init__(self, cfg, loader):
+                self.cfg = cfg
+                self.loader = loader
+                self.optimizer = torch.optim.Adam(self.cfg.model.parameters(), lr=1e-3)
+
+            def fit(self):
+                self.cfg.model.train()
+                for x, y in self.loader:
+                    self.optimizer.zero_grad()
+                    nn.functional.mse_loss(self.cfg.model(x), y).backward()
+                    self.optimizer.step()
+    """)
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert "self.cfg.model, self.optimizer, self.loader = self.accelerator.prepare(" in lines
+    assert "unwrap_model(self.cfg)" not in output  # `self.cfg` is the holder, not the model

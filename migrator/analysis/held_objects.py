@@ -54,6 +54,30 @@ class HeldObjects:
                 return True
         return False
 
+    def _held_model(self, found: Origin, call: ast.Call, forwards: list[Origin]) -> str | None:
+        """`self.cfg.model` for an optimizer built on `self.cfg.model.parameters()` when the
+        loop runs `self.cfg.model(x)`: the model is that chain, not its holder `self.cfg`."""
+        held = []
+        for node in ast.walk(call):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("parameters", "named_parameters")
+            ):
+                continue
+            fed = chain_text(node.func.value)  # `self.cfg.model.encoder` feeds its model's
+            for origin in forwards:
+                prefix = fed is not None and fed.startswith(origin.name)
+                if (
+                    prefix
+                    and origin.scope is found.scope
+                    and origin.name[len(found.name) : len(found.name) + 1] in (".", "[")
+                    and fed[len(origin.name) : len(origin.name) + 1] in ("", ".", "[")
+                    and origin.name.startswith(found.name)
+                ):
+                    held.append(origin.name)
+        return max(held, key=len) if held else None
+
     def _frozen_holders(self) -> None:
         """MIG900 when a prepared object is held on an instance of a frozen dataclass or a
         NamedTuple of this file (`cfg: Config` with `@dataclass(frozen=True)`): prepare

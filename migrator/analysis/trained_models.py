@@ -53,7 +53,8 @@ class TrainedModels:
                         if found is None or not self._class_object(found, owner):
                             self._block(call, root, owner)
                             return []
-                        name = self._called_alias_target(found, forwards) or found.name
+                        name = (self._held_model(found, call, forwards)  # `self.cfg.model`
+                                or self._called_alias_target(found, forwards) or found.name)  # fmt: skip
                         name = self._kept_on_self(owner, name)
                         if name not in models:
                             models.append(name)
