@@ -313,3 +313,26 @@ def test_optimizer_built_on_a_held_models_parameters_prepares_that_model_not_its
     lines = lines_of(output)
     assert "self.cfg.model, self.optimizer, self.loader = self.accelerator.prepare(" in lines
     assert "unwrap_model(self.cfg)" not in output  # `self.cfg` is the holder, not the model
+
+
+def test_a_loader_held_on_the_config_is_prepared_and_sharded_with_the_model():
+    output, findings = migrate("""
+        class Trainer:
+            def __init__(self, cfg, loader):
+                self.cfg = cfg
+                self.cfg.loader = loader
+
+            def fit(self):
+                self.cfg.model.train()
+                for x, y in self.cfg.loader:
+                    self.cfg.optimizer.zero_grad()
+                    nn.functional.mse_loss(self.cfg.model(x), y).backward()
+                    self.cfg.optimizer.step()
+    """)
+    assert not warnings(findings)
+    assert not [f for f in findings if f.code == "MIG905"]  # a loader, not unsharded batches
+    lines = lines_of(output)
+    kept = lines.index("self.cfg.loader = loader")
+    assert lines[kept + 2] == (
+        "self.cfg.model, self.cfg.optimizer, self.cfg.loader = self.accelerator.prepare("
+    )

@@ -42,6 +42,14 @@ class HeldObjects:
         root = chain.split(".")[0].split("[")[0]
         return None if self.imports.imported(root) else chain
 
+    def _held_loader(self, expr: ast.expr) -> str | None:
+        """`self.cfg.train_loader` iterated by a loop: a loader held on an object, when its
+        root is no imported module."""
+        chain = chain_text(expr)
+        if chain is None or split_chain(chain) is None:
+            return None
+        return None if self.imports.imported(re.split(r"[.\[]", chain)[0]) else chain
+
     def _held_placed(self, origin: Origin) -> bool:
         """The chain `origin` names is placed on a device, switched to train mode or read for
         its parameters somewhere in the file (`self.training_config.model.to(self.device)`)."""

@@ -5,6 +5,7 @@ schedulers). Where it goes and what it holds is decided by the analysis (placeme
 from __future__ import annotations
 
 import ast
+import re
 
 from migrator.analysis.chains import chain_text, received_chain, split_chain
 from migrator.findings import Finding
@@ -106,7 +107,7 @@ def _own_returns(function: ast.AST) -> list[ast.Return]:
 
 def _received_note(function, names: list[str]) -> Finding:
     listed = ", ".join(f"`{name}`" for name in names)
-    holders = sorted({parts[0] for name in names if (parts := split_chain(name)) is not None})
+    holders = sorted({_holder(name) for name in names if split_chain(name) is not None})
     held = (
         f"; the prepared objects replace them on {', '.join(f'`{h}`' for h in holders)}, "
         "the object the callers passed in"
@@ -124,6 +125,11 @@ def _received_note(function, names: list[str]) -> Finding:
             f"`--target accelerate` call it once or prepare in the caller){held}"
         ),
     )
+
+
+def _holder(chain: str) -> str:
+    """`self.cfg.train` for `self.cfg.train.model`: the object a chain's last field is on."""
+    return re.sub(r"(\.\w+|\[[^\]]+\])$", "", chain)
 
 
 def _loader_names():
