@@ -336,3 +336,30 @@ def test_a_loader_held_on_the_config_is_prepared_and_sharded_with_the_model():
     assert lines[kept + 2] == (
         "self.cfg.model, self.cfg.optimizer, self.cfg.loader = self.accelerator.prepare("
     )
+
+
+def test_a_held_models_own_attributes_and_saves_go_through_unwrap_model():
+    output, findings = migrate("""
+        class Trainer:
+            def __init__(self, cfg, loader):
+                self.cfg = cfg
+                self.loader = loader
+
+            def fit(self):
+                cfg = self.cfg
+                cfg.model.train()
+                for x, y in self.loader:
+                    self.cfg.optimizer.zero_grad()
+                    nn.functional.mse_loss(self.cfg.model(x), y).backward()
+                    self.cfg.optimizer.step()
+                norm = self.cfg.model.weight.norm()
+                torch.save(cfg.model.state_dict(), "model.pt")
+    """)
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert "norm = self.accelerator.unwrap_model(self.cfg.model).weight.norm()" in lines
+    assert (
+        'self.accelerator.save(self.accelerator.unwrap_model(cfg.model).state_dict(), "model.pt")'
+        in lines
+    )
+    assert "cfg.model.train()" in lines  # nn.Module's own API answers on the prepared model

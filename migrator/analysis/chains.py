@@ -89,6 +89,17 @@ def chain_uses(scope, name: str, imports) -> list[Use]:
     return found
 
 
+def read_chains(scope) -> list[str]:
+    """`self.cfg.model`, `cfg.model`: the chains of one field `scope` reads off a name the
+    index knows (candidates for objects held on other objects)."""
+    found: dict[str, None] = {}
+    for name, uses in scope.uses.items():
+        for use in uses:
+            if use.kind == "attr" and use.attr is not None:
+                found.setdefault(f"{name}.{use.attr}")
+    return list(found)
+
+
 def _lineage(use) -> list[ast.AST]:
     """The nodes above `use.node` in its statement, outermost first."""
     statement = use.statement.node
