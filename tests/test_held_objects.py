@@ -363,3 +363,46 @@ def test_a_held_models_own_attributes_and_saves_go_through_unwrap_model():
         in lines
     )
     assert "cfg.model.train()" in lines  # nn.Module's own API answers on the prepared model
+
+
+def test_local_names_for_held_objects_in_a_method_are_prepared_once_in_init():
+    output, findings = migrate("""
+        class Trainer:
+            def __init__(self, cfg, loader):
+                self.cfg = cfg
+                self.loader = loader
+
+            def train_epoch(self):
+                model = self.cfg.model
+                optimizer = self.cfg.optimizer
+                model.train()
+                for x, y in self.loader:
+                    optimizer.zero_grad()
+                    nn.functional.mse_loss(model(x), y).backward()
+                    optimizer.step()
+    """)
+    assert not warnings(findings)
+    lines = lines_of(output)
+    assert "self.cfg.model, self.cfg.optimizer, self.loader = self.accelerator.prepare(" in lines
+    assert output.count(".prepare(") == 1  # not again in the method each epoch runs
+
+
+def test_local_names_taken_from_a_holder_made_in_the_same_function_stay_the_prepared_names():
+    output, findings = migrate("""
+        from types import SimpleNamespace
+
+        def main(data):
+            parts = SimpleNamespace(loader=torch.utils.data.DataLoader(data, batch_size=4))
+            loader = parts.loader
+            model = nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                optimizer.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+    """)
+    assert not warnings(findings)
+    # `loader` was bound before the prepare point: preparing `parts.loader` would leave it plain
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in (
+        lines_of(output)
+    )

@@ -68,6 +68,24 @@ def holder_alias(scope, root: str) -> str | None:
     return target
 
 
+def held_alias(scope, name: str, imports) -> str | None:
+    """`self.cfg.model` for `model` when a function binds `model = self.cfg.model` once: a
+    local name for an object held on another object is that object, prepared where its holder
+    is bound when that is another function (facts.origin: a Trainer's `__init__`, so a method
+    run every epoch does not prepare it again). Not `model.module` (DDP's plain model, on
+    purpose) nor an imported module's."""
+    if scope.kind != "function" or name in scope.params:
+        return None
+    bindings = scope.bindings.get(name, [])
+    if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].unpacked:
+        return None
+    chain = chain_text(bindings[0].value)
+    parts = split_chain(chain) if chain is not None else None
+    if parts is None or chain.endswith(".module") or imports.imported(re.split(r"[.\[]", chain)[0]):
+        return None
+    return chain
+
+
 def chain_uses(scope, name: str, imports) -> list[Use]:
     """The uses of the object a chain names, read off the index's uses of its holder
     (`self.cfg` under `.model` in `self.cfg.model.train()`): Uses of `name` shaped like the

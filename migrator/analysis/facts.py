@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
-from migrator.analysis.chains import chain_text, holder_alias, key_text, split_chain
+from migrator.analysis.chains import chain_text, held_alias, holder_alias, key_text, split_chain
 from migrator.analysis.distributed import RANK_KINDS, DistributedFacts
 from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope, Statement
 from migrator.findings import Finding
@@ -282,7 +282,11 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
         result = results.pop() if len(results) == 1 else None
     elif scope.kind == "module" or scope.is_local(name):
         wrapped = facts.distributed.unwrapped(scope, name)  # `ddp_model = DDP(model)` is `model`
+        held = held_alias(scope, name, facts.index.imports)  # `model = self.cfg.model`
         result = _origin(facts, scope, wrapped, seen) if wrapped else Origin(scope, name)
+        target = facts.origin(scope, held) if held is not None and not wrapped else None
+        if target is not None and target.scope is not scope:  # held before this function runs
+            result = target
     else:
         enclosing = scope.parent
         while enclosing is not None and enclosing.kind == "class":
