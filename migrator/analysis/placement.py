@@ -18,6 +18,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from migrator.analysis.chains import chain_uses
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
 from migrator.analysis.setup_uses import (
@@ -132,8 +133,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         defs[name] += [b.statement for b in facts.chain_bindings(owner, name)]
     def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
     for name in names:
-        for use in (u for n in facts.distributed.names_for(owner, name)
-                    for u in owner.uses.get(n, [])):  # fmt: skip
+        uses = [u for n in facts.distributed.names_for(owner, name) for u in owner.uses.get(n, [])]
+        for use in uses + chain_uses(owner, name, facts.index.imports):  # `self.cfg.model`
             kind = use_kind(use, name, def_nodes, facts)
             if id(use.statement) in kept_plain and use.kind == "arg":
                 kind = None

@@ -11,6 +11,7 @@ unwrapped model, and a state copied from the wrapper would not load into a plain
 
 from __future__ import annotations
 
+from migrator.analysis.chains import chain_uses, read_chains
 from migrator.rules.base import Rule, RuleContext
 
 # What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
@@ -33,8 +34,10 @@ class ModelAttributes(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
+        imports = context.facts.index.imports
         for scope in context.facts.training_scopes:
-            for name, uses in scope.uses.items():
+            held = [(c, chain_uses(scope, c, imports)) for c in read_chains(scope)]
+            for name, uses in [*scope.uses.items(), *held]:  # `model`, `self.cfg.model`
                 if context.prepared_role(scope, name) != "model":
                     continue
                 for use in uses:
