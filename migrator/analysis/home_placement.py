@@ -4,9 +4,10 @@ once every branch has made them. Uses placement.py's reading of definitions and 
 
 from __future__ import annotations
 
-from migrator.analysis import placement
-from migrator.analysis.facts import TrainingFacts
+from migrator.analysis import patterns, placement
+from migrator.analysis.facts import TrainingFacts, class_methods
 from migrator.analysis.index import Statement
+from migrator.analysis.setup_uses import use_words
 from migrator.analysis.statement_points import after_imports, binds_on_every_path, flat
 
 
@@ -21,12 +22,14 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
     for home, held in by_home.values():
         defs = {name: placement.definitions(facts, home, name) for name in held}
         def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
-        hard, uses = [], {}
+        hard, uses, runs = [], {}, set()
         for name in held:
             for use in home.uses.get(name, []):
                 if placement.use_kind(use, name, def_nodes, facts) == "hard":
                     hard.append(use.statement)
-                    uses.setdefault(id(use.statement), name)
+                    uses.setdefault(id(use.statement), (name, use))
+                    if placement.runs_object(use, name, facts):
+                        runs.add(id(use.statement))
         block = home.body  # at the method's top level, once every branch has made them
 
         def position(statement: Statement, block=block) -> int:
@@ -34,24 +37,35 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
             return found.index if found is not None else -1
 
         last_of = {n: max((position(s) for s in defs[n]), default=-1) for n in held}
+        # Set-up before the last object is made (`self.model.best = None`, a state loaded,
+        # `print(self.model)`) keeps the plain model, as at function level (placement.py); a
+        # forward or a hand-over before then still needs a human.
+        last = max(last_of.values(), default=-1)
+        training = placement.training_statements(facts, block)
+        hard = [s for s in hard
+                if position(s) >= last or position(s) in training or id(s) in runs]  # fmt: skip
         for name in held:  # `if infogan: self.optim_info = Adam(...)`: not always made
             maker = home if defs[name] else _maker(facts, home, name)
             before = [] if maker is None else maker.body.statements if maker is not home else (
                 block.statements[: last_of[name] + 1])  # fmt: skip
-            if name not in home.params and not binds_on_every_path(flat(before), name):
+            if (
+                name not in home.params
+                and not binds_on_every_path(flat(before), name)
+                and not _placeholder(home, name)
+            ):
                 plan.conflict = placement.conflict_finding(facts, f"looked for a point in `{home.name}()` where "
                                           f"`{name}` always exists; found it made only under "
                                           "a condition")  # fmt: skip
                 return False
-        last = max(last_of.values(), default=-1)
         first = min((position(s) for s in hard), default=len(block.statements))
         if last >= first:
             use = min(hard, key=lambda s: (position(s), placement.line_of(s)))
             late = max(held, key=lambda n: last_of[n])
+            name, how = uses[id(use)]
             plan.conflict = placement.conflict_finding(
                 facts, f"looked for a point in `{home.name}()` after the objects it makes and "
-                f"before their first use; found `{uses[id(use)]}` used at line {placement.line_of(use)} "
-                f"before (or in the statement that makes) `{late}`, made at line "
+                f"before their first use; found `{name}` used at line {placement.line_of(use)}"
+                f"{use_words(how)} before (or in the statement that makes) `{late}`, made at line "
                 f"{placement.line_of(max(defs[late], key=position))}"
             )  # fmt: skip
             return False
@@ -63,3 +77,13 @@ def _maker(facts: TrainingFacts, home, name: str):
     """The method that makes `self.x` (a model kept in `__init__`, trained in `home`)."""
     found = facts.origin(home, name)
     return found.scope if found is not None and found.scope.body is not None else None
+
+
+def _placeholder(home, name: str) -> bool:
+    """`self.optim_info = None` on every path of the class's `__init__`, made in `home` (another
+    method) only under a condition: prepare passes a placeholder through as it is (HF
+    Accelerate too), so the object is prepared at the method's top level, made or not."""
+    init = next((m for m in class_methods(home) if m.name == "__init__"), None)
+    if init is None or init is home or not name.startswith(patterns.SELF + "."):
+        return False
+    return binds_on_every_path(flat(init.body.statements), name)

@@ -2,6 +2,7 @@
 the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but not the model's
 own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`). Those go
 through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
+`hasattr(model, "x")` and `getattr`/`setattr` by name go through it too.
 `model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
 
 `state_dict()` / `load_state_dict()` go through `unwrap_model` too: DDP's keys carry a
@@ -10,6 +11,8 @@ unwrapped model, and a state copied from the wrapper would not load into a plain
 """
 
 from __future__ import annotations
+
+import ast
 
 from migrator.rules.base import Rule, RuleContext
 
@@ -38,11 +41,15 @@ class ModelAttributes(Rule):
                 if context.prepared_role(scope, name) != "model":
                     continue
                 for use in uses:
-                    if use.kind != "attr" or use.attr in MODULE_API:
+                    if not (use.kind == "attr" and use.attr not in MODULE_API) and not (
+                        _named_attribute(use)
+                    ):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
                         continue  # a model re-created after training is a plain model
-                    if scope is context.facts.owner and context.plan.before_prepare(use.statement):
+                    if context.plan.before_prepare(use.statement, name) and (
+                        scope is context.facts.owner or scope is context.facts.homes.get(name)
+                    ):
                         continue  # set-up before prepare (a checkpoint loaded): the plain model
                     if use.attr == "no_sync" and use.call is not None and not use.call.args:
                         # Only DDP has no_sync(); accelerator.no_sync works on 1 process too.
@@ -52,3 +59,16 @@ class ModelAttributes(Rule):
                         continue
                     context.unwrap(use.node)
                     context.need_accelerator_at(use.statement, soft=use.node)
+
+
+def _named_attribute(use) -> bool:
+    """`hasattr(model, "best_state")`, `getattr(model, "config", None)`, `setattr(model, ...)`:
+    an attribute by name, which DDP answers only for its own (False, or AttributeError, for
+    the model's); a name in nn.Module's API (`hasattr(model, "module")`) keeps the wrapper."""
+    call = use.call
+    if use.kind != "arg" or use.callee not in ("hasattr", "getattr", "setattr"):
+        return False
+    if call is None or len(call.args) < 2 or call.args[0] is not use.node:
+        return False
+    attribute = call.args[1]
+    return not (isinstance(attribute, ast.Constant) and attribute.value in MODULE_API)
