@@ -7,7 +7,7 @@ from __future__ import annotations
 from migrator.analysis import patterns, placement
 from migrator.analysis.facts import TrainingFacts, class_methods
 from migrator.analysis.index import Statement
-from migrator.analysis.setup_uses import use_words
+from migrator.analysis.setup_uses import runs_object, use_words
 from migrator.analysis.statement_points import after_imports, binds_on_every_path, flat
 
 
@@ -28,7 +28,7 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
                 if placement.use_kind(use, name, def_nodes, facts) == "hard":
                     hard.append(use.statement)
                     uses.setdefault(id(use.statement), (name, use))
-                    if placement.runs_object(use, name, facts):
+                    if runs_object(use, name, facts):
                         runs.add(id(use.statement))
         block = home.body  # at the method's top level, once every branch has made them
 

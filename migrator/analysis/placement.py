@@ -23,7 +23,7 @@ from migrator.analysis.index import Block, Line, Statement
 from migrator.analysis.setup_uses import (
     NEUTRAL_ATTRIBUTES,
     NEUTRAL_CALLEES,
-    is_setup_use,
+    runs_object,
     use_words,
 )
 from migrator.analysis.statement_points import after_imports
@@ -371,33 +371,6 @@ def _note(binding, name: str, why: str, site: ast.AST | None = None) -> Finding:
         level="note",
         node=binding.statement.node if binding is not None else site,
     )
-
-
-def runs_object(use, name: str, facts: TrainingFacts) -> bool:
-    """Does this hard use of a model or optimizer need the prepared object (a forward, a
-    hand-over to code that may run it), rather than set it up (an attribute written or read,
-    `print(model)`, a state loaded into it), which the plain object serves before prepare?"""
-    return (
-        use.kind != "attr"
-        and not _is_loader(facts, name)
-        and not _displayed(use)
-        and not is_setup_use(use, facts)
-    )
-
-
-def _displayed(use) -> bool:
-    """`model` alone on a line (a notebook cell showing the model)."""
-    line = use.statement.node
-    return (
-        isinstance(line, Line)
-        and len(line.body) == 1
-        and isinstance(line.body[0], ast.Expr)
-        and line.body[0].value is use.node
-    )
-
-
-def _is_loader(facts: TrainingFacts, name: str) -> bool:
-    return name in facts.train_loaders or name in facts.eval_loaders
 
 
 def line_of(statement: Statement) -> int:

@@ -126,6 +126,30 @@ def _visible(scope: Scope, name: str) -> list[Scope]:
     return found
 
 
+def runs_object(use, name: str, facts) -> bool:
+    """Does this hard use of a model or optimizer need the prepared object (a forward, a
+    hand-over to code that may run it), rather than set it up (an attribute written or read,
+    `print(model)`, a state loaded into it), which the plain object serves before prepare?"""
+    return (
+        use.kind != "attr"
+        and name not in facts.train_loaders
+        and name not in facts.eval_loaders
+        and not _displayed(use)
+        and not is_setup_use(use, facts)
+    )
+
+
+def _displayed(use) -> bool:
+    """`model` alone on a line (a notebook cell showing the model)."""
+    line = use.statement.node
+    return (
+        isinstance(line, Line)
+        and len(line.body) == 1
+        and isinstance(line.body[0], ast.Expr)
+        and line.body[0].value is use.node
+    )
+
+
 def use_words(use) -> str:
     """` (handed to `warm_up()`, which may run it)`: what a use that needs the prepared
     object does, for MIG900; empty where the line says it."""
