@@ -62,11 +62,16 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
             use = min(hard, key=lambda s: (position(s), placement.line_of(s)))
             late = max(held, key=lambda n: last_of[n])
             name, how = uses[id(use)]
+            made = placement.line_of(max(defs[late], key=position))
+            shared = block.statements[position(use)]  # the top-level statement holding the use
+            where = (f"inside the `{_keyword(shared)}` at line {shared.lineno}, which also makes "
+                     f"`{late}` (line {made}): they are made and used in one branch"
+                     if position(use) == last and position(use) >= 0 else
+                     f"before `{late}`, made at line {made}")  # fmt: skip
             plan.conflict = placement.conflict_finding(
                 facts, f"looked for a point in `{home.name}()` after the objects it makes and "
                 f"before their first use; found `{name}` used at line {placement.line_of(use)}"
-                f"{use_words(how)} before (or in the statement that makes) `{late}`, made at line "
-                f"{placement.line_of(max(defs[late], key=position))}"
+                f"{use_words(how)} {where}"
             )  # fmt: skip
             return False
         plan.homes.append((held, block, max(last + 1, after_imports(block, first))))
@@ -87,3 +92,9 @@ def _placeholder(home, name: str) -> bool:
     if init is None or init is home or not name.startswith(patterns.SELF + "."):
         return False
     return binds_on_every_path(flat(init.body.statements), name)
+
+
+def _keyword(node) -> str:
+    """`if`, `for`, `with`, `try`: how a compound statement starts (`statement` otherwise)."""
+    words = {"If": "if", "For": "for", "While": "while", "With": "with", "Try": "try"}
+    return words.get(type(node).__name__, "statement")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.facts import class_methods, is_method
+from migrator.analysis.patterns import SELF
 from migrator.rules.base import Rule, RuleContext
 
 # What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
@@ -36,9 +38,12 @@ class ModelAttributes(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
-        for scope in context.facts.training_scopes:
+        facts = context.facts
+        for scope in [*facts.training_scopes, *_other_methods(facts)]:
             for name, uses in scope.uses.items():
                 if context.prepared_role(scope, name) != "model":
+                    continue
+                if scope not in facts.training_scopes and not name.startswith(SELF + "."):
                     continue
                 for use in uses:
                     if not (use.kind == "attr" and use.attr not in MODULE_API) and not (
@@ -72,3 +77,13 @@ def _named_attribute(use) -> bool:
         return False
     attribute = call.args[1]
     return not (isinstance(attribute, ast.Constant) and attribute.value in MODULE_API)
+
+
+def _other_methods(facts) -> list:
+    """The other methods of the class whose method owns training (a `keep_best()` called from
+    outside): its `self.model` is the prepared one there too. Not `__init__`, which runs
+    before any other method has prepared it."""
+    if facts.owner is None or not is_method(facts.owner):
+        return []
+    return [m for m in class_methods(facts.owner)
+            if m not in facts.training_scopes and m.name != "__init__"]  # fmt: skip

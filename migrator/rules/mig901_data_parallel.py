@@ -100,8 +100,8 @@ def _unwrap_plan(context: RuleContext, site: CallSite) -> tuple[str, ast.expr] |
 
 
 def _remove_wrapper(context: RuleContext, site: CallSite, target: str, inner: ast.expr):
-    if patterns.name_of(inner) is not None or dotted_name(inner) == target:
-        # `net = nn.DataParallel(net).cuda()` goes
+    if patterns.name_of(inner) == target or dotted_name(inner) == target:
+        # `net = nn.DataParallel(net).cuda()` goes; `self.model = DataParallel(net)` keeps `net`
         context.edits.remove(site.small)
         for enclosing in reversed(site.statement.chain()[:-1]):
             if not isinstance(enclosing.node, ast.If):
