@@ -1,7 +1,8 @@
 """A class's method that sets its model up before making the optimizer (issue 16): attribute
 writes, `.apply(init)`, a state loaded, `print(self.model)` keep the plain model and prepare
 goes after the optimizer; a forward or a hand-over to unknown code before then is refused by
-name; an optimizer made under a condition is prepared when `__init__` gives it a placeholder.
+name; an optimizer made under a condition is prepared in its branch, or at the method's top
+level when `__init__` gives it a placeholder.
 The reviewed golden (fixtures/golden/class_objects_setup_uses) runs on two processes in
 test_idioms_objects.py."""
 
@@ -208,7 +209,7 @@ def test_optimizer_made_under_a_condition_with_a_placeholder_in_init_is_prepared
     ]
 
 
-def test_optimizer_under_a_condition_without_a_placeholder_is_still_refused():
+def test_optimizer_chain_without_else_or_placeholder_is_prepared_in_each_branch():
     output, findings = migrate("""
         class Trainer:
             def __init__(self, kind, model, loader):
@@ -220,16 +221,60 @@ def test_optimizer_under_a_condition_without_a_placeholder_is_still_refused():
                 self.opt = torch.optim.Adam(self.model.parameters(), lr=lr)
                 if self.kind == "info":
                     self.opt_info = torch.optim.Adam(self.model.parameters(), lr=lr)
+                    print(self.opt_info)
+                elif self.kind == "plain":
+                    self.opt_info = torch.optim.SGD(self.model.parameters(), lr=lr)
+                self.lr = lr
 
             def fit(self):
                 for x, y in self.loader:
-                    self.opt_info.zero_grad()
+                    self.opt.zero_grad()
                     nn.functional.mse_loss(self.model(x), y).backward()
-                    self.opt_info.step()
+                    self.opt.step()
+                    if self.kind == "info":
+                        self.opt_info.zero_grad()
+                        nn.functional.mse_loss(self.model(x), y).backward()
+                        self.opt_info.step()
+    """)
+    assert not warnings(findings), warnings(findings)
+    lines = lines_of(output)
+    start = lines.index("def create_optim(self, lr):")
+    assert lines[start + 1 : start + 14] == [
+        "self.opt = torch.optim.Adam(self.model.parameters(), lr=lr)",
+        "",
+        "self.model, self.opt = self.accelerator.prepare(self.model, self.opt)",
+        'if self.kind == "info":',
+        "self.opt_info = torch.optim.Adam(self.model.parameters(), lr=lr)",
+        "",
+        "self.opt_info = self.accelerator.prepare(self.opt_info)",
+        "self.accelerator.print(self.opt_info)",
+        'elif self.kind == "plain":',
+        "self.opt_info = torch.optim.SGD(self.model.parameters(), lr=lr)",
+        "",
+        "self.opt_info = self.accelerator.prepare(self.opt_info)",
+        "self.lr = lr",
+    ]
+
+
+def test_optimizer_made_in_a_loop_is_still_refused():
+    output, findings = migrate("""
+        class Trainer:
+            def __init__(self, model, loader):
+                self.model = model
+                self.loader = loader
+
+            def create_optim(self, rates):
+                for lr in rates:
+                    self.opt = torch.optim.Adam(self.model.parameters(), lr=lr)
+
+            def fit(self):
+                for x, y in self.loader:
+                    self.opt.zero_grad()
+                    nn.functional.mse_loss(self.model(x), y).backward()
                     self.opt.step()
     """)
     assert output is None
-    assert any("`create_optim()` where `self.opt_info` always exists" in m
+    assert any("`create_optim()` where `self.opt` always exists" in m
                for m in warnings(findings)), warnings(findings)  # fmt: skip
 
 
@@ -273,3 +318,23 @@ def test_data_parallel_then_module_access_and_an_optimizer_chain():
         "process per device (`migrate launch --nproc N`)"
     )
     assert notes == [prepared]
+
+
+def test_indexing_the_prepared_model_goes_through_unwrap_model():
+    """`self.model[-1]` of an nn.Sequential: DDP has no __getitem__."""
+    output, findings = migrate(
+        trainer(
+            """
+        def __init__(self, model):
+            self.model = model
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+    """,
+            TRAIN
+            + """
+    def head_norm(self):
+        return self.model[-1].weight.norm()
+    """,
+        )
+    )
+    assert not warnings(findings), warnings(findings)
+    assert "return self.accelerator.unwrap_model(self.model)[-1].weight.norm()" in lines_of(output)

@@ -1,8 +1,17 @@
 """Prepare in the methods that make a class's training objects (homes.py decides which):
 one prepare per method, after their last definition there and before their first use there,
-once every branch has made them. Uses placement.py's reading of definitions and uses."""
+once every branch has made them. Uses placement.py's reading of definitions and uses.
+
+Set-up uses before the last object is made (an attribute written on the model, a state loaded,
+`print(self.model)`) keep the plain model, as at function level. An object made only in some
+branches of an `if` (`if infogan: self.optim_info = Adam(...)`, an if/elif chain with no
+`else`) is prepared on its own right after each branch makes it, or with the others at the
+top level when `__init__` gives it a placeholder on every path (prepare passes None through).
+"""
 
 from __future__ import annotations
+
+import ast
 
 from migrator.analysis import patterns, placement
 from migrator.analysis.facts import TrainingFacts, class_methods
@@ -37,6 +46,28 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
             return found.index if found is not None else -1
 
         last_of = {n: max((position(s) for s in defs[n]), default=-1) for n in held}
+        for name in list(held):  # `if infogan: self.optim_info = Adam(...)`: not always made
+            maker = home if defs[name] else _maker(facts, home, name)
+            before = [] if maker is None else maker.body.statements if maker is not home else (
+                block.statements[: last_of[name] + 1])  # fmt: skip
+            if (
+                name in home.params
+                or binds_on_every_path(flat(before), name)
+                or _placeholder(home, name)
+            ):
+                continue
+            branches = _branch_points(defs[name]) if maker is home else None
+            if branches is None:
+                made = ", ".join(str(placement.line_of(d)) for d in defs[name])
+                where = f" (line {made}), not in the branches of an `if`" if made else ""
+                plan.conflict = placement.conflict_finding(facts, f"looked for a point in `{home.name}()` where "
+                                          f"`{name}` always exists; found it made only under "
+                                          f"a condition or in a loop{where}")  # fmt: skip
+                return False
+            # prepared on its own in each branch that makes it, right after it is made
+            plan.homes.extend(([name], b, i) for b, i in branches)
+            held.remove(name)
+            del last_of[name]
         # Set-up before the last object is made (`self.model.best = None`, a state loaded,
         # `print(self.model)`) keeps the plain model, as at function level (placement.py); a
         # forward or a hand-over before then still needs a human.
@@ -44,19 +75,6 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
         training = placement.training_statements(facts, block)
         hard = [s for s in hard
                 if position(s) >= last or position(s) in training or id(s) in runs]  # fmt: skip
-        for name in held:  # `if infogan: self.optim_info = Adam(...)`: not always made
-            maker = home if defs[name] else _maker(facts, home, name)
-            before = [] if maker is None else maker.body.statements if maker is not home else (
-                block.statements[: last_of[name] + 1])  # fmt: skip
-            if (
-                name not in home.params
-                and not binds_on_every_path(flat(before), name)
-                and not _placeholder(home, name)
-            ):
-                plan.conflict = placement.conflict_finding(facts, f"looked for a point in `{home.name}()` where "
-                                          f"`{name}` always exists; found it made only under "
-                                          "a condition")  # fmt: skip
-                return False
         first = min((position(s) for s in hard), default=len(block.statements))
         if last >= first:
             use = min(hard, key=lambda s: (position(s), placement.line_of(s)))
@@ -74,7 +92,8 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
                 f"{use_words(how)} {where}"
             )  # fmt: skip
             return False
-        plan.homes.append((held, block, max(last + 1, after_imports(block, first))))
+        if held:
+            plan.homes.append((held, block, max(last + 1, after_imports(block, first))))
     return True
 
 
@@ -98,3 +117,19 @@ def _keyword(node) -> str:
     """`if`, `for`, `with`, `try`: how a compound statement starts (`statement` otherwise)."""
     words = {"If": "if", "For": "for", "While": "while", "With": "with", "Try": "try"}
     return words.get(type(node).__name__, "statement")
+
+
+def _branch_points(defs: list[Statement]) -> list[tuple] | None:
+    """(block, index) right after each definition of an object made only under conditions
+    (`if kind == "info": self.opt_info = Adam(...)`), when each is a statement of an `if`'s
+    branch (in no loop, `with` or `try`): prepared there, it is prepared exactly when made,
+    and a path that never makes it never prepares it. None otherwise."""
+    points = []
+    for statement in defs:
+        chain = statement.chain()
+        if len(chain) < 2 or not all(isinstance(s.node, ast.If) for s in chain[:-1]):
+            return None
+        if statement.block.kind != "body":  # `if x: opt = SGD(...)` on one line
+            return None
+        points.append((statement.block, statement.index + 1))
+    return points

@@ -2,7 +2,8 @@
 the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but not the model's
 own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`). Those go
 through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
-`hasattr(model, "x")` and `getattr`/`setattr` by name go through it too.
+`hasattr(model, "x")` and `getattr`/`setattr` by name go through it too, and so does indexing
+(`model[-1]` of an nn.Sequential: DDP has no `__getitem__`).
 `model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
 
 `state_dict()` / `load_state_dict()` go through `unwrap_model` too: DDP's keys carry a
@@ -46,9 +47,8 @@ class ModelAttributes(Rule):
                 if scope not in facts.training_scopes and not name.startswith(SELF + "."):
                     continue
                 for use in uses:
-                    if not (use.kind == "attr" and use.attr not in MODULE_API) and not (
-                        _named_attribute(use)
-                    ):
+                    own = use.kind == "attr" and use.attr not in MODULE_API
+                    if not (own or use.kind == "subscript" or _named_attribute(use)):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
                         continue  # a model re-created after training is a plain model
