@@ -194,3 +194,10 @@ def test_class_objects_made_in_other_methods_run_on_two_processes(tmp_path):
     done = launch(migrated("class_objects_setup_uses"), tmp_path)
     assert done.stdout.count("steps 4 ") == 2 and "steps 8" not in done.stdout, done.stdout
     assert done.stdout.count("restored True") == 2, done.stdout
+    # the head optimizer made (and prepared) only in its branch: both paths run, 4 of 8 steps
+    # an epoch, and the second (head) step changes the result
+    script = migrated("class_objects_branch_optimizer")
+    plain, head = launch(script, tmp_path), launch(script, tmp_path, "--head")
+    for done in (plain, head):
+        assert done.stdout.count("steps 4 ") == 2, done.stdout
+    assert plain.stdout.splitlines()[-1] != head.stdout.splitlines()[-1]
