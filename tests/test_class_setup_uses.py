@@ -338,3 +338,43 @@ def test_indexing_the_prepared_model_goes_through_unwrap_model():
     )
     assert not warnings(findings), warnings(findings)
     assert "return self.accelerator.unwrap_model(self.model)[-1].weight.norm()" in lines_of(output)
+
+
+PIPELINE = """
+    class Pipeline:
+        def __init__(self, model):
+            self.model = model
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+        def train(self, train_loader):
+            for x, y in train_loader:
+                self.opt.zero_grad()
+                nn.functional.mse_loss(self.model(x), y).backward()
+                self.opt.step()
+
+        def cross_validate(self, dataset, k):
+            for fold in range(k):
+                train_loader = DataLoader(dataset, batch_size=4, shuffle=True)
+                self.train(train_loader)
+"""
+
+
+def test_public_method_receiving_loaders_made_by_a_sibling_says_what_callers_elsewhere_do():
+    """`Pipeline` is made by a driver elsewhere, which may call `train()` with its own
+    loaders: this file prepares only those `cross_validate()` makes, and says so."""
+    output, findings = migrate(PIPELINE)
+    assert "train_loader = self.accelerator.prepare(train_loader)" in lines_of(output)
+    notes = [f.message for f in findings if "is not made in this file" in f.message]
+    expected = (
+        "`Pipeline.train()` is public and `Pipeline` is not made in this file: the loaders it "
+        "receives (`train_loader`) are prepared where `cross_validate()` makes them; a caller "
+        "in another file must pass loaders prepared with the same accelerator "
+        "(`pipeline.accelerator.prepare(loader)`), or its batches are neither sharded nor "
+        "placed on the device"
+    )
+    assert notes == [expected], notes
+    # made in this file: the callers are all here, nothing to say
+    made_here = textwrap.dedent(PIPELINE) + "\nPipeline(nn.Linear(2, 1)).cross_validate(None, 2)\n"
+    output, findings = migrate(made_here)
+    assert output is not None, findings
+    assert not [f for f in findings if "is not made in this file" in f.message]
