@@ -378,3 +378,40 @@ def test_public_method_receiving_loaders_made_by_a_sibling_says_what_callers_els
     output, findings = migrate(made_here)
     assert output is not None, findings
     assert not [f for f in findings if "is not made in this file" in f.message]
+
+
+INIT_HELPERS = """
+    def init_head(model):
+        model.head.weight.data.normal_(0, 0.01)
+        model.head.bias.data.zero_()
+
+    def warm(model):
+        model.encode(torch.zeros(1, 4))
+
+"""
+
+
+def test_a_weight_init_helper_of_this_file_is_set_up_but_one_calling_a_method_is_not():
+    init = """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                HELPER(self.model)
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+    """
+    body = (
+        textwrap.dedent(INIT_HELPERS)
+        + textwrap.dedent(init)
+        + textwrap.indent(textwrap.dedent(TRAIN), "    ")
+    )
+    output, findings = migrate(body.replace("HELPER", "init_head"))
+    assert not warnings(findings), warnings(findings)
+    lines = lines_of(output)
+    made = lines.index("self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)")
+    assert lines[made - 1] == "init_head(self.model)"  # the plain model's weights set
+    assert (
+        lines[made + 2] == "self.model, self.opt = self.accelerator.prepare(self.model, self.opt)"
+    )
+    output, findings = migrate(body.replace("HELPER", "warm"))
+    assert output is None
+    assert any("(handed to `warm()`, which may run it)" in m for m in warnings(findings))

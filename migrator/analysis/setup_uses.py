@@ -96,8 +96,8 @@ def _alias(use, facts, seen) -> bool:
 
 
 def _read(use, facts, seen) -> bool:
-    if use.kind == "attr":
-        return use.attr in NEUTRAL_ATTRIBUTES | READ_ATTRIBUTES
+    if use.kind == "attr":  # its parts read or set (`m.fc.weight.data.normal_()`), not called
+        return use.attr in NEUTRAL_ATTRIBUTES | READ_ATTRIBUTES or use.call is None
     return is_setup_use(use, facts, seen)
 
 
