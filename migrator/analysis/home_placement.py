@@ -110,6 +110,11 @@ def _placeholder(home, name: str) -> bool:
     init = next((m for m in class_methods(home) if m.name == "__init__"), None)
     if init is None or init is home or not name.startswith(patterns.SELF + "."):
         return False
+    placeholders = [b.element if b.element is not None else b.value for b in init.assigns(name)]
+    if not placeholders or not all(
+        isinstance(v, ast.Constant) and v.value is None for v in placeholders
+    ):
+        return False  # an object made in `__init__` too: not only a placeholder
     return binds_on_every_path(flat(init.body.statements), name)
 
 
