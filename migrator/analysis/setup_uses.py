@@ -38,8 +38,10 @@ PARAMETER_COUNT = re.compile(r"(^|_)(num|count|n|number|total|sum)_?(of_)?(train
 # `add_weight_decay(model, wd)`, `param_groups_lrd(model, ...)`, `get_params_groups(student)`,
 # `create_optimizer(args, model)`: parameter groups and optimizers built from the model's
 # parameters (timm, MAE, DINO, ConvNeXt), from a module this file does not hold
+# `load_scheduler(cfg, optimizer)`, `build_lr_scheduler(...)`: a scheduler on the optimizer
 PARAMETER_GROUPS = re.compile(
     r"(^|_)(param|params|parameter|parameters)(_|$)|weight_decay|(create|build|get|make)_optim"
+    r"|(create|build|get|make|load)_(lr_)?scheduler"
 )
 # `logger.info(model)`, `logging.debug(...)`, `log.nofmt(model)`: a logger writes the object out
 LOGGER = re.compile(r"^_?(logger|logging|log|LOGGER|LOG)$")
@@ -47,6 +49,14 @@ LOGGER = re.compile(r"^_?(logger|logging|log|LOGGER|LOG)$")
 CHECKPOINT_LOAD = re.compile(
     r"^(load|restore|resume|restart)_(\w+_)?(checkpoint|ckpt|model|weights|state|state_dict)s?$"
 )
+
+# `weights_init(net)`, `init_weights(model)`, `initialize_weights(model)`: weights set in place
+# by a helper from another module (DCGAN-style), which reads and writes parameters, runs nothing
+WEIGHT_INIT = re.compile(
+    r"^(weights?_init\w*|init_?weights?\w*|initiali[sz]e_weights?\w*|init_params|init_model)$"
+)
+# `is_metric_model(net)`, `has_aux_head(model)`: a predicate reads the object
+PREDICATE = re.compile(r"^(is|has)_\w+$")
 
 
 def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
@@ -62,6 +72,8 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
         return True
     name = patterns.last_part(use.callee)
     if PARAMETER_COUNT.search(name.lower()) or CHECKPOINT_LOAD.search(name.lower()):
+        return True
+    if WEIGHT_INIT.match(name.lower()) or PREDICATE.match(name.lower()):
         return True
     func = call.func
     in_file = isinstance(func, ast.Name) and func.id in facts.index.functions
