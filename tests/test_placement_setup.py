@@ -337,3 +337,10 @@ def test_a_scheduler_from_a_factory_of_another_module_is_set_up_before_a_wrap():
     )
     assert not [f for f in findings if f.level == "warning"], findings
     assert _prepare_after(output, 'scheduler = utils.load_scheduler(optimizer, "step")')
+
+
+def test_a_helper_of_this_file_named_like_an_init_is_read_not_trusted_by_name():
+    helper = "def init_weights(module):\n    return module(torch.zeros(1, 2))\n\n\n"
+    output, findings = _migrate(helper + "init_weights(model)\n")
+    assert output is None
+    assert "(handed to `init_weights()`, which may run it)" in findings[-1].message

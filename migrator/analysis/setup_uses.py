@@ -73,12 +73,12 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
     name = patterns.last_part(use.callee)
     if PARAMETER_COUNT.search(name.lower()) or CHECKPOINT_LOAD.search(name.lower()):
         return True
-    if WEIGHT_INIT.match(name.lower()) or PREDICATE.match(name.lower()):
-        return True
     func = call.func
     in_file = isinstance(func, ast.Name) and func.id in facts.index.functions
     if not in_file and PARAMETER_GROUPS.search(name.lower()):
         return True
+    if not in_file and (WEIGHT_INIT.match(name.lower()) or PREDICATE.match(name.lower())):
+        return True  # a helper of this file is read instead (_reads_only)
     receiver = patterns.name_of(func.value) if isinstance(func, ast.Attribute) else None
     if receiver is not None and LOGGER.match(receiver.rsplit(".", 1)[-1]):
         return True
