@@ -8,6 +8,7 @@ import ast
 import re
 
 from migrator.analysis.chains import chain_text, received_chain, split_chain
+from migrator.analysis.public_entries import outside_entry_note
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
@@ -23,6 +24,9 @@ class Prepare(Rule):
     def apply(self, context: RuleContext) -> None:
         plan = context.plan
         context.findings.extend(plan.notes)
+        outside = outside_entry_note(context.facts, plan.prepares)
+        if outside is not None:
+            context.findings.append(outside)
         for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
