@@ -17,13 +17,14 @@ from __future__ import annotations
 import ast
 import re
 
+from migrator.analysis.chains import chain_uses
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
 from migrator.analysis.prepare_plan import PreparePlan
 from migrator.analysis.setup_uses import (
     NEUTRAL_ATTRIBUTES,
     NEUTRAL_CALLEES,
-    is_setup_use,
+    runs_object,
     use_words,
 )
 from migrator.analysis.statement_points import after_imports
@@ -95,8 +96,8 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
         defs[name] += [b.statement for b in facts.chain_bindings(owner, name)]
     def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
     for name in names:
-        for use in (u for n in facts.distributed.names_for(owner, name)
-                    for u in owner.uses.get(n, [])):  # fmt: skip
+        uses = [u for n in facts.distributed.names_for(owner, name) for u in owner.uses.get(n, [])]
+        for use in uses + chain_uses(owner, name, facts.index.imports):  # `self.cfg.model`
             kind = use_kind(use, name, def_nodes, facts)
             if id(use.statement) in kept_plain and use.kind == "arg":
                 kind = None
@@ -104,13 +105,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
                 hard.append(use.statement)
                 used.setdefault(id(use.statement), name)
                 how.setdefault(id(use.statement), use)
-                if (
-                    use.kind != "attr"
-                    and name in mandatory
-                    and not _is_loader(facts, name)
-                    and not _displayed(use)
-                    and not is_setup_use(use, facts)
-                ):
+                if name in mandatory and runs_object(use, name, facts):
                     runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
                 soft.append(use.statement)
@@ -130,7 +125,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
         return found.index if found is not None else -1
 
     plan.reloaded = _reloaded(facts, block, mandatory, defs)  # trims `defs` to before training
-    training = _training_statements(facts, block)
+    training = training_statements(facts, block)
 
     def last_def(name: str) -> int:
         return max((position(s) for s in defs[name]), default=-1)
@@ -198,7 +193,7 @@ def _holders(name: str) -> list[str]:
 def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) -> list:
     """(name, block, index) of objects re-created after the last statement of `block` that
     trains (a model reloaded for inference); their later definitions leave `defs`."""
-    training = _training_statements(facts, block)
+    training = training_statements(facts, block)
     if not training:
         return []
     end = max(training)
@@ -216,7 +211,7 @@ def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) 
     return found
 
 
-def _training_statements(facts: TrainingFacts, block: Block) -> set[int]:
+def training_statements(facts: TrainingFacts, block: Block) -> set[int]:
     """Indexes of `block`'s statements that hold a training loop or call the function that
     does (by name: `train(...)`, `self.fit(...)`)."""
     found: set[int] = set()
@@ -331,21 +326,6 @@ def _note(binding, name: str, why: str, site: ast.AST | None = None) -> Finding:
         level="note",
         node=binding.statement.node if binding is not None else site,
     )
-
-
-def _displayed(use) -> bool:
-    """`model` alone on a line (a notebook cell showing the model)."""
-    line = use.statement.node
-    return (
-        isinstance(line, Line)
-        and len(line.body) == 1
-        and isinstance(line.body[0], ast.Expr)
-        and line.body[0].value is use.node
-    )
-
-
-def _is_loader(facts: TrainingFacts, name: str) -> bool:
-    return name in facts.train_loaders or name in facts.eval_loaders
 
 
 def line_of(statement: Statement) -> int:

@@ -40,12 +40,17 @@ class PreparePlan:
                 return True
         return False
 
-    def before_prepare(self, statement: Statement, name: str) -> bool:
-        """Does `statement` run before the prepare call of `name` (the owner's, or one in a
-        home: in the block that holds it, before it, and that block in no loop): the model
-        there is still the plain one."""
-        points = [(self.objects, self.block, self.index), *self.homes]
-        return any(_before(statement, *point) for point in points if name in point[0])
+    def before_prepare(self, statement: Statement, name: str | None = None) -> bool:
+        """Does `statement` run before the prepare call, and only then (in its block, before
+        it, and that block in no loop): a model there is still the plain one. With `name`,
+        before the call that prepares it: the owner's, or the one in the scope that makes
+        it (`plan.homes`: a method of its class, module level or a function)."""
+        homes = [(b, i) for names, b, i in self.homes if name in names and b.scope is
+                 statement.block.scope]  # fmt: skip
+        own = bool(self.objects) and (name is None or name in self.objects)
+        return any(_before(statement, b, i) for b, i in homes) or (
+            own and _before(statement, self.block, self.index)
+        )
 
     def prepares(self, name: str) -> bool:
         return (
@@ -55,9 +60,9 @@ class PreparePlan:
         )
 
 
-def _before(statement: Statement, objects: list[str], block: Block | None, index: int) -> bool:
+def _before(statement: Statement, block: Block | None, index: int) -> bool:
     found = statement.ancestor_in(block) if block is not None else None
-    if found is None or found.index >= index or not objects:
+    if found is None or found.index >= index:
         return False
     parent = block.parent
     while parent is not None:

@@ -13,7 +13,7 @@ stop the migration (a finding) when they are not.
 from __future__ import annotations
 
 from migrator.analysis.explain import where
-from migrator.analysis.facts import class_methods, is_method
+from migrator.analysis.facts import call_sites_of, class_methods, is_method
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
@@ -66,6 +66,8 @@ class CreateAccelerator(Rule):
                 return
         elif in_owner or (owner_defines and not at_module):
             scope, declare_global = owner, not in_owner
+            if declare_global and not self._used_after_creation(context, owner):
+                return
         elif owner_defines:  # module code prepares too (function_homes.py)
             local = [
                 f"`{d}`" for d in sorted(dependencies) if owner.is_local(d) or d in owner.params
@@ -81,7 +83,7 @@ class CreateAccelerator(Rule):
             scope = module
         block = scope.body
         start = _body_start(block) if scope is not module else None
-        index = self._creation_index(block, dependencies, start)
+        index = self._creation_index(block, dependencies, start, _first_need(context, block))
         if not self._settle_needs(context, block, index):
             return
         arguments = ", ".join(f"{k.name}={k.code}" for k in context.kwargs)
@@ -128,8 +130,38 @@ class CreateAccelerator(Rule):
         return None
 
     @staticmethod
+    def _used_after_creation(context: RuleContext, owner: Scope) -> bool:
+        """A global accelerator made in the owner (its arguments read the owner's values)
+        exists once the owner runs: a function of the file that uses it and is called from
+        outside the owner, not after a call of the owner there (`setup(args)` from `main()`
+        before `train(args)`), would meet no accelerator. A MIG900 naming it; False if so."""
+        index = context.facts.index
+        for need in context.needs:
+            scope = need.scope
+            while scope is not None and scope.kind != "function":
+                scope = scope.parent
+            if scope is None or _within(scope, owner) or _within(owner, scope):
+                continue
+            if need.soft is not None:  # a print that can stay a print
+                continue
+            made = call_sites_of(index, owner)
+            outside = [c for c in call_sites_of(index, scope) if not _within(c.scope, owner)
+                       and not any(m.scope is c.scope and m.node.lineno < c.node.lineno
+                                   for m in made)]  # fmt: skip
+            if outside:
+                call = outside[0]
+                context.block_file(Finding(code="MIG900", node=owner.node, message=(
+                    f"the Accelerator must be made in `{owner.name}()`, whose values its "
+                    f"arguments read, but `{scope.name}()` uses it and runs from "
+                    f"{f'`{call.scope.name}()`' if call.scope.kind == 'function' else 'module level'} "
+                    f"(line {call.node.lineno}), outside `{owner.name}()`; migrate by hand")))  # fmt: skip
+                return False
+        return True
+
+    @staticmethod
     def _import(context: RuleContext, body: Block) -> None:
-        """`from runtime import Accelerator` at the end of the file's leading imports."""
+        """`from runtime import Accelerator` (with the names its arguments need) at the end of
+        the file's leading imports."""
         source = context.import_source
         if (source, "Accelerator") in context.facts.index.imports.from_imports:
             return
@@ -138,13 +170,16 @@ class CreateAccelerator(Rule):
             if not (is_import(node) or (position == 0 and is_docstring(node))):
                 break
             index = position + 1
-        statement = context.statement(f"from {source} import Accelerator\n")
+        names = ", ".join(["Accelerator", *context.accelerator_imports])
+        statement = context.statement(f"from {source} import {names}\n")
         context.edits.insert(body.holder, index, statement, priority=-10)
 
     @staticmethod
-    def _creation_index(block: Block, dependencies: set[str], start: int | None) -> int:
-        limit = len(block.statements)
-        index = after_imports(block, limit) if start is None else start
+    def _creation_index(block: Block, dependencies: set[str], start: int | None, first: int) -> int:
+        """After the imports that come before the first code needing the accelerator (an
+        import further down the module, before the model, does not push it past that code)
+        and after the definitions its arguments read."""
+        index = after_imports(block, first) if start is None else start
         for name in dependencies:
             for binding in block.scope.assigns(name):
                 statement = binding.statement.ancestor_in(block)
@@ -184,6 +219,13 @@ def _within(scope: Scope, owner: Scope) -> bool:
 
 def _body_start(block: Block) -> int:
     return 1 if block.statements and is_docstring(block.statements[0]) else 0
+
+
+def _first_need(context: RuleContext, block: Block) -> int:
+    """The position in `block` of the first code that needs the accelerator (its end when
+    none does there)."""
+    positions = [_position_in(need, block) for need in context.needs]
+    return min((p for p in positions if p is not None), default=len(block.statements))
 
 
 def _position_in(need: AcceleratorNeed, block: Block) -> int | None:
