@@ -119,7 +119,8 @@ class ObjectRoles:
 
     def _each_trains_a_model(self, owner: Scope, optimizers: list[str]) -> bool:
         """Several optimizers (a GAN's, actor and critic): one prepare holds them all, with
-        their models, when each is built here on the parameters of models found here."""
+        their models, when each is built here on the parameters of models found here, directly
+        or through a name holding them (`params_g = chain(G.parameters(), Q.parameters())`)."""
         for name in optimizers:
             home = self._home_of(name, owner)
             calls = [value_call(b) for b in self._bindings(Origin(home, name))
@@ -127,7 +128,8 @@ class ObjectRoles:
             if not calls or any(call is None or not self._known_optimizer(call) for call in calls):
                 return False  # an EMA's `.step()` or a factory's optimizer: not for us to pair
             roots = [root for call in calls for arg in patterns.call_args(call)
-                     for root in patterns.parameter_roots(arg.value)]  # fmt: skip
+                     for root in patterns.parameter_roots(arg.value) or (
+                         self._parameters_named(home, arg.value) or [])]  # fmt: skip
             models = self.facts.models
             if not roots or not all(self._kept_on_self(home, r) in models for r in roots):
                 return False

@@ -28,12 +28,13 @@ from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.analysis.objects import ObjectRoles
 from migrator.analysis.regions import DataRegions
+from migrator.analysis.retained_graphs import RetainedGraphs
 from migrator.analysis.trained_models import TrainedModels
 from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, LoopAnalysis):
+class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, LoopAnalysis, RetainedGraphs):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
@@ -71,6 +72,7 @@ class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, LoopAnalysi
             for site in backward_sites
             if not self._is_accelerator_receiver(site) and self._in_training(site, per_batch)
         ]
+        self._find_reused_forwards()
         return self.facts
 
     # -- accelerator and backward ------------------------------------------------------------

@@ -40,6 +40,8 @@ class TrainedModels:
                 if maker is not None and maker not in models:
                     models.append(maker)
                 for arg in patterns.call_args(call):
+                    if self._models_unnamed(name, call, arg.value):
+                        return []
                     roots = patterns.parameter_roots(arg.value) or self._parameters_named(
                         owner, arg.value)  # fmt: skip
                     if roots is None:
@@ -144,6 +146,8 @@ class TrainedModels:
         if len(bindings) != 1 or bindings[0].value is None or bindings[0].unpacked:
             return []
         value = bindings[0].value
+        if self._models_unnamed(name, bindings[0].statement.node, value):
+            return None
         roots = patterns.parameter_roots(value)
         parts = [
             self.index.source.text_of(node.func.value)
@@ -163,6 +167,22 @@ class TrainedModels:
                           "migrate by hand")  # fmt: skip
             return None
         return roots
+
+    def _models_unnamed(self, name: str, node: ast.AST, expr: ast.expr) -> bool:
+        """MIG900 when `expr` feeds the parameters of models a comprehension runs over
+        (`chain(*[m.parameters() for m in self.discriminators])`): each model must be prepared
+        by its own name, and these have none here."""
+        unnamed = patterns.unnamed_parameter_owners(expr)
+        if not unnamed:
+            return False
+        text = self.index.source.text_of
+        each = ", ".join(f"`{var}` in `{text(iterable)}`" for var, iterable in unnamed)
+        self._finding(self.facts.training_loops[0].node, "MIG900",
+                      f"could not tell which models the optimizer trains: `{name}` (line "
+                      f"{node.lineno}) is built on the parameters of every {each}: prepare "
+                      "needs each model by its own name; build it on named models "
+                      "(`chain(D_A.parameters(), D_B.parameters())`) or migrate by hand")  # fmt: skip
+        return True
 
     def _placed_where_called(self, origin: Origin) -> bool:
         """A model received as a parameter (`train(model, loader, optimizer)`) and placed or

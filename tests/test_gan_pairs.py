@@ -1,0 +1,180 @@
+"""GANs and other multi-model scripts (issue 16): which optimizers train which models, and which
+backward passes DistributedDataParallel cannot run. The golden gan_cycle_pairs covers the shapes
+that migrate (an optimizer on a name holding two generators' parameters, one on a comprehension
+over two discriminators, a discriminator stepped twice with a retain_graph no later backward
+needs); test_idioms_objects runs it on two processes."""
+
+from __future__ import annotations
+
+import textwrap
+
+from migrator.engine import migrate_text
+
+PAIR = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.randn(32, 4)), batch_size=8)
+decoder = nn.Linear(2, 4)
+critic = nn.Linear(4, 1)
+opt_dec = torch.optim.Adam(decoder.parameters())
+opt_critic = torch.optim.Adam(critic.parameters())
+for (x,) in loader:
+{step}
+"""
+
+
+def run(step: str):
+    body = textwrap.indent(textwrap.dedent(step).strip(), "    ")
+    return migrate_text(PAIR.format(step=body))
+
+
+def warnings(findings) -> list[str]:
+    return [f"{f.line}: {f.code} {f.message}" for f in findings if f.level == "warning"]
+
+
+def test_second_backward_through_a_retained_forward_is_refused_naming_both_and_the_forward():
+    output, findings = run("""
+        fake = decoder(torch.randn(8, 2))
+        score = critic(fake)
+        loss_critic = score.mean() - critic(x).mean()
+        opt_critic.zero_grad()
+        loss_critic.backward(retain_graph=True)
+        opt_critic.step()
+        loss_dec = -score.mean()
+        opt_dec.zero_grad()
+        loss_dec.backward()
+        opt_dec.step()
+    """)
+    assert output is None
+    assert warnings(findings) == [
+        (
+            "19: MIG900 `loss_critic.backward(retain_graph=True)` (line 15) and the backward at "
+            "line 19 both pass through one forward of `decoder` (`decoder(torch.randn(8, 2))`, line "
+            "11): DistributedDataParallel reduces a model's gradients once per forward, so the "
+            "second backward fails or leaves its gradients unaveraged; run that forward again (or "
+            "`.detach()` its output) for the second loss, or add the losses and call backward "
+            "once; migrate by hand"
+        )
+    ]
+
+
+def test_retained_graph_no_later_backward_reaches_migrates_every_backward():
+    output, findings = run("""
+        fake = decoder(torch.randn(8, 2))
+        loss_critic = critic(fake.detach()).mean() - critic(x).mean()
+        opt_critic.zero_grad()
+        loss_critic.backward(retain_graph=True)
+        opt_critic.step()
+        loss_dec = -critic(fake).mean()
+        opt_dec.zero_grad()
+        loss_dec.backward()
+        opt_dec.step()
+    """)
+    assert not warnings(findings)
+    assert "\n    accelerator.backward(loss_critic, retain_graph=True)\n" in output
+    assert "\n    accelerator.backward(loss_dec)\n" in output
+    assert "decoder, critic, opt_dec, opt_critic, loader = accelerator.prepare(" in output
+
+
+def test_forward_made_before_a_critic_loop_and_backwarded_in_each_turn_is_refused():
+    output, findings = run("""
+        fake = decoder(torch.randn(8, 2))
+        for _ in range(3):
+            opt_critic.zero_grad()
+            critic(fake).mean().backward(retain_graph=True)
+            opt_critic.step()
+        opt_dec.zero_grad()
+        (-critic(decoder(torch.randn(8, 2))).mean()).backward()
+        opt_dec.step()
+    """)
+    assert output is None
+    [message] = warnings(findings)
+    assert message.startswith(
+        "14: MIG900 `critic(fake).mean().backward(retain_graph=True)` (line 14) and the "
+        "backward at line 14 both pass through one forward of `decoder` (`decoder(torch.randn("
+        "8, 2))`, line 11)"
+    ), message
+
+
+def test_forward_under_no_grad_is_not_shared_by_the_backward_passes():
+    output, findings = run("""
+        with torch.no_grad():
+            fake = decoder(torch.randn(8, 2))
+        loss_real = -critic(x).mean()
+        loss_real.backward(retain_graph=True)
+        loss_fake = critic(fake).mean()
+        loss_fake.backward()
+        opt_critic.step()
+        opt_dec.zero_grad()
+        (-critic(decoder(torch.randn(8, 2))).mean()).backward()
+        opt_dec.step()
+    """)
+    assert not warnings(findings)
+    assert "\n    accelerator.backward(loss_real, retain_graph=True)\n" in output
+
+
+def test_two_losses_of_one_model_forward_backwarded_apart_are_refused():
+    output, findings = run("""
+        code = decoder(torch.randn(8, 2))
+        reconstruction = (code - x).pow(2).mean()
+        penalty = code.abs().mean()
+        opt_dec.zero_grad()
+        reconstruction.backward(retain_graph=True)
+        penalty.backward()
+        opt_dec.step()
+        opt_critic.zero_grad()
+        critic(x).mean().backward()
+        opt_critic.step()
+    """)
+    assert output is None
+    [message] = warnings(findings)
+    assert "`reconstruction.backward(retain_graph=True)` (line 15) and the backward at line 16" \
+        in message and "one forward of `decoder`" in message, message  # fmt: skip
+
+
+def test_optimizer_over_a_comprehension_of_unnamed_models_is_refused_by_name():
+    source = PAIR.replace(
+        "opt_dec = torch.optim.Adam(decoder.parameters())",
+        "nets = [decoder, critic]\nopt_dec = torch.optim.Adam([p for n in nets for p in n.parameters()])",
+    ).format(
+        step="""\
+    opt_dec.zero_grad()
+    loss = critic(decoder(torch.randn(8, 2))).mean()
+    loss.backward()
+    opt_dec.step()
+    opt_critic.zero_grad()
+    critic(x).mean().backward()
+    opt_critic.step()"""
+    )
+    output, findings = migrate_text(source)
+    assert output is None
+    assert warnings(findings) == [
+        (
+            "11: MIG900 could not tell which models the optimizer trains: `opt_dec` (line 9) is "
+            "built on the parameters of every `n` in `nets`: prepare needs each model by its own "
+            "name; build it on named models (`chain(D_A.parameters(), D_B.parameters())`) or "
+            "migrate by hand"
+        )
+    ]
+
+
+def test_optimizer_over_a_comprehension_of_named_models_prepares_each():
+    source = PAIR.replace(
+        "opt_dec = torch.optim.Adam(decoder.parameters())",
+        "opt_dec = torch.optim.Adam([p for n in (decoder, critic) for p in n.parameters()])",
+    ).format(
+        step="""\
+    opt_dec.zero_grad()
+    loss = critic(decoder(torch.randn(8, 2))).mean()
+    loss.backward()
+    opt_dec.step()
+    opt_critic.zero_grad()
+    critic(x).mean().backward()
+    opt_critic.step()"""
+    )
+    output, findings = migrate_text(source)
+    assert not warnings(findings)
+    assert "critic, decoder, opt_critic, opt_dec, loader = accelerator.prepare(" in output
+    assert " n, " not in output  # never the comprehension's variable
