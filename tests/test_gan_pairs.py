@@ -178,3 +178,45 @@ def test_optimizer_over_a_comprehension_of_named_models_prepares_each():
     assert not warnings(findings)
     assert "critic, decoder, opt_critic, opt_dec, loader = accelerator.prepare(" in output
     assert " n, " not in output  # never the comprehension's variable
+
+
+HELPER = PAIR.replace(
+    "opt_dec = torch.optim.Adam(decoder.parameters())\nopt_critic = torch.optim.Adam(critic.parameters())",
+    "{helper}\nopt_dec = make_optimizer(decoder, 1e-3)\nopt_critic = make_optimizer(critic, lr=4e-3)",
+)
+GAN_STEP = """\
+    fake = decoder(torch.randn(8, 2))
+    opt_critic.zero_grad()
+    (critic(fake.detach()).mean() - critic(x).mean()).backward()
+    opt_critic.step()
+    opt_dec.zero_grad()
+    (-critic(fake).mean()).backward()
+    opt_dec.step()"""
+
+
+def test_optimizers_from_a_helper_of_this_file_pair_with_the_models_handed_to_it():
+    helper = """
+def make_optimizer(net, lr):
+    optimizer = torch.optim.Adam(filter(lambda p: p.requires_grad, net.parameters()), lr=lr)
+    return optimizer
+"""
+    output, findings = migrate_text(HELPER.format(helper=helper, step=GAN_STEP))
+    assert not warnings(findings)
+    assert "decoder, critic, opt_dec, opt_critic, loader = accelerator.prepare(" in output
+
+
+def test_optimizer_helper_building_on_something_else_than_its_argument_is_refused():
+    helper = """
+def make_optimizer(net, lr):
+    return torch.optim.Adam(decoder.parameters(), lr=lr)
+"""
+    output, findings = migrate_text(HELPER.format(helper=helper, step=GAN_STEP))
+    assert output is None
+    assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
+
+
+def test_optimizer_helper_from_another_module_is_refused():
+    source = HELPER.format(helper="from optim_utils import make_optimizer", step=GAN_STEP)
+    output, findings = migrate_text(source)
+    assert output is None
+    assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
