@@ -220,3 +220,53 @@ def test_optimizer_helper_from_another_module_is_refused():
     output, findings = migrate_text(source)
     assert output is None
     assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
+
+
+TRAINER = """\
+import torch
+import torch.nn as nn
+
+
+class GanTrainer:
+    def __init__(self, gen, dis, opt_gen, {opt_dis}loader):
+        self.gen, self.dis = gen, dis
+        self.opt_gen = opt_gen
+        self.opt_dis = {made}
+        self.loader = loader
+
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            for (real,) in self.loader:
+                fake = self.gen(torch.randn(real.size(0), 2))
+                self.opt_dis.zero_grad()
+                (self.dis(fake.detach()).mean() - self.dis(real).mean()).backward()
+                self.opt_dis.step()
+                self.opt_gen.zero_grad()
+                (-self.dis(fake).mean()).backward()
+                self.opt_gen.step()
+"""
+
+
+def test_optimizers_and_models_all_handed_in_are_prepared_together_with_a_note():
+    output, findings = migrate_text(TRAINER.format(opt_dis="opt_dis, ", made="opt_dis"))
+    assert not warnings(findings)
+    assert [f"{f.line}: {f.code} {f.message}" for f in findings if f.code == "MIG906"] == [
+        (
+            "14: MIG906 the optimizers `self.opt_gen`, `self.opt_dis` come from the callers: "
+            "prepared with the models the loop runs (`self.dis`, `self.gen`), which must be every "
+            "model they train"
+        )
+    ]
+    assert (
+        "        self.dis, self.gen, self.opt_gen, self.opt_dis, self.loader = "
+        "self.accelerator.prepare(\n"
+        "            self.dis, self.gen, self.opt_gen, self.opt_dis, self.loader\n"
+        "        )\n"
+    ) in output
+
+
+def test_one_optimizer_handed_in_and_one_built_here_is_not_paired():
+    source = TRAINER.format(opt_dis="", made="torch.optim.Adam(dis.parameters())")
+    output, findings = migrate_text(source)
+    assert output is None
+    assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]

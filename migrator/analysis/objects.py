@@ -117,71 +117,6 @@ class ObjectRoles:
                 kept.append(other)
         return kept[0] if len(kept) == 1 else name
 
-    def _each_trains_a_model(self, owner: Scope, optimizers: list[str]) -> bool:
-        """Several optimizers (a GAN's, actor and critic): one prepare holds them all, with
-        their models, when each is built here on the parameters of models found here, directly
-        or through a name holding them (`params_g = chain(G.parameters(), Q.parameters())`)."""
-        for name in optimizers:
-            home = self._home_of(name, owner)
-            calls = [value_call(b) for b in self._bindings(Origin(home, name))
-                     if not self._from_prepare(b)]  # fmt: skip
-            if not calls or any(call is None for call in calls):
-                return False
-            roots = []
-            for call in calls:
-                if not self._known_optimizer(call):
-                    made = self._optimizer_helper_models(home, call)
-                    if made is None:
-                        return False  # an EMA's `.step()` or a factory's optimizer: not ours
-                    roots += made
-                    continue
-                roots += [root for arg in patterns.call_args(call)
-                          for root in patterns.parameter_roots(arg.value) or (
-                              self._parameters_named(home, arg.value) or [])]  # fmt: skip
-            models = self.facts.models
-            if not roots or not all(self._kept_on_self(home, r) in models for r in roots):
-                return False
-        return True
-
-    def _optimizer_helper_models(self, scope: Scope, call: ast.Call) -> list[str] | None:
-        """The models handed to a helper of this file that returns a known optimizer built on
-        the parameters of its own parameters (`make_optimizer(D_A, lr)` over `def
-        make_optimizer(net, lr): return Adam(net.parameters(), lr)`); None for anything else."""
-        helper = self._helper_function(scope, call.func)
-        if helper is None:
-            return None
-        params = helper.params[1:] if isinstance(call.func, ast.Attribute) else helper.params
-        returns = [n for n in _own_nodes(helper.node) if isinstance(n, ast.Return)]
-        built = [_returned_call(helper, r.value) for r in returns]
-        if not built or any(b is None or not self._known_optimizer(b) for b in built):
-            return None
-        models = []
-        for optimizer in built:
-            for arg in patterns.call_args(optimizer):
-                for root in patterns.parameter_roots(arg.value):
-                    handed = _argument_for(call, params, root)
-                    if handed is None:
-                        return None
-                    models.append(handed)
-        return models or None
-
-    def _helper_function(self, scope: Scope, func: ast.expr) -> Scope | None:
-        """The function of this file a call runs: `helper(...)` defined at module level (or in
-        the calling scope), `self.helper(...)` a method of the calling method's class."""
-        if isinstance(func, ast.Name):
-            parents, name = (scope, self.index.module_scope), func.id
-        elif (
-            isinstance(func, ast.Attribute)
-            and patterns.name_of(func.value) == patterns.SELF
-            and is_method(scope)
-        ):
-            parents, name = (scope.parent,), func.attr
-        else:
-            return None
-        found = [s for s in self.index.scopes
-                 if s.kind == "function" and s.name == name and s.parent in parents]  # fmt: skip
-        return found[0] if len(found) == 1 else None
-
     def _known_optimizer(self, call: ast.Call) -> bool:
         """`torch.optim.Adam(...)` / a known optimizer class (not any class fed parameters)."""
         qualified = self.imports.qualify(call.func) or ""
@@ -231,37 +166,3 @@ class ObjectRoles:
             and value.id in scope.params
             and self.facts.rank_kind(scope, value.id) is None
         )
-
-
-def _own_nodes(function: ast.AST):
-    """The nodes of a function's body, not of the functions and classes it defines."""
-    stack = list(ast.iter_child_nodes(function))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        yield node
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _returned_call(helper: Scope, value: ast.expr | None) -> ast.Call | None:
-    """`return Adam(...)`, or `return optimizer` where `optimizer = Adam(...)` once."""
-    name = patterns.name_of(value) if value is not None else None
-    if name is not None:
-        bindings = helper.assigns(name)
-        value = bindings[0].value if len(bindings) == 1 and not bindings[0].unpacked else None
-    return value if isinstance(value, ast.Call) else None
-
-
-def _argument_for(call: ast.Call, params: list[str], root: str) -> str | None:
-    """The name the call passes for the helper's parameter `root` (positional or keyword)."""
-    if root not in params:
-        return None
-    position = params.index(root)
-    for index, arg in enumerate(call.args):
-        if isinstance(arg, ast.Starred):
-            return None
-        if index == position:
-            return patterns.name_of(arg)
-    keyword = next((k.value for k in call.keywords if k.arg == root), None)
-    return patterns.name_of(keyword) if keyword is not None else None

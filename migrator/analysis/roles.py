@@ -27,6 +27,7 @@ from migrator.analysis.homes import ClassHomes
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.analysis.objects import ObjectRoles
+from migrator.analysis.optimizer_pairs import OptimizerPairs
 from migrator.analysis.regions import DataRegions
 from migrator.analysis.retained_graphs import RetainedGraphs
 from migrator.analysis.trained_models import TrainedModels
@@ -34,7 +35,15 @@ from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, LoopAnalysis, RetainedGraphs):
+class _Analyser(
+    ObjectRoles,
+    OptimizerPairs,
+    ClassHomes,
+    TrainedModels,
+    DataRegions,
+    LoopAnalysis,
+    RetainedGraphs,
+):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))

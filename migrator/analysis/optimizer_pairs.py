@@ -1,0 +1,155 @@
+"""Several optimizers in one loop (GANs, encoder/decoder pairs): one prepare holds them all, with
+their models, when each is built here on the parameters of models found here - directly, through
+a name holding them (`params_g = chain(G.parameters(), Q.parameters())`), or through a helper of
+this file handed the model (`make_optimizer(D_A, lr)`) - or when every optimizer and every
+model the loop runs is handed in by the callers (a Trainer's `__init__(gen, dis, opt_gen,
+opt_dis)`). Anything else (an EMA's `.step()`, a factory from another module) stays MIG906.
+
+A mixin of roles._Analyser, kept in its own module for size.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis import patterns
+from migrator.analysis.facts import Origin, TrainingFacts, is_method, value_call
+from migrator.analysis.index import ModuleIndex, Scope
+
+
+class OptimizerPairs:
+    facts: TrainingFacts
+    index: ModuleIndex
+    imports: object
+
+    # from objects.ObjectRoles: _bindings, _from_prepare, _kept_on_self, _known_optimizer;
+    # from trained_models.TrainedModels: _parameters_named
+
+    def _each_trains_a_model(self, owner: Scope, optimizers: list[str]) -> bool:
+        """One prepare may hold these optimizers with the models found (module docstring)."""
+        if self._all_handed_in(owner, optimizers):
+            return True
+        for name in optimizers:
+            home = self._home_of(name, owner)
+            calls = [value_call(b) for b in self._bindings(Origin(home, name))
+                     if not self._from_prepare(b)]  # fmt: skip
+            if not calls or any(call is None for call in calls):
+                return False
+            roots = []
+            for call in calls:
+                if not self._known_optimizer(call):
+                    made = self._optimizer_helper_models(home, call)
+                    if made is None:
+                        return False  # an EMA's `.step()` or a factory's optimizer: not ours
+                    roots += made
+                    continue
+                roots += [root for arg in patterns.call_args(call)
+                          for root in patterns.parameter_roots(arg.value) or (
+                              self._parameters_named(home, arg.value) or [])]  # fmt: skip
+            models = self.facts.models
+            if not roots or not all(self._kept_on_self(home, r) in models for r in roots):
+                return False
+        return True
+
+    def _all_handed_in(self, owner: Scope, optimizers: list[str]) -> bool:
+        """Every optimizer comes from the callers (`self.opt_gen = opt_gen`, `opt_d =
+        optimizers["d"]` in the function or `__init__` receiving them) and so does every model
+        the loop runs: prepared together, with a note that they must be all these optimizers
+        train. One optimizer built here and one handed in is not paired."""
+        models = self.facts.models
+        if not models or not all(self._handed_in(owner, name) for name in optimizers):
+            return False
+        if not all(self._handed_in(owner, name) for name in models):
+            return False
+        listed = ", ".join(f"`{name}`" for name in optimizers)
+        self._finding(self.facts.training_loops[0].node, "MIG906",
+                      f"the optimizers {listed} come from the callers: prepared with the models "
+                      f"the loop runs ({', '.join(f'`{m}`' for m in models)}), which must be "
+                      "every model they train", level="note")  # fmt: skip
+        return True
+
+    def _handed_in(self, owner: Scope, name: str) -> bool:
+        home = self._home_of(name, owner)
+        if name in home.params:
+            return True
+        bindings = [b for b in self._bindings(Origin(home, name)) if not self._from_prepare(b)]
+        for binding in bindings:
+            value = binding.element if binding.unpacked else binding.value
+            while isinstance(value, (ast.Subscript, ast.Attribute)):  # `optimizers["gen"]`
+                value = value.value
+            if not (isinstance(value, ast.Name) and value.id in home.params):
+                return False
+        return bool(bindings)
+
+    def _optimizer_helper_models(self, scope: Scope, call: ast.Call) -> list[str] | None:
+        """The models handed to a helper of this file that returns a known optimizer built on
+        the parameters of its own parameters (`make_optimizer(D_A, lr)` over `def
+        make_optimizer(net, lr): return Adam(net.parameters(), lr)`); None for anything else."""
+        helper = self._helper_function(scope, call.func)
+        if helper is None:
+            return None
+        params = helper.params[1:] if isinstance(call.func, ast.Attribute) else helper.params
+        returns = [n for n in _own_nodes(helper.node) if isinstance(n, ast.Return)]
+        built = [_returned_call(helper, r.value) for r in returns]
+        if not built or any(b is None or not self._known_optimizer(b) for b in built):
+            return None
+        models = []
+        for optimizer in built:
+            for arg in patterns.call_args(optimizer):
+                for root in patterns.parameter_roots(arg.value):
+                    handed = _argument_for(call, params, root)
+                    if handed is None:
+                        return None
+                    models.append(handed)
+        return models or None
+
+    def _helper_function(self, scope: Scope, func: ast.expr) -> Scope | None:
+        """The function of this file a call runs: `helper(...)` defined at module level (or in
+        the calling scope), `self.helper(...)` a method of the calling method's class."""
+        if isinstance(func, ast.Name):
+            parents, name = (scope, self.index.module_scope), func.id
+        elif (
+            isinstance(func, ast.Attribute)
+            and patterns.name_of(func.value) == patterns.SELF
+            and is_method(scope)
+        ):
+            parents, name = (scope.parent,), func.attr
+        else:
+            return None
+        found = [s for s in self.index.scopes
+                 if s.kind == "function" and s.name == name and s.parent in parents]  # fmt: skip
+        return found[0] if len(found) == 1 else None
+
+
+def _own_nodes(function: ast.AST):
+    """The nodes of a function's body, not of the functions and classes it defines."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _returned_call(helper: Scope, value: ast.expr | None) -> ast.Call | None:
+    """`return Adam(...)`, or `return optimizer` where `optimizer = Adam(...)` once."""
+    name = patterns.name_of(value) if value is not None else None
+    if name is not None:
+        bindings = helper.assigns(name)
+        value = bindings[0].value if len(bindings) == 1 and not bindings[0].unpacked else None
+    return value if isinstance(value, ast.Call) else None
+
+
+def _argument_for(call: ast.Call, params: list[str], root: str) -> str | None:
+    """The name the call passes for the helper's parameter `root` (positional or keyword)."""
+    if root not in params:
+        return None
+    position = params.index(root)
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            return None
+        if index == position:
+            return patterns.name_of(arg)
+    keyword = next((k.value for k in call.keywords if k.arg == root), None)
+    return patterns.name_of(keyword) if keyword is not None else None
