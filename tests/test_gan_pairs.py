@@ -270,3 +270,39 @@ def test_one_optimizer_handed_in_and_one_built_here_is_not_paired():
     output, findings = migrate_text(source)
     assert output is None
     assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
+
+
+def test_optimizers_a_helper_returns_as_a_tuple_pair_with_the_models_handed_to_it():
+    helper = """
+def make_optimizers(gen, dis, lr):
+    return torch.optim.Adam(gen.parameters(), lr=lr), torch.optim.RMSprop(dis.parameters(), lr=lr)
+"""
+    source = PAIR.replace(
+        "opt_dec = torch.optim.Adam(decoder.parameters())\n"
+        "opt_critic = torch.optim.Adam(critic.parameters())",
+        f"{helper}\nopt_dec, opt_critic = make_optimizers(decoder, critic, 1e-3)",
+    ).format(step=GAN_STEP)
+    output, findings = migrate_text(source)
+    assert not warnings(findings)
+    assert "critic, decoder, opt_dec, opt_critic, loader = accelerator.prepare(" in output
+
+
+def test_optimizer_chosen_by_a_conditional_expression_pairs_with_its_model():
+    source = PAIR.replace(
+        "opt_critic = torch.optim.Adam(critic.parameters())",
+        "use_adam = True\nopt_critic = (\n    torch.optim.Adam(critic.parameters())\n"
+        "    if use_adam\n    else torch.optim.RMSprop(critic.parameters(), lr=5e-5)\n)",
+    ).format(step=GAN_STEP)
+    output, findings = migrate_text(source)
+    assert not warnings(findings)
+    assert "decoder, critic, opt_dec, opt_critic, loader = accelerator.prepare(" in output
+
+
+def test_models_and_optimizers_handed_in_dicts_are_prepared_together():
+    source = TRAINER.format(opt_dis="opt_dis, ", made="opt_dis").replace(
+        "        self.gen, self.dis = gen, dis\n",
+        '        self.gen, self.dis = gen["net"], dis["net"]\n',
+    )
+    output, findings = migrate_text(source)
+    assert not warnings(findings)
+    assert "self.dis, self.gen, self.opt_gen, self.opt_dis, self.loader = " in output

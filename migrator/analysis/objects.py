@@ -138,7 +138,8 @@ class ObjectRoles:
 
     def _placed_or_received(self, owner: Scope, name: str) -> bool:
         """A Trainer's `self.model = model.to(gpu_id)` / `self.model = model` (a parameter of
-        its `__init__`) / `self.model = DDP(...)`: the object the loop calls is its model."""
+        its `__init__`, or an entry of one: `self.gen = models["gen"]`) / `self.model =
+        DDP(...)`: the object the loop calls is its model."""
         if any(w.site.scope is owner and w.target == name for w in self.facts.distributed.wraps):
             return True
         for binding in owner.assigns(name):
@@ -149,6 +150,8 @@ class ObjectRoles:
                 and (value.func.attr in ("to", "cuda"))
             ):
                 return True
+            if isinstance(value, ast.Subscript) and patterns.string_value(value.slice):
+                value = value.value  # `models["gen"]`
             if (
                 name.startswith(patterns.SELF + ".")
                 and isinstance(value, ast.Name)

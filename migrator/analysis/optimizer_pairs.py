@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import Origin, TrainingFacts, is_method, value_call
+from migrator.analysis.facts import Origin, TrainingFacts, is_method
 from migrator.analysis.index import ModuleIndex, Scope
 
 
@@ -31,25 +31,38 @@ class OptimizerPairs:
             return True
         for name in optimizers:
             home = self._home_of(name, owner)
-            calls = [value_call(b) for b in self._bindings(Origin(home, name))
-                     if not self._from_prepare(b)]  # fmt: skip
-            if not calls or any(call is None for call in calls):
-                return False
-            roots = []
-            for call in calls:
-                if not self._known_optimizer(call):
-                    made = self._optimizer_helper_models(home, call)
-                    if made is None:
-                        return False  # an EMA's `.step()` or a factory's optimizer: not ours
-                    roots += made
-                    continue
-                roots += [root for arg in patterns.call_args(call)
-                          for root in patterns.parameter_roots(arg.value) or (
-                              self._parameters_named(home, arg.value) or [])]  # fmt: skip
+            roots = self._optimizer_models(home, name)
             models = self.facts.models
             if not roots or not all(self._kept_on_self(home, r) in models for r in roots):
                 return False
         return True
+
+    def _optimizer_models(self, home: Scope, name: str) -> list[str] | None:
+        """The models an optimizer made in `home` is built on, for every binding of it: a known
+        optimizer (either side of `Adam(...) if adam else RMSprop(...)`), or one a helper of
+        this file returns (`opt_g, opt_d = make_optimizers(G, D)` included); None when one
+        binding is anything else (an EMA's `.step()`, a factory from another module)."""
+        bindings = [b for b in self._bindings(Origin(home, name)) if not self._from_prepare(b)]
+        roots: list[str] = []
+        for binding in bindings:
+            value = binding.element if binding.element is not None else binding.value
+            index = _unpacked_index(binding) if binding.element is None else None
+            if binding.unpacked and binding.element is None and index is None:
+                return None
+            choices = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            for call in choices:
+                if not isinstance(call, ast.Call):
+                    return None
+                if index is None and self._known_optimizer(call):
+                    roots += [root for arg in patterns.call_args(call)
+                              for root in patterns.parameter_roots(arg.value) or (
+                                  self._parameters_named(home, arg.value) or [])]  # fmt: skip
+                    continue
+                made = self._optimizer_helper_models(home, call, index)
+                if made is None:
+                    return None
+                roots += made
+        return roots or None
 
     def _all_handed_in(self, owner: Scope, optimizers: list[str]) -> bool:
         """Every optimizer comes from the callers (`self.opt_gen = opt_gen`, `opt_d =
@@ -81,16 +94,22 @@ class OptimizerPairs:
                 return False
         return bool(bindings)
 
-    def _optimizer_helper_models(self, scope: Scope, call: ast.Call) -> list[str] | None:
+    def _optimizer_helper_models(
+        self, scope: Scope, call: ast.Call, index: int | None
+    ) -> list[str] | None:
         """The models handed to a helper of this file that returns a known optimizer built on
         the parameters of its own parameters (`make_optimizer(D_A, lr)` over `def
-        make_optimizer(net, lr): return Adam(net.parameters(), lr)`); None for anything else."""
+        make_optimizer(net, lr): return Adam(net.parameters(), lr)`), or a tuple of them of
+        which the caller unpacks the `index`-th; None for anything else."""
         helper = self._helper_function(scope, call.func)
         if helper is None:
             return None
         params = helper.params[1:] if isinstance(call.func, ast.Attribute) else helper.params
-        returns = [n for n in _own_nodes(helper.node) if isinstance(n, ast.Return)]
-        built = [_returned_call(helper, r.value) for r in returns]
+        returns = [n.value for n in _own_nodes(helper.node) if isinstance(n, ast.Return)]
+        if index is not None:
+            returns = [v.elts[index] if isinstance(v, ast.Tuple) and index < len(v.elts) else None
+                       for v in returns]  # fmt: skip
+        built = [_returned_call(helper, value) for value in returns]
         if not built or any(b is None or not self._known_optimizer(b) for b in built):
             return None
         models = []
@@ -153,3 +172,13 @@ def _argument_for(call: ast.Call, params: list[str], root: str) -> str | None:
             return patterns.name_of(arg)
     keyword = next((k.value for k in call.keywords if k.arg == root), None)
     return patterns.name_of(keyword) if keyword is not None else None
+
+
+def _unpacked_index(binding) -> int | None:
+    """`b`'s position in `a, b = make_optimizers(...)`; None for anything else."""
+    statement = binding.small
+    targets = statement.targets if isinstance(statement, ast.Assign) else []
+    if len(targets) != 1 or not isinstance(targets[0], (ast.Tuple, ast.List)):
+        return None
+    names = [patterns.name_of(element) for element in targets[0].elts]
+    return names.index(binding.name) if names.count(binding.name) == 1 else None

@@ -32,33 +32,31 @@ class TrainedModels:
         saw_constructor = False
         for name in optimizers:
             for binding in self._bindings(Origin(owner, name)):
-                call = value_call(binding)
-                if call is None:
-                    continue
-                saw_constructor = True
-                maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
-                if maker is not None and maker not in models:
-                    models.append(maker)
-                for arg in patterns.call_args(call):
-                    if self._models_unnamed(name, call, arg.value):
-                        return []
-                    roots = patterns.parameter_roots(arg.value) or self._parameters_named(
-                        owner, arg.value)  # fmt: skip
-                    if roots is None:
-                        return []
-                    if (
-                        not roots
-                    ):  # `AdamW(add_weight_decay(model, wd))`, `create_optimizer(args, model)`
-                        roots = self._model_handed_over(owner, arg.value, forwards)
-                    for root in roots:
-                        found = self.facts.origin(owner, root)
-                        if found is None or not self._class_object(found, owner):
-                            self._block(call, root, owner)
+                for call in _constructions(binding):
+                    saw_constructor = True
+                    maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
+                    if maker is not None and maker not in models:
+                        models.append(maker)
+                    for arg in patterns.call_args(call):
+                        if self._models_unnamed(name, call, arg.value):
                             return []
-                        name = self._called_alias_target(found, forwards) or found.name
-                        name = self._kept_on_self(owner, name)
-                        if name not in models:
-                            models.append(name)
+                        roots = patterns.parameter_roots(arg.value) or self._parameters_named(
+                            owner, arg.value)  # fmt: skip
+                        if roots is None:
+                            return []
+                        if (
+                            not roots
+                        ):  # `AdamW(add_weight_decay(model, wd))`, `create_optimizer(args, model)`
+                            roots = self._model_handed_over(owner, arg.value, forwards)
+                        for root in roots:
+                            found = self.facts.origin(owner, root)
+                            if found is None or not self._class_object(found, owner):
+                                self._block(call, root, owner)
+                                return []
+                            model = self._called_alias_target(found, forwards) or found.name
+                            model = self._kept_on_self(owner, model)
+                            if model not in models:
+                                models.append(model)
         if saw_constructor:
             return models
         # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
@@ -195,3 +193,15 @@ class TrainedModels:
                 if self.facts.origin(scope, name) == origin:
                     return True
         return False
+
+
+def _constructions(binding) -> list[ast.Call]:
+    """The calls that build a name: `Adam(...)`, or either side of `Adam(...) if adam else
+    RMSprop(...)`."""
+    call = value_call(binding)
+    if call is not None:
+        return [call]
+    value = binding.element if binding.element is not None else binding.value
+    if isinstance(value, ast.IfExp) and not (binding.unpacked and binding.element is None):
+        return [side for side in (value.body, value.orelse) if isinstance(side, ast.Call)]
+    return []
