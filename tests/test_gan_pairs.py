@@ -306,3 +306,32 @@ def test_models_and_optimizers_handed_in_dicts_are_prepared_together():
     output, findings = migrate_text(source)
     assert not warnings(findings)
     assert "self.dis, self.gen, self.opt_gen, self.opt_dis, self.loader = " in output
+
+
+def test_optimizer_class_taken_as_a_parameter_with_an_optimizer_default_pairs_with_its_model():
+    source = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train_wgan(generator, critic, data, optim=torch.optim.RMSprop, lr=5e-5):
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    opt_g = optim(generator.parameters(), lr=lr)
+    opt_c = optim(critic.parameters(), lr=lr)
+    for (x,) in loader:
+        fake = generator(torch.randn(x.size(0), 2))
+        opt_c.zero_grad()
+        (critic(fake.detach()).mean() - critic(x).mean()).backward()
+        opt_c.step()
+        opt_g.zero_grad()
+        (-critic(fake).mean()).backward()
+        opt_g.step()
+"""
+    output, findings = migrate_text(source)
+    assert not warnings(findings)
+    assert "generator, critic, opt_g, opt_c, loader = accelerator.prepare(" in output
+    no_default = source.replace("optim=torch.optim.RMSprop", "optim=None")
+    output, findings = migrate_text(no_default)
+    assert output is None
+    assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]

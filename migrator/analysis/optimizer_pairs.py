@@ -53,7 +53,9 @@ class OptimizerPairs:
             for call in choices:
                 if not isinstance(call, ast.Call):
                     return None
-                if index is None and self._known_optimizer(call):
+                if index is None and (
+                    self._known_optimizer(call) or self._optimizer_class_parameter(home, call)
+                ):
                     roots += [root for arg in patterns.call_args(call)
                               for root in patterns.parameter_roots(arg.value) or (
                                   self._parameters_named(home, arg.value) or [])]  # fmt: skip
@@ -93,6 +95,31 @@ class OptimizerPairs:
             if not (isinstance(value, ast.Name) and value.id in home.params):
                 return False
         return bool(bindings)
+
+    def _optimizer_class_parameter(self, home: Scope, call: ast.Call) -> bool:
+        """`optim(generator.parameters(), lr=lr)` where `optim` is a parameter of the function
+        making it whose default is an optimizer class (`optim=torch.optim.RMSprop`)."""
+        func = call.func
+        node = home.node
+        if not isinstance(func, ast.Name) or not isinstance(
+            node, ast.FunctionDef | ast.AsyncFunctionDef
+        ):
+            return False
+        arguments = node.args
+        positional = arguments.posonlyargs + arguments.args
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]],
+                            arguments.defaults))  # fmt: skip
+        defaults.update(
+            (a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d
+        )
+        default = defaults.get(func.id)
+        if default is None:
+            return False
+        qualified = self.imports.qualify(default) or ""
+        return ".lr_scheduler." not in qualified and (
+            qualified.startswith("torch.optim.")
+            or patterns.last_part(qualified) in patterns.OPTIMIZER_CLASSES
+        )
 
     def _optimizer_helper_models(
         self, scope: Scope, call: ast.Call, index: int | None
