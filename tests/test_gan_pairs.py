@@ -215,13 +215,6 @@ def make_optimizer(net, lr):
     assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
 
 
-def test_optimizer_helper_from_another_module_is_refused():
-    source = HELPER.format(helper="from optim_utils import make_optimizer", step=GAN_STEP)
-    output, findings = migrate_text(source)
-    assert output is None
-    assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
-
-
 TRAINER = """\
 import torch
 import torch.nn as nn
@@ -333,5 +326,52 @@ def train_wgan(generator, critic, data, optim=torch.optim.RMSprop, lr=5e-5):
     assert "generator, critic, opt_g, opt_c, loader = accelerator.prepare(" in output
     no_default = source.replace("optim=torch.optim.RMSprop", "optim=None")
     output, findings = migrate_text(no_default)
+    assert output is None
+    assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
+
+
+FACTORY = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from training_utils import build_optimizers
+
+lr = 2e-4
+loader = DataLoader(TensorDataset(torch.randn(32, 4)), batch_size=8)
+decoder = nn.Linear(2, 4).to("cpu")
+critic = nn.Linear(4, 1).to("cpu")
+{made}
+for (x,) in loader:
+{step}
+"""
+
+
+def test_optimizers_from_a_factory_of_another_module_handed_the_models_are_prepared_with_a_note():
+    made = "opt_dec, opt_critic = build_optimizers(decoder, critic, lr, betas=(0.5, 0.999))"
+    output, findings = migrate_text(FACTORY.format(made=made, step=GAN_STEP))
+    assert not warnings(findings)
+    assert [f.message for f in findings if f.code == "MIG906"] == [
+        (
+            "the optimizers `opt_dec`, `opt_critic` are made by factories of other modules "
+            "(`build_optimizers()` is handed `decoder`, `critic`): prepared with the models the "
+            "loop runs, which must be every model they train"
+        )
+    ]
+    assert "critic, decoder, opt_dec, opt_critic, loader = accelerator.prepare(" in output
+
+
+def test_factory_handed_something_that_could_be_another_model_is_refused():
+    made = (
+        "mapper = nn.Linear(2, 2)\nopt_dec, opt_critic = build_optimizers(decoder, critic, mapper)"
+    )
+    output, findings = migrate_text(FACTORY.format(made=made, step=GAN_STEP))
+    assert output is None
+    assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
+
+
+def test_factory_handed_a_part_of_a_model_is_refused():
+    made = "opt_dec, opt_critic = build_optimizers(decoder.weight, critic)"
+    output, findings = migrate_text(FACTORY.format(made=made, step=GAN_STEP))
     assert output is None
     assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]

@@ -11,10 +11,17 @@ A mixin of roles._Analyser, kept in its own module for size.
 from __future__ import annotations
 
 import ast
+import re
 
 from migrator.analysis import patterns
 from migrator.analysis.facts import Origin, TrainingFacts, is_method
 from migrator.analysis.index import ModuleIndex, Scope
+
+SETTING_NAME = re.compile(
+    r"^(lr|learning_rate|.*_lr|lr_.*|betas?\d?|b\d|eps|.*decay|momentum|wd|args|opts?|cfg|"
+    r"config|hparams|hyper.*|settings|device)$",
+    re.IGNORECASE,
+)
 
 
 class OptimizerPairs:
@@ -34,8 +41,80 @@ class OptimizerPairs:
             roots = self._optimizer_models(home, name)
             models = self.facts.models
             if not roots or not all(self._kept_on_self(home, r) in models for r in roots):
-                return False
+                return self._made_by_factories(owner, optimizers)
         return True
+
+    def _made_by_factories(self, owner: Scope, optimizers: list[str]) -> bool:
+        """Every optimizer comes from a factory of another module handed models the loop runs
+        (`opt_g, opt_d = init_optimizers(net_g, net_d)`, `opt = build_optimizer(cfg, model)`),
+        with nothing else that could be a model among its arguments: prepared with those
+        models, and a note that the factories must train only the models they are handed."""
+        models = self.facts.models
+        factories: dict[str, list[str]] = {}
+        for name in optimizers:
+            home = self._home_of(name, owner)
+            bindings = [b for b in self._bindings(Origin(home, name)) if not self._from_prepare(b)]
+            if not bindings:
+                return False
+            for binding in bindings:
+                call = binding.value if binding.element is None else binding.element
+                if (
+                    not isinstance(call, ast.Call)
+                    or self._known_optimizer(call)
+                    or self._helper_function(home, call.func) is not None
+                ):
+                    return False
+                handed = [self._kept_on_self(home, n) for n in self._handed_models(home, call)]
+                if not handed or not all(m in models for m in handed):
+                    return False
+                factory = factories.setdefault(self.index.source.text_of(call.func), [])
+                factory += [m for m in handed if m not in factory]
+        made = "; ".join(f"`{f}()` is handed {', '.join(f'`{m}`' for m in handed)}"
+                         for f, handed in factories.items())  # fmt: skip
+        listed = ", ".join(f"`{name}`" for name in optimizers)
+        self._finding(self.facts.training_loops[0].node, "MIG906",
+                      f"the optimizers {listed} are made by factories of other modules ({made}): "
+                      "prepared with the models the loop runs, which must be every model they "
+                      "train", level="note")  # fmt: skip
+        return True
+
+    def _handed_models(self, home: Scope, call: ast.Call) -> list[str]:
+        """The models among a factory call's arguments; [] (refused) when an argument could be
+        a model the loop does not run or a part of one (`model.encoder`)."""
+        found: list[str] = []
+        for argument in [*call.args, *(k.value for k in call.keywords)]:
+            kind = self._argument_kind(home, argument)
+            if kind is None:
+                return []
+            if kind != "setting":
+                found.append(kind)
+        return found
+
+    def _argument_kind(self, home: Scope, argument: ast.expr) -> str | None:
+        """A model's name, "setting" (`lr`, `args.lr`, `(0.5, 0.999)`), or None."""
+        if isinstance(argument, ast.Constant):
+            return "setting"
+        if isinstance(argument, ast.Tuple):
+            kinds = [self._argument_kind(home, element) for element in argument.elts]
+            return "setting" if all(k == "setting" for k in kinds) else None
+        name = patterns.name_of(argument)
+        root = name or patterns.root_name(argument)
+        if root is None:
+            return None
+        if self._kept_on_self(home, root) in self.facts.models:
+            return root if name is not None else None  # a part of a model is not ours to pair
+        return "setting" if self._plain_value(home, root) else None
+
+    def _plain_value(self, home: Scope, name: str) -> bool:
+        """A name that holds no model: bound here only to literals and settings (`lr = 2e-4`,
+        `betas = (args.b1, args.b2)`), or a parameter named for a setting (`lr`, `args`)."""
+        if name in home.params:
+            return SETTING_NAME.search(name) is not None
+        bindings = self._bindings(Origin(home, name))
+        return bool(bindings) and not any(
+            isinstance(b.element if b.element is not None else b.value, ast.Call) or (
+                b.unpacked and b.element is None) for b in bindings
+        )  # fmt: skip
 
     def _optimizer_models(self, home: Scope, name: str) -> list[str] | None:
         """The models an optimizer made in `home` is built on, for every binding of it: a known
