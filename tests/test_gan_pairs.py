@@ -375,3 +375,33 @@ def test_factory_handed_a_part_of_a_model_is_refused():
     output, findings = migrate_text(FACTORY.format(made=made, step=GAN_STEP))
     assert output is None
     assert [f.code for f in findings if f.level == "warning"] == ["MIG906"]
+
+
+def test_trainer_keeping_a_moved_model_prepares_the_attribute_the_loop_trains():
+    """`self.model = model.to(device)` with the optimizer on `model.parameters()`: the loop
+    trains `self.model`, so prepare rebinds it (preparing `model` left it plain)."""
+    source = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, loader, device):
+        self.model = model.to(device)
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.loader = loader
+        self.device = device
+
+    def fit(self):
+        for x, y in self.loader:
+            loss = torch.nn.functional.mse_loss(self.model(x.to(self.device)), y.to(self.device))
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+"""
+    output, findings = migrate_text(source)
+    assert not warnings(findings)
+    assert (
+        "        self.model, self.optimizer, self.loader = self.accelerator.prepare(\n"
+        "            self.model, self.optimizer, self.loader\n"
+        "        )\n"
+    ) in output

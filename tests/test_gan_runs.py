@@ -17,7 +17,12 @@ from tests.fixtures import GOLDEN, ROOT
 
 pytestmark = pytest.mark.slow
 
-FIXTURES = ["gan_two_optimizers", "gan_three_backward_passes", "gan_cycle_pairs"]
+FIXTURES = [
+    "gan_two_optimizers",
+    "gan_three_backward_passes",
+    "gan_cycle_pairs",
+    "gan_trainer_moved_models",
+]
 DRIVER = textwrap.dedent("""\
     import os, runpy, sys
     for name in sys.argv[1:]:
@@ -73,3 +78,11 @@ def test_cycle_gan_pairs_with_a_critic_stepped_twice_run_sharded(launched):
     # 64 samples, batch 8, two processes: 4 steps an epoch (8 on one process), main process only
     assert text.count("steps 4 loss_g") == 2 and "steps 8" not in text, text
     assert state_keys(folder / "gan_cycle_pairs" / "g_ab.pth") == ["0.bias", "0.weight"]
+
+
+def test_trainer_keeping_moved_networks_trains_the_prepared_ones(launched):
+    folder, printed = launched
+    text = printed["gan_trainer_moved_models"]
+    # 64 samples, batch 8, two processes: 4 steps an epoch each, printed by the main process
+    assert text.count("steps 4 loss_dis") == 2 and "steps 8" not in text, text
+    assert state_keys(folder / "gan_trainer_moved_models" / "gen.pth") == ["0.bias", "0.weight"]

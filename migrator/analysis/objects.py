@@ -102,18 +102,23 @@ class ObjectRoles:
 
     def _kept_on_self(self, owner: Scope, name: str) -> str:
         """`self.gen` for `gen`, a parameter of a Trainer's `__init__` stored as `self.gen =
-        gen`: the methods train `self.gen`, so that is the model prepare rebinds."""
+        gen` (or `gen.to(device)`, or `self.gen, self.dis = gen, dis`): the methods train
+        `self.gen`, so that is the model prepare rebinds."""
         if not is_method(owner) or name not in owner.params:
             return name
         kept = []
         for other, bindings in owner.bindings.items():
             bindings = [b for b in bindings if not self._from_prepare(b)]  # migrated before
-            if (
-                other.startswith(patterns.SELF + ".")
-                and len(bindings) == 1
-                and isinstance(bindings[0].value, ast.Name)
-                and bindings[0].value.id == name
+            if not other.startswith(patterns.SELF + ".") or len(bindings) != 1:
+                continue
+            value = bindings[0].element if bindings[0].unpacked else bindings[0].value
+            while (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in ("to", "cuda")
             ):
+                value = value.func.value  # `self.gen = gen.to(device)`, which MIG003 unwraps
+            if isinstance(value, ast.Name) and value.id == name:
                 kept.append(other)
         return kept[0] if len(kept) == 1 else name
 
