@@ -4,10 +4,11 @@
     python benchmarks/corpus.py /work/corpus --set famous --set small --verbose
     python benchmarks/corpus.py /work/corpus --json > corpus.json
 
-The corpus is a folder of sets (famous/, small/, heldout/, accelerate/, programs/, notebooks/),
-rebuilt from benchmarks/corpus/manifest.json as benchmarks/corpus_fetch.md says. Every file goes
-through `migrator.runner.migrate_file`, the function the CLI runs on each file after the same
-discovery (a notebook's code cells as one program), in a process pool. Per set it prints:
+The corpus is a folder of sets (famous/, small/, small2/, heldout/, accelerate/, programs/,
+notebooks/), rebuilt from benchmarks/corpus/manifest.json as benchmarks/corpus_fetch.md says.
+Every file goes through `migrator.runner.migrate_file`, the function the CLI runs on each file
+after the same discovery (a notebook's code cells as one program), in a process pool. Per set it
+prints:
 
   files      .py/.ipynb files in the set
   training   files with a `.backward(` and a `.step(` in their text
@@ -45,7 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-SET_ORDER = ("famous", "small", "heldout", "accelerate", "programs", "notebooks")
+SET_ORDER = ("famous", "small", "small2", "heldout", "accelerate", "programs", "notebooks")
 SUFFIXES = (".py", ".ipynb")
 COLUMNS = (
     "files", "training", "changed", "refused", "noted", "silent", "untouched", "skipped",

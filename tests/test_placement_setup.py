@@ -316,3 +316,38 @@ def test_ddp_wrap_after_a_scheduler_resumes_into_the_alias_on_two_processes(tmp_
     assert [line.split(" loss")[0] for line in lines] == [
         "epoch 0 lr 0.0700", "epoch 1 lr 0.0490", "epoch 2 lr 0.0343"
     ]  # fmt: skip
+
+
+def test_an_import_further_down_does_not_push_the_accelerator_past_its_first_use():
+    """A module whose `device` is set near the top and which imports again later (a
+    SummaryWriter just before the model): the Accelerator comes after the leading imports,
+    before `device = accelerator.device`, not after the late import."""
+    source = textwrap.dedent("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        print("training on", device)
+        loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+        import math
+        model = torch.nn.Linear(2, 1).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = torch.nn.functional.mse_loss(model(x), y) * math.pi
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """)
+    output, findings = migrate_text(source)
+    assert [f.code for f in findings if f.needs_human] == []
+    lines = output.splitlines()
+    assert lines[:7] == [
+        "import torch",
+        "from torch.utils.data import DataLoader, TensorDataset",
+        "from runtime import Accelerator",
+        "",
+        "accelerator = Accelerator()",
+        "device = accelerator.device",
+        'accelerator.print("training on", device)',
+    ]
+    assert "import math" in lines

@@ -1,12 +1,14 @@
 """Where mixed precision is switched (MIG020's `enabled=`): an expression of the owner's own
 values becomes part of the Accelerator's `mixed_precision=` condition (golden
 amp_compound_switch, run on 2 processes); a value the Accelerator cannot be given where it is
-made (a helper's parameter no call passes, a dtype chosen at run time) is a MIG900 that names
-the value, its line and where it comes from."""
+made (a dtype chosen at run time) is a MIG900 that names the value, its line and where it comes
+from. A GradScaler the file does not make (a helper's parameter) is kept with its autocast, run
+through an unmigrated driver on 2 processes."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -80,22 +82,40 @@ def train_epoch(model, loader, optimizer, device, scaler):
 """
 
 
-def test_a_scaler_this_file_does_not_make_is_named_not_scaled_twice():
+def test_a_scaler_this_file_does_not_make_is_kept_with_its_autocast():
+    """The caller's GradScaler cannot go: the script's own autocast and scaler stay, the
+    backward goes through the accelerator, and the Accelerator gets no mixed_precision= (its
+    own scaler would scale a second time)."""
     output, findings = migrate_text(HELPER)
-    assert output is None
-    message = next(f.message for f in findings if f.code == "MIG900")
-    assert "`scaler.scale(loss).backward()` at line 11 scales with a GradScaler" in message
-    assert "`scaler` is a parameter in `train_epoch()` (line 4) and no call" in message
+    assert [f.code for f in findings] == ["MIG006", "MIG020"]
+    note = findings[1]
+    assert note.level == "note"
+    assert "`scaler.scale(...)` at line 11 scales with a GradScaler" in note.message
+    assert "`scaler` is a parameter in `train_epoch()` (line 4) and no call" in note.message
+    assert "kept as written" in note.message
+    assert "    accelerator = Accelerator()\n" in output
+    assert "mixed_precision" not in output
+    kept = (
+        '        with torch.autocast("cuda", dtype=torch.float16, enabled=scaler.is_enabled()):\n'
+        "            loss = model(x).sum()\n"
+        "        optimizer.zero_grad()\n"
+        "        accelerator.backward(scaler.scale(loss))\n"
+        "        scaler.step(optimizer)\n"
+        "        scaler.update()\n"
+    )
+    assert output.endswith(kept)
     made = (
         HEAD
         + "scaler = torch.cuda.amp.GradScaler() if FLAG else None\n"
         + LOOP.format(switch="FLAG").replace("loss.backward()", "scaler.scale(loss).backward()")
     )
     output, findings = migrate_text(made)
-    assert output is None
     assert "`scaler` is set at line 6 to `torch.cuda.amp.GradScaler() if FLAG else None`" in (
-        findings[-1].message
+        next(f.message for f in findings if f.code == "MIG020")
     )
+    assert "accelerator.backward(scaler.scale(loss))" in output
+    assert "scaler = torch.cuda.amp.GradScaler() if FLAG else None" in output
+    assert "mixed_precision" not in output
 
 
 def test_a_switch_that_is_the_owning_functions_parameter_is_read_there():
@@ -130,3 +150,65 @@ def test_compound_switch_fixture_runs_on_two_processes(tmp_path):
                           timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("epoch 1 loss") == 1  # two epochs, printed by the main process
+
+
+CALLER_SCALER_TRAINER = """\
+import torch
+
+
+def train_epoch(model, loader, optimizer, scaler):
+    model.train()
+    batches = 0
+    for x, y in loader:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=scaler.is_enabled()):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        batches += 1
+    return batches
+"""
+CALLER_SCALER_DRIVER = """\
+import os
+import re
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainer import train_epoch
+
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+loader = DataLoader(data, batch_size=4, shuffle=True)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+for epoch in range(2):
+    batches = train_epoch(model, loader, optimizer, scaler)
+rank = os.environ.get("RANK", "0")
+weights = [round(v, 6) for v in model.weight.detach().flatten().tolist()]
+print(f"rank {rank} batches {batches} scale {scaler.get_scale()} weights {weights}", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_trainer_kept_on_its_callers_scaler_runs_through_its_unmigrated_driver(tmp_path):
+    """The trainer is migrated, its driver is not: on 2 processes each rank draws half the
+    batches, the caller's scaler still scales, and both ranks end with the same weights (the
+    backward went through the prepared, synchronised model)."""
+    output, _findings = migrate_text(CALLER_SCALER_TRAINER)
+    assert "accelerator.backward(scaler.scale(loss))" in output
+    (tmp_path / "trainer.py").write_text(output)
+    (tmp_path / "driver.py").write_text(CALLER_SCALER_DRIVER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        env.pop(key, None)
+    command = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", "driver.py"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = sorted(re.findall(r"rank \d batches \d+ scale [\d.]+ weights \[[^\]]*\]", done.stdout))
+    assert [line.split(" batches")[0] for line in lines] == ["rank 0", "rank 1"]
+    assert all(" batches 4 scale 1024.0 " in line for line in lines)  # 8 batches, half each
+    assert lines[0].split("weights")[1] == lines[1].split("weights")[1]

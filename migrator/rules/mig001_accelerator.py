@@ -69,7 +69,7 @@ class CreateAccelerator(Rule):
             scope = module
         block = scope.body
         start = _body_start(block) if scope is not module else None
-        index = self._creation_index(block, dependencies, start)
+        index = self._creation_index(block, dependencies, start, _first_need(context, block))
         if not self._settle_needs(context, block, index):
             return
         arguments = ", ".join(f"{k.name}={k.code}" for k in context.kwargs)
@@ -130,9 +130,11 @@ class CreateAccelerator(Rule):
         context.edits.insert(body.holder, index, statement, priority=-10)
 
     @staticmethod
-    def _creation_index(block: Block, dependencies: set[str], start: int | None) -> int:
-        limit = len(block.statements)
-        index = after_imports(block, limit) if start is None else start
+    def _creation_index(block: Block, dependencies: set[str], start: int | None, first: int) -> int:
+        """After the imports that come before the first code needing the accelerator (an
+        import further down the module, before the model, does not push it past that code)
+        and after the definitions its arguments read."""
+        index = after_imports(block, first) if start is None else start
         for name in dependencies:
             for binding in block.scope.assigns(name):
                 statement = binding.statement.ancestor_in(block)
@@ -172,6 +174,13 @@ def _within(scope: Scope, owner: Scope) -> bool:
 
 def _body_start(block: Block) -> int:
     return 1 if block.statements and is_docstring(block.statements[0]) else 0
+
+
+def _first_need(context: RuleContext, block: Block) -> int:
+    """The position in `block` of the first code that needs the accelerator (its end when
+    none does there)."""
+    positions = [_position_in(need, block) for need in context.needs]
+    return min((p for p in positions if p is not None), default=len(block.statements))
 
 
 def _position_in(need: AcceleratorNeed, block: Block) -> int | None:

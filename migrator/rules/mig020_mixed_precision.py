@@ -7,6 +7,11 @@ The Accelerator gets `mixed_precision=` from the autocast dtype (fp16 / bf16).
 CUDA autocast and GradScaler do nothing on a machine without CUDA, so the original trains in
 fp32 there; the migrated script keeps that: `"fp16" if torch.cuda.is_available() else "no"`.
 A dynamic `enabled=` becomes part of the same condition.
+
+A scaler the file does not make as one `GradScaler(...)` call (a helper's parameter, the
+`GradScaler() if amp else None` of torchvision's references) cannot go: then the script keeps
+its own autocast and GradScaler, run on each process as under torchrun DDP, the backward goes
+through the accelerator and the Accelerator gets no `mixed_precision=` (a note).
 """
 
 from __future__ import annotations
@@ -112,9 +117,12 @@ class MixedPrecision(Rule):
 
     # -- GradScaler --------------------------------------------------------------------------
     def _unmade_scaler(self, context: RuleContext, scopes) -> bool:
-        """`scaler.scale(loss).backward()` where this file makes no GradScaler `scaler` (a
-        helper's parameter): its dance cannot go, and kept it would scale a second time under
-        the Accelerator's fp16. A MIG900 naming it; True if so."""
+        """`scaler.scale(loss).backward()` where this file makes no GradScaler `scaler` as one
+        `GradScaler(...)` call (a helper's parameter, `GradScaler() if amp else None`): its
+        dance cannot go, and the Accelerator must not scale a second time. The script's own
+        autocast and GradScaler stay as written, on each process, as under torchrun DDP; the
+        backward goes through the accelerator (`accelerator.backward(scaler.scale(loss))`)
+        and the Accelerator gets no mixed_precision=. A note says so; True if so."""
         facts = context.facts
         for scope in scopes:
             for site in scope.calls:
@@ -134,11 +142,12 @@ class MixedPrecision(Rule):
                 if bound and bound[0].value is not None:
                     why = (f"`{origin.name}` is set at line {bound[0].statement.node.lineno} "
                            f"to `{ast.unparse(bound[0].value)}`, not one GradScaler(...) call")  # fmt: skip
-                context.block_file(Finding(code="MIG900", node=site.node, message=(
-                    f"`{ast.unparse(site.node)}` at line {site.node.lineno} scales with a "
+                context.findings.append(Finding(code="MIG020", level="note", node=site.node, message=(
+                    f"`{ast.unparse(func)}(...)` at line {site.node.lineno} scales with a "
                     f"GradScaler this file does not make as such{': ' + why if why else ''}; "
-                    "accelerator.backward scales on its own under mixed_precision=\"fp16\": "
-                    "migrate mixed precision by hand")))  # fmt: skip
+                    "the script's own autocast and GradScaler are kept as written and run on "
+                    "each process (the backward goes through accelerator.backward, the "
+                    "Accelerator gets no mixed_precision=)")))  # fmt: skip
                 return True
         return False
 
