@@ -405,3 +405,49 @@ class Trainer:
         "            self.model, self.optimizer, self.loader\n"
         "        )\n"
     ) in output
+
+
+def test_scheduler_built_on_the_first_networks_optimizer_before_the_second_network_is_made():
+    """Each network made with its optimizer and per-epoch scheduler in turn: the scheduler
+    built on `self.opt_c` before `self.gen` exists is a set-up use (it holds the optimizer
+    prepare wraps), so one prepare after the last training object holds them all."""
+    source = """\
+import torch
+import torch.nn as nn
+
+
+class WganTrainer:
+    def __init__(self, epochs):
+        self.critic = nn.Linear(4, 1)
+        self.opt_c = torch.optim.Adam(self.critic.parameters(), lr=1e-4)
+        self.sched_c = torch.optim.lr_scheduler.StepLR(self.opt_c, step_size=5)
+        self.gen = nn.Linear(2, 4)
+        self.opt_g = torch.optim.Adam(self.gen.parameters(), lr=1e-4)
+        self.sched_g = torch.optim.lr_scheduler.StepLR(self.opt_g, step_size=5)
+        self.epochs = epochs
+
+    def train(self, loader):
+        for epoch in range(self.epochs):
+            for (x,) in loader:
+                fake = self.gen(torch.randn(x.size(0), 2))
+                self.opt_c.zero_grad()
+                (self.critic(fake.detach()).mean() - self.critic(x).mean()).backward()
+                self.opt_c.step()
+                self.opt_g.zero_grad()
+                (-self.critic(fake).mean()).backward()
+                self.opt_g.step()
+            self.sched_c.step()
+            self.sched_g.step()
+"""
+    output, findings = migrate_text(source)
+    assert not warnings(findings)
+    assert (
+        "        self.sched_c = torch.optim.lr_scheduler.StepLR(self.opt_c, step_size=5)\n"
+        "        self.gen = nn.Linear(2, 4)\n"
+        "        self.opt_g = torch.optim.Adam(self.gen.parameters(), lr=1e-4)\n"
+        "\n"
+        "        self.gen, self.critic, self.opt_g, self.opt_c = self.accelerator.prepare(\n"
+        "            self.gen, self.critic, self.opt_g, self.opt_c\n"
+        "        )\n"
+        "        self.sched_g = torch.optim.lr_scheduler.StepLR(self.opt_g, step_size=5)\n"
+    ) in output

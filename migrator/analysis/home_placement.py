@@ -1,12 +1,15 @@
 """Prepare in the methods that make a class's training objects (homes.py decides which):
-one prepare per method, after their last definition there and before their first use there,
-once every branch has made them. Uses placement.py's reading of definitions and uses."""
+one prepare per method, after their last definition there and before their first use there
+(set-up uses before it, like a scheduler built on the first network's optimizer before the
+second network is made, keep the plain object: setup_uses.py), once every branch has made
+them. Uses placement.py's reading of definitions and uses."""
 
 from __future__ import annotations
 
 from migrator.analysis import placement
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Statement
+from migrator.analysis.setup_uses import is_setup_use
 from migrator.analysis.statement_points import after_imports, binds_on_every_path, flat
 
 
@@ -21,10 +24,13 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
     for home, held in by_home.values():
         defs = {name: placement.definitions(facts, home, name) for name in held}
         def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
-        hard, uses = [], {}
+        hard, uses, set_up = [], {}, []
         for name in held:
             for use in home.uses.get(name, []):
                 if placement.use_kind(use, name, def_nodes, facts) == "hard":
+                    if is_setup_use(use, facts):  # `StepLR(self.opt_c)` before `self.net_g`
+                        set_up.append(use.statement)
+                        continue
                     hard.append(use.statement)
                     uses.setdefault(id(use.statement), name)
         block = home.body  # at the method's top level, once every branch has made them
@@ -44,6 +50,9 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
                                           "a condition")  # fmt: skip
                 return False
         last = max(last_of.values(), default=-1)
+        # A set-up use before the last definition keeps the plain object, as in the original;
+        # after it, it waits for prepare like any other use.
+        hard += [s for s in set_up if position(s) > last]
         first = min((position(s) for s in hard), default=len(block.statements))
         if last >= first:
             use = min(hard, key=lambda s: (position(s), placement.line_of(s)))
