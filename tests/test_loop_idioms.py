@@ -284,3 +284,22 @@ def test_a_model_shown_alone_on_a_line_before_the_optimizer_is_set_up():
         """)
     assert codes == []
     assert output.index("\nmodel\n") < output.index("accelerator.prepare(")
+
+
+def test_a_bar_entered_with_a_with_statement_is_a_loop_over_its_loader():
+    """`with tqdm(loader) as bar: for x, y in enumerate(bar)`: tqdm enters as itself."""
+    body = textwrap.indent(STEP, "        ")
+    source = (
+        "from tqdm import tqdm\n"
+        + PREAMBLE
+        + "with tqdm(loader, unit='batch') as bar:\n    for i, (x, y) in enumerate(bar):\n"
+        + body
+    )
+    output, codes = _migrate(source)
+    assert codes == []
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
+    assert (
+        "with tqdm(loader, unit='batch', disable=not accelerator.is_local_main_process) as bar:"
+        in output
+    )
+    assert "        accelerator.backward(loss)\n" in output
