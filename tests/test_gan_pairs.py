@@ -451,3 +451,58 @@ class WganTrainer:
         "        )\n"
         "        self.sched_g = torch.optim.lr_scheduler.StepLR(self.opt_g, step_size=5)\n"
     ) in output
+
+
+SAMPLER = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(2, 4)
+
+    def forward(self, z):
+        return self.net(z)
+
+    def sample(self, n):
+        return self.net(torch.randn(n, 2))
+
+
+loader = DataLoader(TensorDataset(torch.randn(32, 4)), batch_size=8)
+gen = Generator()
+critic = nn.Linear(4, 1)
+opt_gen = torch.optim.Adam(gen.parameters())
+opt_critic = torch.optim.Adam(critic.parameters())
+for (x,) in loader:
+    fake = {fake}
+    opt_critic.zero_grad()
+    (critic(fake.detach()).mean() - critic(x).mean()).backward()
+    opt_critic.step()
+    opt_gen.zero_grad()
+    (-critic(fake).mean()).backward()
+    opt_gen.step()
+"""
+
+
+def test_a_model_run_only_through_its_own_method_is_refused_naming_the_call():
+    output, findings = migrate_text(SAMPLER.format(fake="gen.sample(x.size(0))"))
+    assert output is None
+    assert warnings(findings) == [
+        (
+            "24: MIG900 `gen` is trained in the loop but runs there only through `gen.sample(...)` "
+            "(line 24), never its forward: DistributedDataParallel averages a model's gradients "
+            "only for its forward, so each process would train its own copy; call the model "
+            "itself (that code in its `forward`) or migrate by hand"
+        )
+    ]
+
+
+def test_a_model_whose_forward_runs_may_also_be_used_through_its_methods():
+    output, findings = migrate_text(
+        SAMPLER.format(fake="gen(torch.randn(x.size(0), 2)) + 0 * gen.sample(x.size(0))")
+    )
+    assert not warnings(findings)
+    assert "accelerator.unwrap_model(gen).sample(x.size(0))" in output

@@ -340,3 +340,16 @@ def is_cuda_available_call(expr: ast.AST, imports: ImportTable) -> bool:
 
 def is_grad_scaler_call(call: ast.Call, imports: ImportTable) -> bool:
     return (imports.qualify(call.func) or "") in GRAD_SCALERS or is_scaler_call(call, imports)
+
+
+# What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
+# which MIG010 rewrites on its own.
+MODULE_API = {
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "train", "eval", "training",
+    "zero_grad", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "apply",
+    "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_buffer", "register_parameter", "add_module",
+    "forward", "type", "share_memory", "get_submodule", "get_parameter", "get_buffer",
+    "module", "compile", "__class__",
+}  # fmt: skip

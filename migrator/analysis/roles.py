@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import explain, patterns
+from migrator.analysis.bypassed_forwards import BypassedForwards
 from migrator.analysis.distributed import read_distributed
 from migrator.analysis.facts import (
     Origin,
@@ -43,6 +44,7 @@ class _Analyser(
     DataRegions,
     LoopAnalysis,
     RetainedGraphs,
+    BypassedForwards,
 ):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
@@ -82,6 +84,8 @@ class _Analyser(
             if not self._is_accelerator_receiver(site) and self._in_training(site, per_batch)
         ]
         self._find_reused_forwards()
+        if not self.facts.blocked:
+            self._find_bypassed_forwards()
         return self.facts
 
     # -- accelerator and backward ------------------------------------------------------------
