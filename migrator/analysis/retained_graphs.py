@@ -70,7 +70,6 @@ class _Walk:
         self.passes: tuple[int, ...] = ()
         self.no_grad = 0
         self.reuse: Reuse | None = None
-        self.returned: frozenset = frozenset()
 
     def block(self, body: list[ast.stmt], state: _State) -> None:
         for statement in body:
@@ -113,8 +112,6 @@ class _Walk:
         elif isinstance(node, ast.Try):
             for part in (node.body, *[h.body for h in node.handlers], node.orelse, node.finalbody):
                 self.block(part, state)
-        elif isinstance(node, ast.Return) and node.value is not None:
-            self.returned |= self.value(node.value, state)
         else:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
