@@ -1,9 +1,13 @@
 """Several optimizers in one loop (GANs, encoder/decoder pairs): one prepare holds them all, with
 their models, when each is built here on the parameters of models found here - directly, through
 a name holding them (`params_g = chain(G.parameters(), Q.parameters())`), or through a helper of
-this file handed the model (`make_optimizer(D_A, lr)`) - or when every optimizer and every
-model the loop runs is handed in by the callers (a Trainer's `__init__(gen, dis, opt_gen,
-opt_dis)`). Anything else (an EMA's `.step()`, a factory from another module) stays MIG906.
+this file handed the model (`make_optimizer(D_A, lr)`, `opt_g, opt_d = make_optimizers(G, D)`),
+either side of `Adam(...) if adam else RMSprop(...)`, an optimizer class taken as a parameter
+(`optim=torch.optim.RMSprop`) - or, with a MIG906 note, when every optimizer and every model the
+loop runs is handed in by the callers (a Trainer's `__init__(gen, dis, opt_gen, opt_dis)`), or
+every optimizer comes from a factory of another module handed only models the loop runs and
+settings. Anything else (an EMA's `.step()`, a factory also handed something that could be
+another model) stays MIG906.
 
 A mixin of roles._Analyser, kept in its own module for size.
 """
@@ -148,8 +152,8 @@ class OptimizerPairs:
     def _all_handed_in(self, owner: Scope, optimizers: list[str]) -> bool:
         """Every optimizer comes from the callers (`self.opt_gen = opt_gen`, `opt_d =
         optimizers["d"]` in the function or `__init__` receiving them) and so does every model
-        the loop runs: prepared together, with a note that they must be all these optimizers
-        train. One optimizer built here and one handed in is not paired."""
+        the loop runs: prepared together, with a note that those models must be every model
+        the optimizers train. One optimizer built here and one handed in is not paired."""
         models = self.facts.models
         if not models or not all(self._handed_in(owner, name) for name in optimizers):
             return False
@@ -163,15 +167,19 @@ class OptimizerPairs:
         return True
 
     def _handed_in(self, owner: Scope, name: str) -> bool:
+        """`name` is a parameter of the function that makes it, or bound there only from one
+        (`self.opt_gen = opt_gen`, `optimizers["gen"]`; not from `self`, which this class
+        fills itself)."""
         home = self._home_of(name, owner)
-        if name in home.params:
+        received = home.params[1:] if is_method(home) else home.params
+        if name in received:
             return True
         bindings = [b for b in self._bindings(Origin(home, name)) if not self._from_prepare(b)]
         for binding in bindings:
             value = binding.element if binding.unpacked else binding.value
             while isinstance(value, (ast.Subscript, ast.Attribute)):  # `optimizers["gen"]`
                 value = value.value
-            if not (isinstance(value, ast.Name) and value.id in home.params):
+            if not (isinstance(value, ast.Name) and value.id in received):
                 return False
         return bool(bindings)
 
