@@ -106,6 +106,25 @@ def test_a_loop_over_a_wrapped_loader_prepares_the_loader(head):
     assert migrate_text(output)[0] is None
 
 
+def test_a_bar_bound_by_a_with_statement_is_a_loop_over_its_loader():
+    """`with tqdm(loader) as bar: for x, y in bar:` (tqdm's __enter__ returns the bar): the
+    loader is prepared before the epoch loop, the bar is shown on the local main process."""
+    head = "for epoch in range(2):\n    with tqdm(loader, desc='train') as bar:\n"
+    loop = "        for x, y in bar:\n" + textwrap.indent(STEP, "        ")
+    output, codes = _migrate("from tqdm import tqdm\n" + PREAMBLE + head + loop)
+    assert codes == []
+    prepare = output.index(
+        "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)"
+    )
+    assert prepare < output.index("for epoch in range(2):")
+    assert (
+        "    with tqdm(loader, desc='train', disable=not accelerator.is_local_main_process) as bar:"
+        in output
+    )
+    assert "accelerator.backward(loss)" in output and ".backward()" not in output
+    assert migrate_text(output)[0] is None
+
+
 @pytest.mark.parametrize(
     "loop",
     [
@@ -284,22 +303,3 @@ def test_a_model_shown_alone_on_a_line_before_the_optimizer_is_set_up():
         """)
     assert codes == []
     assert output.index("\nmodel\n") < output.index("accelerator.prepare(")
-
-
-def test_a_bar_entered_with_a_with_statement_is_a_loop_over_its_loader():
-    """`with tqdm(loader) as bar: for x, y in enumerate(bar)`: tqdm enters as itself."""
-    body = textwrap.indent(STEP, "        ")
-    source = (
-        "from tqdm import tqdm\n"
-        + PREAMBLE
-        + "with tqdm(loader, unit='batch') as bar:\n    for i, (x, y) in enumerate(bar):\n"
-        + body
-    )
-    output, codes = _migrate(source)
-    assert codes == []
-    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
-    assert (
-        "with tqdm(loader, unit='batch', disable=not accelerator.is_local_main_process) as bar:"
-        in output
-    )
-    assert "        accelerator.backward(loss)\n" in output

@@ -76,20 +76,18 @@ class LoopSources:
         return LoopSource(scope, [name], through)
 
     def _wrapper_binding(self, scope: Scope, name: str, seen: frozenset, at=None):
-        """`progress_bar = tqdm(loader)` / `with tqdm(loader) as progress_bar:` / `it =
-        iter(loader)`: what the name wraps, read where it is bound (every binding must wrap the
-        same loaders, or the one just before `at` in its block reaches it: `t =
-        tqdm(train_loader)` then `for b in t:`, later `t = tqdm(val_loader)`).
-        NOT_LOADER_ITEMS: every binding wraps an iterable that is no loader (`pbar =
-        tqdm(range(epochs))`)."""
+        """`progress_bar = tqdm(loader)` / `it = iter(loader)` / `with tqdm(loader) as bar:`:
+        what the name wraps, read where
+        it is bound (every binding must wrap the same loaders, or the one just before `at` in
+        its block reaches it: `t = tqdm(train_loader)` then `for b in t:`, later
+        `t = tqdm(val_loader)`). NOT_LOADER_ITEMS: every binding wraps an iterable that is no
+        loader (`pbar = tqdm(range(epochs))`)."""
         origin = self.facts.origin(scope, name)
         if origin is None or (id(origin.scope), origin.name) in seen:
             return None
         bindings = origin.scope.assigns(origin.name)
-        # `with tqdm(loader) as bar:` binds the bar like `bar = tqdm(loader)` (tqdm enters as
-        # itself)
         if not bindings or any(b.kind not in ("assign", "with") or b.unpacked for b in bindings):
-            return None
+            return None  # `with tqdm(loader) as bar:` binds the bar (its __enter__ is itself)
         reaching = reaching_binding(bindings, at) if origin.scope is scope else None
         if reaching is not None and len(bindings) > 1:
             bindings = [reaching]
