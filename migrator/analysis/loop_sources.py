@@ -64,7 +64,7 @@ class LoopSources:
                     return None
                 return LoopSource(parts[0].scope, [n for p in parts for n in p.loaders], through)
             expr = inner[0]
-        name = patterns.name_of(expr)
+        name = patterns.name_of(expr) or self._held_loader(expr)  # `self.cfg.train_loader`
         if name is None:
             return None
         bound = self._wrapper_binding(scope, name, seen, at)

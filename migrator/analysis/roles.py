@@ -24,6 +24,7 @@ from migrator.analysis.facts import (
     is_method,
     value_call,
 )  # fmt: skip
+from migrator.analysis.held_objects import HeldObjects
 from migrator.analysis.homes import ClassHomes
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
@@ -40,6 +41,7 @@ class _Analyser(
     ObjectRoles,
     OptimizerPairs,
     ClassHomes,
+    HeldObjects,
     TrainedModels,
     DataRegions,
     LoopAnalysis,
@@ -73,6 +75,8 @@ class _Analyser(
             return self.facts
         per_batch = self._per_batch_functions()
         self._find_owner_and_roles(per_batch)
+        if not self.facts.blocked and self.facts.owner is not None:
+            self._frozen_holders()
         if self.facts.blocked or self.facts.owner is None:
             return self.facts
         self._find_eval_loops()
@@ -183,6 +187,7 @@ class _Analyser(
                 called = patterns.name_of(call.node.func)
                 if call.method == "forward" and call.receiver is not None:  # `model.forward(x)`
                     called = patterns.name_of(call.receiver)
+                called = called or self._held_call(call)  # `self.cfg.model(x)`
                 if called is not None and self._callee_scope(call) is None:
                     origin = facts.origin(call.scope, called)
                     if origin is not None:
