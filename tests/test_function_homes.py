@@ -1,7 +1,7 @@
 """Training objects split between module level and a module-level function (issue 16,
 function_homes.py): each is prepared in the scope that makes it, and the shapes where one
 prepare per scope would be wrong are refused by name. The reviewed goldens
-(fixtures/golden/module_*) run on two processes in test_idioms_objects.py."""
+(fixtures/golden/module_*) run on two processes in test_function_homes_runs.py."""
 
 from __future__ import annotations
 

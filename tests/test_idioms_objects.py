@@ -147,14 +147,6 @@ def test_data_parallel_removed_is_equivalent_on_two_processes(tmp_path):
     assert len(report["steps"]) == 16  # 128 samples, batch 16, 2 epochs: every step compared
 
 
-def torch_state_keys(path: Path, entry: str | None = None) -> list[str]:
-    import torch
-
-    state = torch.load(path)
-    state = state[entry] if entry is not None else state
-    return sorted(k for k in state if k.startswith("0."))  # no `module.` prefix
-
-
 def test_optimizers_kept_in_a_dict_run_on_two_processes(tmp_path):
     done = launch(migrated("optimizers_in_a_dict"), tmp_path)
     assert done.stdout.count("epoch") == 2 and "epoch 1: d" in done.stdout, done.stdout
@@ -195,24 +187,3 @@ def test_class_objects_made_in_other_methods_run_on_two_processes(tmp_path):
         assert done.stdout.count("steps 4 ") == 2, done.stdout
     last = [re.findall(r"epoch 1 steps 4 loss ([0-9.]+)", d.stdout) for d in (plain, head)]
     assert len(last[0]) == len(last[1]) == 1 and last[0] != last[1], last
-
-
-def test_objects_split_between_module_level_and_a_function_run_on_two_processes(tmp_path):
-    # loaders prepared at module level, the network and optimizer in train(): 64 samples,
-    # batch 8, two processes: 32 samples each, printed once (the main process)
-    done = launch(migrated("module_loaders_function_model"), tmp_path)
-    assert done.stdout.count("samples 32 ") == 2, done.stdout
-    assert sorted(torch_state_keys(tmp_path / "regressor.pt", "weights")) == ["0.bias", "0.weight"]
-    # module code after train() loads the saved weights into a plain network, once every
-    # process is past the main process's save
-    assert done.stdout.count("reloaded 85 weights") == 1, done.stdout
-    # the reverse: network, optimizer and per-batch warm-up at module level, the loader made
-    # in fit(): 128 samples, batch 16, two processes: 4 steps an epoch
-    done = launch(migrated("module_model_function_loader"), tmp_path)
-    assert done.stdout.count("steps 4 ") == 2, done.stdout
-    assert (tmp_path / "classifier.pt").exists()
-    # the network prepared with the loader at module level, the optimizer alone in train()
-    done = launch(migrated("module_model_function_optimizer"), tmp_path)
-    assert done.stdout.count("batches 4 ") == 3, done.stdout
-    losses = [float(line.split()[-1]) for line in done.stdout.splitlines() if "batches" in line]
-    assert losses[-1] < losses[0]  # it learns
