@@ -6,10 +6,18 @@ through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails 
 
 `state_dict()` / `load_state_dict()` go through `unwrap_model` too: DDP's keys carry a
 `module.` prefix, so a checkpoint saved unwrapped (MIG030, accelerator.save) loads only into the
-unwrapped model, and a state copied from the wrapper would not load into a plain model.
+unwrapped model, and a state copied from the wrapper would not load into a plain model. In a
+function that reads the unwrapped `state_dict()`, `named_parameters()` (and the other `named_*`)
+are unwrapped too, so names from both still match (a FedProx term looking parameters up by
+their state-dict keys).
+
+Functions of this file that the training functions call with the prepared model (a
+`validation_step(model, batch)` beside `training_step`) get the same treatment.
 """
 
 from __future__ import annotations
+
+import ast
 
 from migrator.rules.base import Rule, RuleContext
 
@@ -24,6 +32,7 @@ MODULE_API = {
     "forward", "type", "share_memory", "get_submodule", "get_parameter", "get_buffer",
     "module", "compile", "__class__",
 }  # fmt: skip
+NAMED = {"named_parameters", "named_buffers", "named_children", "named_modules"}
 
 
 class ModelAttributes(Rule):
@@ -33,12 +42,15 @@ class ModelAttributes(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
-        for scope in context.facts.training_scopes:
+        for scope in _scopes_with_prepared_model(context):
             for name, uses in scope.uses.items():
                 if context.prepared_role(scope, name) != "model":
                     continue
+                keyed = any(use.kind == "attr" and use.attr == "state_dict" for use in uses)
                 for use in uses:
-                    if use.kind != "attr" or use.attr in MODULE_API:
+                    if use.kind != "attr" or (
+                        use.attr in MODULE_API and not (keyed and use.attr in NAMED)
+                    ):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
                         continue  # a model re-created after training is a plain model
@@ -52,3 +64,23 @@ class ModelAttributes(Rule):
                         continue
                     context.unwrap(use.node)
                     context.need_accelerator_at(use.statement, soft=use.node)
+
+
+def _scopes_with_prepared_model(context: RuleContext) -> list:
+    """The training scopes, and the functions of this file they (or those functions) call
+    with the prepared model as an argument, after it is prepared."""
+    scopes = list(context.facts.training_scopes)
+    functions = context.facts.index.functions
+    for scope in scopes:  # grows while it is walked
+        for site in scope.calls:
+            callee = functions.get(site.callee or "")
+            if callee is None or callee in scopes:
+                continue
+            if scope is context.facts.owner and context.plan.before_prepare(site.statement):
+                continue  # set-up on the plain model (`init_weights(model)`)
+            if any(
+                isinstance(arg, ast.Name) and context.prepared_role(scope, arg.id) == "model"
+                for arg in [*site.node.args, *(k.value for k in site.node.keywords)]
+            ):
+                scopes.append(callee)
+    return scopes
