@@ -47,6 +47,8 @@ class Device(Rule):
                 for binding in bindings:
                     context.edits.remove(binding.small)
                 continue
+            if any(_is_device_string(self._value(b)) for b in bindings):
+                _compare_device_types(context, scope, bindings[0].name)
             for binding in bindings:
                 node = self._value(binding)
                 if node is None or patterns.is_accelerator_device(node, facts.accelerator_names):
@@ -58,6 +60,11 @@ class Device(Rule):
         if not used:
             context.edits.remove(statement.node)
             return
+        if any(
+            isinstance(small, ast.Assign) and _is_device_string(small.value)
+            for small in ast.walk(statement.node)
+        ):
+            _compare_device_types(context, statement.block.scope, name)
         line = f"{name} = {context.accelerator}.device"
         context.edits.replace(
             statement.node, lambda _text, r: line + r.newline, drops=[statement.node]
@@ -129,6 +136,58 @@ class Device(Rule):
         else:
             context.edits.rewrite(node, render, drops=[node])
         context.need_accelerator_at(site.statement)
+
+
+def _is_device_string(expr) -> bool:
+    """`"cuda"`, `"cuda" if torch.cuda.is_available() else "cpu"`."""
+    if isinstance(expr, ast.IfExp):
+        return _is_device_string(expr.body) and _is_device_string(expr.orelse)
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, str)
+
+
+def _compare_device_types(context: RuleContext, scope: Scope, name: str) -> None:
+    """`device` held a string and now holds `accelerator.device`, a `torch.device`, which
+    never equals `"cuda"` (and `"cuda" in device` raises): comparisons of it with a string
+    compare `device.type`. Functions that bind their own `device` are left alone."""
+
+    def walk(node: ast.AST):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and (
+                _binds(child, name)
+            ):
+                continue
+            if isinstance(child, ast.Compare):
+                _retype(context, child, name)
+            walk(child)
+
+    walk(scope.node)
+
+
+def _binds(function: ast.AST, name: str) -> bool:
+    args = function.args
+    params = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    if any(param is not None and param.arg == name for param in params):
+        return True
+    return any(
+        isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
+        for node in ast.walk(function)
+    )
+
+
+def _retype(context: RuleContext, compare: ast.Compare, name: str) -> None:
+    sides = [compare.left, *compare.comparators]
+    if len(sides) != 2 or not isinstance(compare.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+        return
+    left, right = sides
+    for device, other in ((left, right), (right, left)):
+        if (
+            isinstance(device, ast.Name)
+            and device.id == name
+            and isinstance(other, ast.Constant)
+            and isinstance(other.value, str)
+            and not context.edits.has_replacement(device)
+        ):
+            context.edits.replace(device, lambda text, _r: f"{text}.type")
 
 
 def _device_only_if(index, bindings: list[Binding], removed=frozenset()):
