@@ -2,7 +2,7 @@
 outputs and read with `.item()`, Python sets of (label, position) pairs counted per batch, a
 loss summed while the batch is still viewed with its per-process shape, a helper calling the
 model's own method, a save that moves the model to the CPU and back, and a proximal term
-matching `named_parameters()` with state-dict keys. On 2 processes (lr=0, so both runs
+matching `named_parameters()` with state-dict keys, and a final save loaded back. On 2 processes (lr=0, so both runs
 evaluate the same model) the migrated script prints what the original prints on one."""
 
 from __future__ import annotations
@@ -91,6 +91,16 @@ for epoch in range(2):
     print(f"epoch {epoch} loss {total_loss:.5f} sum {sum_loss:.5f} hits {hits} found {found}")
     vloss, guess = validate(model, x, y)
     print("on", "gpu" if device == "cuda" else "cpu", guess.shape[0])
+torch.save(model.state_dict(), "final.pt")
+
+
+def reload_saved():
+    fresh = Tagger()
+    fresh.load_state_dict(torch.load("final.pt"))
+    return sum(p.numel() for p in fresh.parameters())
+
+
+print("reloaded", reload_saved())
 """
 
 EPOCH = re.compile(r"epoch \d loss [0-9.]+ sum [0-9.]+ hits \d+ found \d+")
@@ -109,6 +119,7 @@ def test_eval_counts_and_hand_offs_on_two_processes_equal_one_process(tmp_path):
     assert migrated is not None and findings == []
     assert "gather_for_metrics" not in migrated
     assert "    finally:\n        model.to(original_device)\n" in migrated
+    assert '.state_dict(), "final.pt")\naccelerator.wait_for_everyone()\n' in migrated
     printed = {}
     for name, text, launcher in (
         ("original", SCRIPT, [sys.executable]),
@@ -122,5 +133,6 @@ def test_eval_counts_and_hand_offs_on_two_processes_equal_one_process(tmp_path):
         assert (folder / "tagger.pt").exists()
         printed[name] = EPOCH.findall(done.stdout)
         assert done.stdout.count("on cpu 4") == 2  # the helper ran, printed once per epoch
+        assert "reloaded 15\n" in done.stdout
     assert len(printed["original"]) == 2
     assert printed["migrated"] == printed["original"]
