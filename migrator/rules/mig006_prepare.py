@@ -8,6 +8,7 @@ import ast
 
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.loader_wrappers import rewrapped_loader
 
 LINE_LENGTH = 88
 
@@ -21,6 +22,11 @@ class Prepare(Rule):
     def apply(self, context: RuleContext) -> None:
         plan = context.plan
         context.findings.extend(plan.notes)
+        if plan.block is not None:
+            wrapped = rewrapped_loader(context, plan.block.scope, plan.objects)
+            if wrapped is not None:
+                context.block_file(wrapped)
+                return
         for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)

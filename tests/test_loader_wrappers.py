@@ -1,0 +1,41 @@
+"""MIG006 refuses a DataLoader re-bound to the user's wrapper before training
+(`loader = DeviceLoader(loader, fn)`): prepare would pass the wrapper through unsharded."""
+
+from __future__ import annotations
+
+from migrator.engine import migrate_text
+
+SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from helpers import DeviceLoader, to_device
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = torch.nn.Linear(4, 1).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)
+loader = DeviceLoader(loader, to_device, device)
+for epoch in range(2):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_loader_rebound_to_a_wrapper_is_refused_by_name():
+    output, findings = migrate_text(SCRIPT)
+    assert output is None
+    assert [(f.code, f.line) for f in findings] == [("MIG900", 10)]
+    assert (
+        "`loader` (the DataLoader made at line 9) is re-bound to `DeviceLoader(...)` at line 10"
+        in (findings[0].message)
+    )
+
+
+def test_a_wrapper_under_another_name_is_not_this_refusal():
+    text = SCRIPT.replace("loader = DeviceLoader(loader,", "batches = DeviceLoader(loader,")
+    _, findings = migrate_text(text.replace("in loader:", "in batches:"))
+    assert not any("re-bound" in f.message for f in findings)
