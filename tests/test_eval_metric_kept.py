@@ -122,3 +122,16 @@ def test_the_throw_away_name_is_never_gathered():
     )
     assert "        logits = accelerator.gather_for_metrics(logits)\n" in output
     assert findings == []
+
+
+def test_a_loss_shown_per_batch_by_the_enumerate_index_is_reduced_with_mean():
+    """`total_loss / (i + 1)` averages over batches: the mean over processes keeps it."""
+    output, _ = _migrate(
+        "        loss, logits = outputs\n"
+        "        total_loss += loss.item()\n"
+        "        report(i, total_loss / (i + 1))\n"
+    )
+    assert (
+        '        loss = accelerator.reduce(loss, "mean")\n        total_loss += loss.item()\n'
+        in (output)
+    )

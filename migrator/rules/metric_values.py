@@ -91,7 +91,8 @@ class PerBatchValues:
 def averaged_per_batch(
     context: RuleContext, scope: Scope, loop: Loop, accumulator: str | None
 ) -> bool:
-    """Is `accumulator` divided by `len(<a loader>)` or by a name the loop adds 1 to?"""
+    """Is `accumulator` divided by `len(<a loader>)`, by a name the loop adds 1 to, or by
+    the loop's `enumerate` index plus one (`test_loss / (batch_idx + 1)`)?"""
     counters = {
         name
         for name, bindings in scope.bindings.items()
@@ -111,7 +112,7 @@ def averaged_per_batch(
             continue
         if name_of(left) != accumulator:
             continue
-        if name_of(right) in counters:
+        if name_of(right) in counters or _counted_from_zero(right, _enumerate_index(loop)):
             return True
         if (
             isinstance(right, ast.Call)
@@ -121,6 +122,32 @@ def averaged_per_batch(
         ):
             return True
     return False
+
+
+def _enumerate_index(loop: Loop) -> str | None:
+    """`i` of `for i, batch in enumerate(loader):`."""
+    node = loop.node
+    target, source = getattr(node, "target", None), getattr(node, "iter", None)
+    if (
+        isinstance(source, ast.Call)
+        and name_of(source.func) == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and target.elts
+        and isinstance(target.elts[0], ast.Name)
+    ):
+        return target.elts[0].id
+    return None
+
+
+def _counted_from_zero(expr: ast.AST, index: str | None) -> bool:
+    return (
+        index is not None
+        and isinstance(expr, ast.BinOp)
+        and isinstance(expr.op, ast.Add)
+        and name_of(expr.left) == index
+        and isinstance(expr.right, ast.Constant)
+        and expr.right.value == 1
+    )
 
 
 COLLECTION_CALLS = {"set", "frozenset"}
