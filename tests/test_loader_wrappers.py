@@ -1,5 +1,6 @@
-"""MIG006 refuses a DataLoader re-bound to the user's wrapper before training
-(`loader = DeviceLoader(loader, fn)`): prepare would pass the wrapper through unsharded."""
+"""MIG006 and a DataLoader re-bound to the user's wrapper before training
+(`loader = DeviceLoader(loader, fn)`): prepare would pass the wrapper through unsharded, so
+the DataLoader is prepared on its own before it is wrapped; a wrap under a branch is refused."""
 
 from __future__ import annotations
 
@@ -25,13 +26,26 @@ for epoch in range(2):
 """
 
 
-def test_a_loader_rebound_to_a_wrapper_is_refused_by_name():
+def test_a_loader_rebound_to_a_wrapper_is_prepared_before_the_wrap():
     output, findings = migrate_text(SCRIPT)
-    assert output is None
-    assert [(f.code, f.line) for f in findings] == [("MIG900", 10)]
+    assert output is not None
     assert (
-        "`loader` (the DataLoader made at line 9) is re-bound to `DeviceLoader(...)` at line 10"
-        in (findings[0].message)
+        "loader = accelerator.prepare(loader)\nloader = DeviceLoader(loader, to_device, device)\n"
+    ) in output
+    assert "model, optimizer = accelerator.prepare(model, optimizer)\n" in output
+    assert [f.code for f in findings if f.needs_human] == []
+
+
+def test_a_wrap_under_a_branch_is_refused_by_name():
+    text = SCRIPT.replace(
+        "loader = DeviceLoader(loader, to_device, device)\n",
+        "if device.type == 'cuda':\n    loader = DeviceLoader(loader, to_device, device)\n",
+    )
+    output, findings = migrate_text(text)
+    assert output is None
+    assert [(f.code, f.line) for f in findings] == [("MIG900", 11)]
+    assert "`loader` (the DataLoader made at line 9) is re-bound to `DeviceLoader(...)` at " in (
+        findings[0].message
     )
 
 

@@ -2,7 +2,7 @@
 outputs and read with `.item()`, Python sets of (label, position) pairs counted per batch, a
 loss summed while the batch is still viewed with its per-process shape, a helper calling the
 model's own method, a save that moves the model to the CPU and back, and a proximal term
-matching `named_parameters()` with state-dict keys, and a final save loaded back. On 2 processes (lr=0, so both runs
+matching `named_parameters()` with state-dict keys, a final save loaded back, and an eval loader re-bound to a wrapper of the script's. On 2 processes (lr=0, so both runs
 evaluate the same model) the migrated script prints what the original prints on one."""
 
 from __future__ import annotations
@@ -39,6 +39,18 @@ def validate(model, x, y):
     return loss, model.decode(logits)
 
 
+class Batches:
+    def __init__(self, loader, device):
+        self.loader, self.device = loader, device
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        for x, y in self.loader:
+            yield x.to(self.device), y.to(self.device)
+
+
 def save_on_cpu(model, path):
     original_device = next(model.parameters()).device
     model.cpu()
@@ -56,6 +68,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
 data = TensorDataset(torch.randn(32, 4), torch.randint(0, 3, (32,)))
 loader = DataLoader(data, batch_size=4)
 val_loader = DataLoader(data, batch_size=4)
+val_loader = Batches(val_loader, device)
 for epoch in range(2):
     model.train()
     for x, y in loader:
@@ -87,7 +100,7 @@ for epoch in range(2):
                 first = logits.view(4, 3)[:2]
                 print("first rows", first.shape[0])
     total_loss /= len(val_loader)
-    sum_loss /= len(val_loader.dataset)
+    sum_loss /= len(data)
     print(f"epoch {epoch} loss {total_loss:.5f} sum {sum_loss:.5f} hits {hits} found {found}")
     vloss, guess = validate(model, x, y)
     print("on", "gpu" if device == "cuda" else "cpu", guess.shape[0])
@@ -118,6 +131,9 @@ def test_eval_counts_and_hand_offs_on_two_processes_equal_one_process(tmp_path):
     migrated, findings = migrate_text(SCRIPT)
     assert migrated is not None and findings == []
     assert "gather_for_metrics" not in migrated
+    assert (
+        "val_loader = accelerator.prepare(val_loader)\nval_loader = Batches(val_loader, device)\n"
+    ) in migrated
     assert "    finally:\n        model.to(original_device)\n" in migrated
     assert '.state_dict(), "final.pt")\naccelerator.wait_for_everyone()\n' in migrated
     printed = {}

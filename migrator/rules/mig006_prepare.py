@@ -8,7 +8,7 @@ import ast
 
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
-from migrator.rules.loader_wrappers import rewrapped_loader
+from migrator.rules.loader_wrappers import rewrapped_loaders
 
 LINE_LENGTH = 88
 
@@ -22,11 +22,21 @@ class Prepare(Rule):
     def apply(self, context: RuleContext) -> None:
         plan = context.plan
         context.findings.extend(plan.notes)
+        objects = plan.objects
         if plan.block is not None:
-            wrapped = rewrapped_loader(context, plan.block.scope, plan.objects)
-            if wrapped is not None:
-                context.block_file(wrapped)
+            rewraps = rewrapped_loaders(context, plan.block.scope, objects)
+            refused = [r for r in rewraps if not r.same_block]
+            if refused:
+                context.block_file(refused[0].refusal(context))
                 return
+            for rewrap in rewraps:  # the DataLoader is prepared on its own, then wrapped
+                name, statement = rewrap.name, rewrap.wrap.statement
+                code = f"{name} = {context.accelerator}.prepare({name})\n"
+                context.edits.insert(
+                    statement.block, statement.index, context.statement(code), priority=10
+                )
+                context.need_accelerator_before(statement.block, statement.index)
+            objects = [n for n in objects if not any(r.name == n for r in rewraps)]
         for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
@@ -35,9 +45,9 @@ class Prepare(Rule):
         for names, block, index in plan.homes:  # a class's objects made in another method
             self._insert(context, names, block, index)
             self._hand_back(context, block.scope, names)
-        if not plan.objects or plan.block is None:
+        if not objects or plan.block is None:
             return
-        self._insert(context, plan.objects, plan.block, plan.index)
+        self._insert(context, objects, plan.block, plan.index)
         for index in sorted({index for _name, _block, index in plan.reloaded}):
             # the re-created model loads what the main process saved: every process waits
             code = f"{context.accelerator}.wait_for_everyone()\n"
