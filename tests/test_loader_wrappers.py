@@ -53,3 +53,45 @@ def test_a_wrapper_under_another_name_is_not_this_refusal():
     text = SCRIPT.replace("loader = DeviceLoader(loader,", "batches = DeviceLoader(loader,")
     _, findings = migrate_text(text.replace("in loader:", "in batches:"))
     assert not any("re-bound" in f.message for f in findings)
+
+
+LISTED = """\
+import torch
+
+
+def load_batches(count):
+    batches = []
+    for _ in range(count):
+        batches.append((torch.randn(4, 4), torch.randn(4, 1)))
+    return batches, count
+
+
+def train():
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    batches, count = load_batches(8)
+    model = torch.nn.Linear(4, 1).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        for x, y in batches:
+            x, y = x.to(device), y.to(device)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+train()
+"""
+
+
+def test_a_list_of_batches_from_a_helper_is_not_prepared_and_keeps_its_placement():
+    output, findings = migrate_text(LISTED)
+    assert output is not None
+    assert "    model, optimizer = accelerator.prepare(model, optimizer)\n" in output
+    assert "            x, y = x.to(device), y.to(device)\n" in output
+    notes = [f for f in findings if f.code == "MIG905"]
+    assert "    device = accelerator.device\n" in output
+    assert len(notes) == 1 and notes[0].line == 13
+    assert "`batches` is a Python list of batches (built at line 5 in `load_batches()`)" in (
+        notes[0].message
+    )

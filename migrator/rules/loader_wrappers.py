@@ -72,3 +72,62 @@ def rewrapped_loaders(context: RuleContext, scope: Scope, names: list[str]) -> l
                 found.append(Rewrap(name, made, binding))
                 break
     return found
+
+
+def leave_listed_batches(context: RuleContext) -> None:
+    """The loaders of the prepare plan that are Python lists of batches a function of this
+    file builds (`data, vocab = load_data()`, where `load_data` returns `data = []` filled
+    with `data.append(batch)`) leave the plan, with a note: `prepare` returns a list as it
+    is, so its batches keep the script's own `.to(device)` and each process trains on every
+    batch, as under torchrun DDP. Runs before the rules, which read the plan."""
+    plan = context.plan
+    if plan.block is None:
+        return
+    scope = plan.block.scope
+    for name in list(plan.objects):
+        if context.role(scope, name) != "loader":
+            continue
+        for binding in scope.assigns(name):
+            made = _listed_by_helper(context, binding)
+            if made is not None:
+                function, line = made
+                plan.objects.remove(name)
+                plan.notes.append(Finding(
+                    code="MIG905", level="note", node=binding.small,
+                    message=f"`{name}` is a Python list of batches (built at line {line} in "
+                    f"`{function}()`), not a DataLoader: `accelerator.prepare` cannot shard it, "
+                    "so it is not prepared and each process trains on every batch, as the same "
+                    "script under torchrun DDP would; build a DataLoader to shard the data",
+                ))  # fmt: skip
+                break
+
+
+def _listed_by_helper(context: RuleContext, binding: Binding) -> tuple[str, int] | None:
+    small = binding.small
+    if not isinstance(small, ast.Assign) or not isinstance(small.value, ast.Call):
+        return None
+    function = context.facts.index.functions.get(patterns.name_of(small.value.func) or "")
+    if function is None:
+        return None
+    target = small.targets[0]
+    position = None
+    if isinstance(target, ast.Tuple):
+        names = [e.id if isinstance(e, ast.Name) else None for e in target.elts]
+        position = names.index(binding.name) if binding.name in names else None
+        if position is None:
+            return None
+    for node in ast.walk(function.node):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value
+        if position is not None:
+            if not isinstance(value, ast.Tuple) or len(value.elts) <= position:
+                return None
+            value = value.elts[position]
+        if not isinstance(value, ast.Name):
+            return None
+        for made in function.assigns(value.id):
+            if isinstance(made.value, (ast.List, ast.ListComp)) and made.small is not None:
+                return function.name, made.small.lineno
+        return None
+    return None
