@@ -104,7 +104,8 @@ def test_a_model_moved_to_the_cpu_is_moved_back():
     assert (
         "        self.model.cpu()\n"
         "        try:\n"
-        "            torch.onnx.export(self.model, torch.randn(1, 4), path)\n"
+        "            if self.accelerator.is_main_process:\n"
+        "                torch.onnx.export(self.model, torch.randn(1, 4), path)\n"
         "        finally:\n"
         "            self.model.to(original_device)\n"
     ) in output

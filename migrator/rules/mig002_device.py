@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import class_methods, visible_scopes
+from migrator.analysis.facts import class_methods, handed_to_parameter, visible_scopes
 from migrator.analysis.index import Binding, Line, Scope
 from migrator.analysis.syntax import call_args
 from migrator.arglists import call_items
@@ -47,29 +47,49 @@ class Device(Rule):
                 for binding in bindings:
                     context.edits.remove(binding.small)
                 continue
-            if any(_is_device_string(self._value(b)) for b in bindings):
-                _compare_device_types(context, scope, bindings[0].name)
             for binding in bindings:
                 node = self._value(binding)
                 if node is None or patterns.is_accelerator_device(node, facts.accelerator_names):
                     continue
                 context.edits.replace_with(node, context.accelerator_expr("device"))
                 context.need_accelerator_at(binding.statement)
+            if any(_string_valued(self._value(b)) for b in bindings):
+                self._compared_as_strings(context, scope, bindings[0].name)
 
     def _collapse(self, context: RuleContext, statement, name: str, used: bool) -> None:
         if not used:
             context.edits.remove(statement.node)
             return
-        if any(
-            isinstance(small, ast.Assign) and _is_device_string(small.value)
-            for small in ast.walk(statement.node)
-        ):
-            _compare_device_types(context, statement.block.scope, name)
         line = f"{name} = {context.accelerator}.device"
         context.edits.replace(
             statement.node, lambda _text, r: line + r.newline, drops=[statement.node]
         )
         context.need_accelerator_at(statement)
+
+    def _compared_as_strings(self, context: RuleContext, scope: Scope, name: str, depth=0):
+        """`device = "cuda" if ... else "cpu"` compared with a string (`if device == "cuda":`)
+        was a string; `accelerator.device` is a torch.device, which equals no string, so the
+        comparison reads its type: `device.type == "cuda"`; in this file's functions it is
+        handed to too (`train(model, loader, device)`)."""
+        scopes = [s for m in class_methods(scope) for s in visible_scopes(m, name)]
+        for current in scopes if name.startswith("self.") else visible_scopes(scope, name):
+            for use in current.uses.get(name, []):
+                if id(use.node) in context.edits.dropped_names:
+                    continue
+                handed = (
+                    handed_to_parameter(context.facts.index, use)
+                    if use.kind == "arg" and depth < 3
+                    else None
+                )
+                if handed is not None:
+                    self._compared_as_strings(context, *handed, depth + 1)
+                    continue
+                statement = use.statement.node
+                roots = statement.body if isinstance(statement, Line) else [statement]
+                for node in (found for root in roots for found in ast.walk(root)):
+                    if isinstance(node, ast.Compare) and _compares_with_text(node, use.node):
+                        context.edits.replace_with(use.node, f"{name}.type")
+                        break
 
     @staticmethod
     def _value(binding: Binding):
@@ -138,58 +158,6 @@ class Device(Rule):
         context.need_accelerator_at(site.statement)
 
 
-def _is_device_string(expr) -> bool:
-    """`"cuda"`, `"cuda" if torch.cuda.is_available() else "cpu"`."""
-    if isinstance(expr, ast.IfExp):
-        return _is_device_string(expr.body) and _is_device_string(expr.orelse)
-    return isinstance(expr, ast.Constant) and isinstance(expr.value, str)
-
-
-def _compare_device_types(context: RuleContext, scope: Scope, name: str) -> None:
-    """`device` held a string and now holds `accelerator.device`, a `torch.device`, which
-    never equals `"cuda"` (and `"cuda" in device` raises): comparisons of it with a string
-    compare `device.type`. Functions that bind their own `device` are left alone."""
-
-    def walk(node: ast.AST):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and (
-                _binds(child, name)
-            ):
-                continue
-            if isinstance(child, ast.Compare):
-                _retype(context, child, name)
-            walk(child)
-
-    walk(scope.node)
-
-
-def _binds(function: ast.AST, name: str) -> bool:
-    args = function.args
-    params = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-    if any(param is not None and param.arg == name for param in params):
-        return True
-    return any(
-        isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
-        for node in ast.walk(function)
-    )
-
-
-def _retype(context: RuleContext, compare: ast.Compare, name: str) -> None:
-    sides = [compare.left, *compare.comparators]
-    if len(sides) != 2 or not isinstance(compare.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
-        return
-    left, right = sides
-    for device, other in ((left, right), (right, left)):
-        if (
-            isinstance(device, ast.Name)
-            and device.id == name
-            and isinstance(other, ast.Constant)
-            and isinstance(other.value, str)
-            and not context.edits.has_replacement(device)
-        ):
-            context.edits.replace(device, lambda text, _r: f"{text}.type")
-
-
 def _device_only_if(index, bindings: list[Binding], removed=frozenset()):
     """The `if` statement whose every branch is just one of these device assignments (once the
     statements other rules remove, such as MIG010's `torch.cuda.set_device`, are gone), or None."""
@@ -236,3 +204,28 @@ def _live(statements, removed) -> list:
         if id(s) not in removed
         and not (isinstance(s, Line) and all(id(small) in removed for small in s.body))
     ]
+
+
+DEVICE_TYPES = {"cuda", "cpu", "mps", "xpu"}
+
+
+def _string_valued(node) -> bool:
+    """`"cuda"`, `"cuda" if c else "cpu"`: a device written as a string."""
+    if isinstance(node, ast.IfExp):
+        return _string_valued(node.body) and _string_valued(node.orelse)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _compares_with_text(compare: ast.Compare, operand: ast.AST) -> bool:
+    """`operand == "cuda"` / `"cpu" != operand`: an equality of the operand with a device
+    type written as a string."""
+    operands = [compare.left, *compare.comparators]
+    if not any(o is operand for o in operands) or not all(
+        isinstance(op, (ast.Eq, ast.NotEq)) for op in compare.ops
+    ):
+        return False
+    return any(
+        isinstance(o, ast.Constant) and o.value in DEVICE_TYPES
+        for o in operands
+        if o is not operand
+    )

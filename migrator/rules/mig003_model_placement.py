@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.chains import chain_text
 from migrator.analysis.patterns import name_of
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement
@@ -30,22 +31,20 @@ class ModelPlacement(Rule):
 
     def _places_prepared_model(self, context: RuleContext, site) -> bool:
         scope = site.scope
-        receiver = site.receiver
+        receiver = _object_name(site.receiver)
         small = site.small
-        target = name_of(small.targets[0]) if isinstance(small, ast.Assign) else None
-        if any(context.plan.reloaded_at(n, site.statement) for n in (name_of(receiver), target)):
+        target = _object_name(small.targets[0]) if isinstance(small, ast.Assign) else None
+        if any(context.plan.reloaded_at(n, site.statement) for n in (receiver, target)):
             return False  # a model re-created after training (for inference) is not prepared
-        if _moved_away(scope, name_of(receiver)):
+        if _moved_away(scope, receiver):
             return False  # `model.cpu()` ... `model.to(original_device)`: the move back stays
-        if name_of(receiver) is not None and (
-            context.prepared_role(scope, name_of(receiver)) == "model"
-        ):
+        if receiver is not None and context.prepared_role(scope, receiver) == "model":
             return True
         # `model = Net(...).to(device)`: the placement is the whole right-hand side.
         small = site.small
         if not isinstance(small, ast.Assign) or len(small.targets) != 1:
             return False
-        target = name_of(small.targets[0])
+        target = _object_name(small.targets[0])
         if target is None:
             return False
         value = small.value
@@ -68,7 +67,7 @@ def _moved_away(scope, receiver: str | None) -> bool:
     if receiver is None:
         return False
     for site in scope.calls:
-        if name_of(site.receiver) != receiver:
+        if _object_name(site.receiver) != receiver:
             continue
         if site.method == "cpu":
             return True
@@ -81,3 +80,8 @@ def _moved_away(scope, receiver: str | None) -> bool:
         ):
             return True
     return False
+
+
+def _object_name(expr: ast.AST | None) -> str | None:
+    """`model`, `self.model`, or a model held on another object (`self.cfg.model`)."""
+    return name_of(expr) or chain_text(expr)
