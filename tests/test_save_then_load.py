@@ -70,3 +70,14 @@ def test_a_save_under_a_branch_is_left_without_a_wait():
     output, _ = migrate_text(text)
     assert output is not None
     assert "wait_for_everyone" not in output
+
+
+def test_a_save_in_a_helper_that_trains_nothing_is_left_without_a_wait():
+    """A helper may be called on some processes only (`if acc > best: keep(model)`)."""
+    text = SCRIPT.replace(
+        "torch.save(model.state_dict(), PATH)\n",
+        "\n\ndef keep(net):\n    torch.save(net.state_dict(), PATH)\n\n\nkeep(model)\n",
+    )
+    output, _ = migrate_text(text)
+    assert output is not None
+    assert "wait_for_everyone" not in output

@@ -103,12 +103,18 @@ def _wait_before_loads(context: RuleContext, site: CallSite) -> None:
     """Only the main process writes now: when this file loads the same path back later
     (`torch.load(path)` on every process, in an evaluation after training), the others wait
     for the write to finish (`accelerator.wait_for_everyone()` after the save), or they read
-    a missing or half-written file. Only for a save at the top level of its function or
-    module: inside a branch, a wait that some process skips would hang the others."""
+    a missing or half-written file. Only for a save at the top level of the module or of a
+    function that trains (every process runs it, or training would hang already): in a
+    branch, or in a helper some process may skip, a wait would hang the others. The path is
+    a literal or a name (`PATH`), so that the same text names the same file."""
     args = patterns.positional(site.node)
     path = args[1].value if len(args) > 1 else patterns.keyword(site.node, "f")
     block = site.statement.block
     if path is None or block.parent is not None or block.kind not in ("body", "module"):
+        return
+    if block.scope not in context.facts.training_scopes and block.scope.kind != "module":
+        return
+    if not (isinstance(path, ast.Name) or patterns.string_value(path) is not None):
         return
     text = context.source.text_of(path)
     imports = context.facts.index.imports
