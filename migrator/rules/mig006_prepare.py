@@ -11,6 +11,7 @@ from migrator.analysis.chains import chain_text, received_chain, split_chain
 from migrator.analysis.public_entries import outside_entry_note
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.loader_wrappers import rewrapped_loaders
 
 LINE_LENGTH = 88
 
@@ -27,6 +28,21 @@ class Prepare(Rule):
         outside = outside_entry_note(context.facts, plan.prepares)
         if outside is not None:
             context.findings.append(outside)
+        objects = plan.objects
+        if plan.block is not None:
+            rewraps = rewrapped_loaders(context, plan.block.scope, objects)
+            refused = [r for r in rewraps if not r.same_block]
+            if refused:
+                context.block_file(refused[0].refusal(context))
+                return
+            for rewrap in rewraps:  # the DataLoader is prepared on its own, then wrapped
+                name, statement = rewrap.name, rewrap.wrap.statement
+                code = f"{name} = {context.accelerator}.prepare({name})\n"
+                context.edits.insert(
+                    statement.block, statement.index, context.statement(code), priority=10
+                )
+                context.need_accelerator_before(statement.block, statement.index)
+            objects = [n for n in objects if not any(r.name == n for r in rewraps)]
         for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
@@ -39,9 +55,9 @@ class Prepare(Rule):
             code = f"{context.accelerator}.wait_for_everyone()\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
             context.need_accelerator_before(block, index)
-        if not plan.objects or plan.block is None:
+        if not objects or plan.block is None:
             return
-        self._insert(context, plan.objects, plan.block, plan.index)
+        self._insert(context, objects, plan.block, plan.index)
         for index in sorted({index for _name, _block, index in plan.reloaded}):
             # the re-created model loads what the main process saved: every process waits
             code = f"{context.accelerator}.wait_for_everyone()\n"
