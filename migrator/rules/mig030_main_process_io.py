@@ -127,11 +127,21 @@ def _wait_before_loads(context: RuleContext, site: CallSite) -> None:
         and call.node.lineno > site.node.end_lineno
     ]
     index = site.statement.index + 1
-    if not later or _waits_at(context, block, index):
+    if not later or _waits_at(context, block, index) or all(_waited(context, c) for c in later):
         return
     code = f"{context.accelerator}.wait_for_everyone()\n"
     context.edits.insert(block, index, context.statement(code), priority=30)
     context.need_accelerator_before(block, index)
+
+
+def _waited(context: RuleContext, load: CallSite) -> bool:
+    """Does MIG006 already put a wait before this load (module code loading, after the call
+    of the function that trained and saved, what it saved)?"""
+    for statement in load.statement.chain():
+        for block, index in context.plan.waits:
+            if block is statement.block and index <= statement.index:
+                return True
+    return False
 
 
 def _waits_at(context: RuleContext, block, index: int) -> bool:
