@@ -12,6 +12,7 @@ import ast
 
 from migrator.analysis import explain, patterns
 from migrator.analysis.dataflow import derive
+from migrator.analysis.drivers import calls_reaching
 from migrator.analysis.facts import (
     INLINE_LOADER,
     DataRegion,
@@ -167,6 +168,11 @@ class DataRegions:
                 if self._callee_scope(c) is not None
             ):
                 facts.training_scopes.append(scope)
+        callers = list(calls_reaching(self.index, facts.owner))
+        if any(caller.loop is not None for caller in callers):  # a sweep over folds, widths
+            for caller in callers:  # the drivers, whose device reaches the owner
+                if caller.scope.kind == "function" and caller.scope not in facts.training_scopes:
+                    facts.training_scopes.append(caller.scope)
         if is_method(facts.owner):  # a Trainer's `_save_checkpoint()`, called from `train()`
             methods = {id(m) for m in class_methods(facts.owner)}
             for scope in list(facts.training_scopes):

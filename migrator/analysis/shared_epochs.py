@@ -1,0 +1,81 @@
+"""One epoch function for training and evaluation: `run_epoch(model, loader, *,
+optimizer=None, ...)` trains when a call passes the optimizer and evaluates when it does not
+(`train_mode = optimizer is not None`), so its loader parameter receives several loaders.
+
+The loader the training call passes is the training loader, prepared where it is made, with the
+model and optimizer, in the function where they all meet (the caller). The loaders the other
+calls pass stay plain: every process evaluates the whole set and gets the same metrics, which
+a plateau scheduler, early stopping or a best-model choice read (per-process shards would make
+the processes decide differently); the loop keeps its `.to(device)`, which the training
+batches, already placed, pass through unchanged. A note says so.
+
+A mixin of roles._Analyser: it reads `self.index`, `self.facts`, `_calls_reachable`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from migrator.analysis import patterns
+from migrator.analysis.facts import Origin, TrainingFacts, argument_for, call_sites_of, none_default
+from migrator.analysis.index import CallSite, ModuleIndex, Scope
+
+
+@dataclass(eq=False)
+class SharedEpoch:
+    """`function`'s `param` receives `train` from its training calls and `evaluated` from the
+    calls that pass no optimizer; all are made in `caller`."""
+
+    function: Scope
+    param: str
+    caller: Scope
+    train: str
+    evaluated: list[str]
+
+
+class SharedEpochs:
+    facts: TrainingFacts
+    index: ModuleIndex
+
+    def _shared_loader(self, scope: Scope, name: str) -> Origin | None:
+        """The training loader behind `name`, a loader parameter of a train/eval epoch
+        function its callers feed several loaders (None: not that shape)."""
+        if scope.kind != "function" or name not in scope.params:
+            return None
+        steppers = [p for p in scope.params if none_default(scope, p) and self._steps(scope, p)]
+        sites = call_sites_of(self.index, scope)
+        if not steppers or len(sites) < 2:
+            return None
+        trained: list[Origin] = []
+        evaluated: list[Origin] = []
+        for site in sites:
+            origin = self._passed(site, scope, name)
+            if origin is None:
+                return None
+            training = [argument_for(site.node, scope, p) is not None for p in steppers]
+            (trained if any(training) else evaluated).append(origin)
+        found = {(id(o.scope), o.name) for o in trained}
+        callers = {id(o.scope) for o in trained + evaluated}
+        if len(found) != 1 or len(callers) != 1 or not evaluated:
+            return None
+        train = trained[0]
+        others = list(dict.fromkeys(o.name for o in evaluated if o.name != train.name))
+        shared = SharedEpoch(scope, name, train.scope, train.name, others)
+        if not any(s.function is scope and s.param == name for s in self.facts.shared_epochs):
+            self.facts.shared_epochs.append(shared)
+        return train
+
+    def _passed(self, site: CallSite, function: Scope, param: str) -> Origin | None:
+        argument = argument_for(site.node, function, param)
+        name = patterns.name_of(argument)
+        return self.facts.origin(site.scope, name) if name is not None else None
+
+    def _steps(self, function: Scope, param: str) -> bool:
+        """Whether the function steps `param` (`optimizer.step()`, `scaler.step(optimizer)`)."""
+        for call in self._calls_reachable(function.calls):
+            if call.method != "step" or call.scope is not function:
+                continue
+            args = [patterns.name_of(a.value) for a in patterns.call_args(call.node)]
+            if patterns.name_of(call.receiver) == param or param in args:
+                return True
+        return False
