@@ -285,3 +285,55 @@ def test_sweeps_folds_and_grid_searches_run_on_two_processes(tmp_path):
         out.count("lr 0.01 epoch 1 batches 4") == 1 and out.count("lr 0.03 epoch 1 batches 4") == 1
     ), out
     assert out.count("best lr") == 1
+
+
+FLAGGED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Runner:
+    def __init__(self, model, data):
+        self.model = model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.train_loader = DataLoader(data, batch_size=4, shuffle=True)
+        self.val_loader = DataLoader(data, batch_size=4)
+
+    def _epoch(self, loader, train: bool = True):
+        for x, y in loader:
+            x, y = x.to("cpu"), y.to("cpu")
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+            if train:
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+
+    def fit(self, epochs):
+        for _ in range(epochs):
+            self._epoch(self.train_loader)
+            self._epoch(self.val_loader, train=False)
+"""
+
+
+def test_an_epoch_method_switched_by_a_train_flag_prepares_the_training_loader():
+    output, findings = migrate_text(FLAGGED)
+    assert output is not None, findings
+    assert (
+        "        self.model, self.optimizer, self.train_loader = self.accelerator.prepare(\n"
+        "            self.model, self.optimizer, self.train_loader\n        )\n"
+    ) in output
+    assert "        self.val_loader = DataLoader(data, batch_size=4)\n" in output
+    # the plain validation batches are still placed, on the process's device
+    assert (
+        "            x, y = x.to(self.accelerator.device), y.to(self.accelerator.device)\n"
+        in output
+    )
+    assert [f.code for f in findings] == ["MIG006"]
+    assert "evaluates `self.val_loader` through the same loop" in findings[0].message
+
+
+def test_a_train_flag_passed_a_variable_is_not_read():
+    source = FLAGGED.replace("self._epoch(self.val_loader, train=False)",
+                             "self._epoch(self.val_loader, train=epochs > 9)")  # fmt: skip
+    output, findings = migrate_text(source)
+    assert output is None and [f.code for f in findings if f.needs_human] == ["MIG900"]

@@ -1,6 +1,8 @@
 """One epoch function for training and evaluation: `run_epoch(model, loader, *,
 optimizer=None, ...)` trains when a call passes the optimizer and evaluates when it does not
-(`train_mode = optimizer is not None`), so its loader parameter receives several loaders.
+(`train_mode = optimizer is not None`), or is switched by a flag (`_run_epoch(loader,
+train=False)`, each call passing a literal or the default), so its loader parameter receives
+several loaders.
 
 The loader the training call passes is the training loader, prepared where it is made, with the
 model and optimizer, in the function where they all meet (the caller). The loaders the other
@@ -14,11 +16,22 @@ A mixin of roles._Analyser: it reads `self.index`, `self.facts`, `_calls_reachab
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import Origin, TrainingFacts, argument_for, call_sites_of, none_default
+from migrator.analysis.facts import (
+    Origin,
+    TrainingFacts,
+    argument_for,
+    call_sites_of,
+    none_default,
+    param_default,
+)
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
+
+TRAIN_FLAG = re.compile(r"^(is_)?train(ing)?(_mode)?$")
 
 
 @dataclass(eq=False)
@@ -43,8 +56,9 @@ class SharedEpochs:
         if scope.kind != "function" or name not in scope.params:
             return None
         steppers = [p for p in scope.params if none_default(scope, p) and self._steps(scope, p)]
+        flag = _train_flag(scope) if not steppers else None
         sites = call_sites_of(self.index, scope)
-        if not steppers or len(sites) < 2:
+        if (not steppers and flag is None) or len(sites) < 2:
             return None
         trained: list[Origin] = []
         evaluated: list[Origin] = []
@@ -52,6 +66,13 @@ class SharedEpochs:
             origin = self._passed(site, scope, name)
             if origin is None:
                 return None
+            if flag is not None:  # `train=True` / `train=False` (or the default)
+                value = argument_for(site.node, scope, flag)
+                value = param_default(scope, flag) if value is None else value
+                if not (isinstance(value, ast.Constant) and isinstance(value.value, bool)):
+                    return None
+                (trained if value.value else evaluated).append(origin)
+                continue
             training = [argument_for(site.node, scope, p) is not None for p in steppers]
             (trained if any(training) else evaluated).append(origin)
         found = {(id(o.scope), o.name) for o in trained}
@@ -79,3 +100,19 @@ class SharedEpochs:
             if patterns.name_of(call.receiver) == param or param in args:
                 return True
         return False
+
+
+def _train_flag(function: Scope) -> str | None:
+    """`train: bool = True`: the parameter that says whether a call trains, read by an `if`
+    in the function (`if train: optimizer.step()`, or handed on to the step function)."""
+    for param in function.params:
+        default = param_default(function, param)
+        if (
+            TRAIN_FLAG.match(param)
+            and isinstance(default, ast.Constant)
+            and isinstance(default.value, bool)
+            and not function.assigns(param)
+            and param in function.uses
+        ):
+            return param
+    return None
