@@ -252,6 +252,10 @@ def test_a_step_two_loops_reach_is_named_once():
 
 
 DRIVER = """\
+import torch
+from torch.utils.data import TensorDataset
+
+import flag_lib
 import grid_lib
 import shared_lib
 import sweep_lib
@@ -259,6 +263,11 @@ import sweep_lib
 sweep_lib.main()
 shared_lib.main()
 grid_lib.main()
+torch.manual_seed(0)
+runner = flag_lib.Runner(torch.nn.Linear(3, 1), TensorDataset(torch.randn(32, 3), torch.randn(32, 1)))
+runner.fit(2)
+weight = runner.accelerator.unwrap_model(runner.model).weight.sum().item()
+print(f"flag weights {weight:.6f}")  # on both ranks
 """
 
 
@@ -268,6 +277,8 @@ def test_sweeps_folds_and_grid_searches_run_on_two_processes(tmp_path):
                          ("shared_train_eval_epoch", "shared_lib"),
                          ("grid_search_meeting", "grid_lib")]:  # fmt: skip
         (tmp_path / f"{module}.py").write_text((GOLDEN / f"{name}.out.py").read_text())
+    output, _findings = migrate_text(FLAGGED)
+    (tmp_path / "flag_lib.py").write_text(output)
     (tmp_path / "driver.py").write_text(DRIVER)
     done = launch(tmp_path / "driver.py", tmp_path)
     out = done.stdout
@@ -285,6 +296,9 @@ def test_sweeps_folds_and_grid_searches_run_on_two_processes(tmp_path):
         out.count("lr 0.01 epoch 1 batches 4") == 1 and out.count("lr 0.03 epoch 1 batches 4") == 1
     ), out
     assert out.count("best lr") == 1
+    # the train/eval method switched by a flag: gradients averaged, both ranks end the same
+    weights = re.findall(r"flag weights -?[0-9.]+", out)
+    assert len(weights) == 2 and weights[0] == weights[1], out
 
 
 FLAGGED = """\
