@@ -46,7 +46,12 @@ def tidy_if(renderer, node: ast.If, start: int, end: int) -> str | None:
     has_else = kept > len(clauses)
     if has_else and bare[-1]:  # `else: pass` goes
         kept, has_else = kept - 1, False
-    while not has_else and kept > 1 and bare[kept - 1] and _quiet(clauses[kept - 1].test, index):
+    while (
+        not has_else
+        and kept > 1
+        and bare[kept - 1]
+        and quiet(clauses[kept - 1].test, index.imports)
+    ):
         kept -= 1  # a trailing `elif c: pass` goes
     text = renderer.span_text
     last_test = clauses[kept - 2].test if has_else and kept > 1 else None
@@ -135,9 +140,9 @@ def _bare(renderer, block: Block, span: tuple[int, int]) -> bool:
     return id(block) in renderer.emptied and renderer.span_text(*span).strip() == "pass"
 
 
-def _quiet(test: ast.expr, index) -> bool:
+def quiet(test: ast.expr, imports) -> bool:
     """Can the test go without anything else changing (no call, walrus, await or yield)?"""
-    return is_pure(test, index.imports) and not any(
+    return is_pure(test, imports) and not any(
         isinstance(node, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom))
         for node in ast.walk(test)
     )

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from migrator.branches import negated
+from migrator.engine import migrate_text
 from tests.test_edits import edited, smalls
 
 
@@ -166,3 +167,54 @@ def test_a_nested_if_in_an_edited_block_is_tidied():
 def test_a_statement_starting_with_elif_in_an_else_is_not_an_elif():
     source = "if a:\n    x()\nelse:\n    elif_count = 1\n"
     assert edited(source, removing("x()")) == "if not a:\n    elif_count = 1\n"
+
+
+GUARDED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+is_cuda = torch.cuda.is_available()
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+{guard}
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        "    if is_cuda:\n        x = x.cuda()\n        y = y.cuda()",
+        (
+            "    with torch.no_grad():\n        if torch.cuda.is_available():\n"
+            "            x, y = x.cuda(), y.cuda()"
+        ),
+    ],
+)
+def test_a_guard_that_only_placed_the_batch_goes_with_the_placement(guard):
+    output, _ = migrate_text(GUARDED.format(guard=guard))
+    loop = output[output.index("for x, y in loader:") :]
+    assert loop.splitlines()[1] == "    loss = torch.nn.functional.mse_loss(model(x), y)"
+    assert "pass" not in output and "no_grad" not in output
+
+
+@pytest.mark.parametrize(
+    ("guard", "kept"),
+    [
+        (  # the else branch keeps statements: the if stays, negated
+            "    if is_cuda:\n        x = x.cuda()\n    else:\n        print('cpu')",
+            "    if not is_cuda:\n        print('cpu')",
+        ),
+        (  # a test that calls something stays, with its pass
+            "    if check(x):\n        x = x.cuda()",
+            "    if check(x):\n        pass",
+        ),
+    ],
+)
+def test_a_guard_that_does_more_stays(guard, kept):
+    output, _ = migrate_text("def check(x):\n    return True\n" + GUARDED.format(guard=guard))
+    assert kept in output.replace("accelerator.print", "print")

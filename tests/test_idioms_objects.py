@@ -187,3 +187,18 @@ def test_class_objects_made_in_other_methods_run_on_two_processes(tmp_path):
     # one optimizer over a list of two models' parameters: both prepared, 4 steps of 8
     done = launch(migrated("optimizer_params_list"), tmp_path)
     assert done.stdout.count("steps 4 ") == 2, done.stdout
+    # the model set up in __init__ before its optimizer (a `best_state` slot, an init, a
+    # zeroed head), prepared after the optimizer chain; the loader `fit()` receives: 4 of 8
+    # steps an epoch, printed once; `best_state` read through unwrap_model on both ranks
+    # (`hasattr` on the DDP wrapper would say False)
+    done = launch(migrated("class_objects_setup_uses"), tmp_path)
+    assert done.stdout.count("steps 4 ") == 2 and "steps 8" not in done.stdout, done.stdout
+    assert done.stdout.count("restored True") == 2, done.stdout
+    # the head optimizer made (and prepared) only in its branch: both paths run, 4 of 8 steps
+    # an epoch, and the second (head) step changes the result
+    script = migrated("class_objects_branch_optimizer")
+    plain, head = launch(script, tmp_path), launch(script, tmp_path, "--head")
+    for done in (plain, head):
+        assert done.stdout.count("steps 4 ") == 2, done.stdout
+    last = [re.findall(r"epoch 1 steps 4 loss ([0-9.]+)", d.stdout) for d in (plain, head)]
+    assert len(last[0]) == len(last[1]) == 1 and last[0] != last[1], last

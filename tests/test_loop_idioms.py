@@ -106,6 +106,25 @@ def test_a_loop_over_a_wrapped_loader_prepares_the_loader(head):
     assert migrate_text(output)[0] is None
 
 
+def test_a_bar_bound_by_a_with_statement_is_a_loop_over_its_loader():
+    """`with tqdm(loader) as bar: for x, y in bar:` (tqdm's __enter__ returns the bar): the
+    loader is prepared before the epoch loop, the bar is shown on the local main process."""
+    head = "for epoch in range(2):\n    with tqdm(loader, desc='train') as bar:\n"
+    loop = "        for x, y in bar:\n" + textwrap.indent(STEP, "        ")
+    output, codes = _migrate("from tqdm import tqdm\n" + PREAMBLE + head + loop)
+    assert codes == []
+    prepare = output.index(
+        "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)"
+    )
+    assert prepare < output.index("for epoch in range(2):")
+    assert (
+        "    with tqdm(loader, desc='train', disable=not accelerator.is_local_main_process) as bar:"
+        in output
+    )
+    assert "accelerator.backward(loss)" in output and ".backward()" not in output
+    assert migrate_text(output)[0] is None
+
+
 @pytest.mark.parametrize(
     "loop",
     [

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 import textwrap
+
+import pytest
 
 from migrator.analysis import analyse
 from migrator.analysis.distributed import env_kind, read_distributed
@@ -12,6 +17,7 @@ from migrator.analysis.index import ModuleIndex
 from migrator.engine import Options, migrate_text
 from migrator.rules.catalogue import RULE_CODES
 from migrator.source import Source
+from tests.fixtures import ROOT
 
 HEADER = """\
 import os
@@ -254,12 +260,37 @@ def test_metric_all_reduce_becomes_accelerator_reduce():
 
 
 def test_other_collectives_and_ddp_options_are_left_with_a_finding():
-    source = train_script(model="model = DDP(torch.nn.Linear(4, 1), find_unused_parameters=True)",
+    source = train_script(model="model = DDP(torch.nn.Linear(4, 1), dim=-1, **options)",
                           tail="dist.all_reduce(loss, op=dist.ReduceOp.MAX)")  # fmt: skip
     output, findings = migrate_text(source)
     assert codes(findings) == ["MIG909", "MIG909"]
+    assert all(f.level == "warning" for f in findings)
     assert "dist.all_reduce(loss, op=dist.ReduceOp.MAX)" in output
-    assert "find_unused_parameters" not in output
+    assert "dim=-1" not in output and "kwargs_handlers" not in output
+    assert "**options dropped with the wrapper" in findings[0].message
+
+
+def test_ddp_options_move_to_the_accelerator_as_a_kwargs_handler():
+    """`DDP(model, find_unused_parameters=True)` -> `Accelerator(kwargs_handlers=[
+    DistributedDataParallelKwargs(find_unused_parameters=True)])`, imported with it; a note."""
+    model = "model = DDP(torch.nn.Linear(4, 1), find_unused_parameters=True, static_graph=False)"
+    output, findings = migrate(train_script(model=model))
+    assert [(f.code, f.level) for f in findings] == [("MIG909", "note")]
+    assert "from runtime import Accelerator, DistributedDataParallelKwargs\n" in output
+    handler = "DistributedDataParallelKwargs(find_unused_parameters=True, static_graph=False)"
+    assert f"    accelerator = Accelerator(\n        kwargs_handlers=[{handler}],\n    )" in output
+    assert "DDP(" not in output
+
+
+def test_ddp_options_that_differ_between_wrappers_stay_a_finding():
+    model = (
+        "model = DDP(torch.nn.Linear(4, 1), find_unused_parameters=True)\n"
+        "    other = DDP(torch.nn.Linear(4, 1), broadcast_buffers=False)"
+    )
+    output, findings = migrate_text(train_script(model=model))
+    options = [f for f in findings if f.code == "MIG909"]
+    assert options and all(f.level == "warning" for f in options)
+    assert "kwargs_handlers" not in (output or "")
 
 
 def test_rank_computed_by_hand_blocks_the_file():
@@ -411,3 +442,35 @@ def test_rank_computed_by_hand_for_a_setup_helper_blocks_the_file():
         """)
     output, findings = migrate_text(source)
     assert output is None and codes(findings) == ["MIG907"]
+
+
+UNUSED_PARAMETER_MODEL = """\
+class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used = torch.nn.Linear(4, 1)
+            self.spare = torch.nn.Linear(4, 1)  # never in the forward
+
+        def forward(self, x):
+            return self.used(x)
+
+    model = DDP(Net(), find_unused_parameters=True)"""
+
+
+@pytest.mark.slow
+def test_a_model_with_unused_parameters_trains_on_two_processes_with_the_handler(tmp_path):
+    """Without find_unused_parameters DDP stops at the second step ("Expected to have
+    finished reduction in the prior iteration"): the handler carries it to prepare."""
+    source = train_script(model=UNUSED_PARAMETER_MODEL, tail='print("trained", flush=True)')
+    output, findings = migrate(source)
+    assert [f.code for f in findings] == ["MIG909"]
+    script = tmp_path / "unused.py"
+    script.write_text(output)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        env.pop(key, None)
+    command = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", str(script)]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("trained") == 1  # accelerator.print: the main process

@@ -51,6 +51,9 @@ def _prepare_after(output: str, text: str) -> bool:
         "logger.info(model)",
         "utils.load_checkpoint(model, 'last.pt')",
         "plain_model = model",
+        "utils.weights_init(model)",  # DCGAN-style weights set in place, from another module
+        "utils.initialize_weights(model)",
+        "metric = utils.is_metric_model(model)",  # a predicate reads it
     ],
 )
 def test_a_set_up_use_before_the_optimizer_keeps_the_plain_model(use):
@@ -316,3 +319,63 @@ def test_ddp_wrap_after_a_scheduler_resumes_into_the_alias_on_two_processes(tmp_
     assert [line.split(" loss")[0] for line in lines] == [
         "epoch 0 lr 0.0700", "epoch 1 lr 0.0490", "epoch 2 lr 0.0343"
     ]  # fmt: skip
+
+
+def test_a_scheduler_from_a_factory_of_another_module_is_set_up_before_a_wrap():
+    output, findings = _migrate(
+        """\
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = utils.load_scheduler(optimizer, "step")
+        model = torch.nn.DataParallel(model)
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        scheduler.step()
+        """,
+        "",
+    )
+    assert not [f for f in findings if f.level == "warning"], findings
+    assert _prepare_after(output, 'scheduler = utils.load_scheduler(optimizer, "step")')
+
+
+def test_a_helper_of_this_file_named_like_an_init_is_read_not_trusted_by_name():
+    helper = "def init_weights(module):\n    return module(torch.zeros(1, 2))\n\n\n"
+    output, findings = _migrate(helper + "init_weights(model)\n")
+    assert output is None
+    assert "(handed to `init_weights()`, which may run it)" in findings[-1].message
+
+
+def test_an_import_further_down_does_not_push_the_accelerator_past_its_first_use():
+    """A module whose `device` is set near the top and which imports again later (a
+    SummaryWriter just before the model): the Accelerator comes after the leading imports,
+    before `device = accelerator.device`, not after the late import."""
+    source = textwrap.dedent("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        print("training on", device)
+        loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+        import math
+        model = torch.nn.Linear(2, 1).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = torch.nn.functional.mse_loss(model(x), y) * math.pi
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """)
+    output, findings = migrate_text(source)
+    assert [f.code for f in findings if f.needs_human] == []
+    lines = output.splitlines()
+    assert lines[:7] == [
+        "import torch",
+        "from torch.utils.data import DataLoader, TensorDataset",
+        "from runtime import Accelerator",
+        "",
+        "accelerator = Accelerator()",
+        "device = accelerator.device",
+        'accelerator.print("training on", device)',
+    ]
+    assert "import math" in lines

@@ -273,11 +273,15 @@ def _parameter_receiving(call: ast.Call, init: Scope, argument: ast.AST) -> str 
 
 
 def _dropped(site: CallSite) -> list[str]:
-    return [
-        a.keyword
-        for a in call_args(site.node)
-        if a.keyword is not None and a.keyword not in DDP_OPTIONS_KEPT
-    ]
+    """The wrapper's options prepare does not reproduce by itself; `**kwargs` among them, as
+    `**name` (its keys are unknown here)."""
+    found = []
+    for a in call_args(site.node):
+        if a.star == "**":
+            found.append(f"**{ast.unparse(a.value)}")
+        elif a.keyword is not None and a.keyword not in DDP_OPTIONS_KEPT:
+            found.append(a.keyword)
+    return found
 
 
 def _instance_target(site: CallSite, target: ast.expr | None, inner: ast.expr | None):

@@ -11,6 +11,7 @@ import ast
 from dataclasses import dataclass, field
 
 from migrator.analysis import patterns
+from migrator.analysis.chains import chain_text, held_alias, holder_alias, key_text, split_chain
 from migrator.analysis.distributed import RANK_KINDS, DistributedFacts
 from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope, Statement
 from migrator.findings import Finding
@@ -106,30 +107,25 @@ class TrainingFacts:
         return "self.accelerator" if is_method(self.owner) else "accelerator"
 
     def origin(self, scope: Scope, name: str) -> Origin | None:
-        return _origin(self, scope, name, frozenset())
+        """Where the object `name` names in `scope` is made. A chain (`self.cfg.optimiser`,
+        `cfg.model`) is rooted where its holder is made, through a local alias of the holder
+        (`cfg = self.training_config`): chains.py."""
+        parts = split_chain(name)
+        if parts is None:
+            return _origin(self, scope, name, frozenset())
+        holder, rest = parts
+        alias = holder_alias(scope, holder) if "." not in holder else None
+        if alias is not None:
+            return self.origin(scope, alias + rest)
+        found = _origin(self, scope, holder, frozenset())
+        return Origin(found.scope, found.name + rest) if found is not None else None
 
     def chain_origin(self, scope: Scope, expr: ast.expr | None) -> Origin | None:
         """Where the object `expr` names is made. An object held on another object
         (`self.cfg.optimiser`, `config.scheduler`) is named by its attribute chain, rooted
         where the root is made: `Origin(Trainer.__init__, "self.cfg.optimiser")`."""
-        name = patterns.name_of(expr)
-        if name is not None:
-            return self.origin(scope, name)
-        parts: list[str] = []
-        root = None
-        while root is None:
-            if isinstance(expr, ast.Attribute):
-                parts.append(f".{expr.attr}")
-            elif isinstance(expr, ast.Subscript) and patterns.string_value(expr.slice) is not None:
-                parts.append(f"[{_key_text(expr.slice)}]")  # `self.optimizers["g"]`
-            else:
-                return None
-            expr = expr.value
-            root = patterns.name_of(expr)
-        found = self.origin(scope, root)
-        if found is None:
-            return None
-        return Origin(found.scope, found.name + "".join(reversed(parts)))
+        name = patterns.name_of(expr) or chain_text(expr)
+        return self.origin(scope, name) if name is not None else None
 
     def chain_bindings(self, scope: Scope, chain: str) -> list[Binding]:
         """`self.cfg.optimiser = SGD(...)` in `scope`: the bindings of an attribute chain
@@ -147,7 +143,7 @@ class TrainingFacts:
             target, value = chain_text(node.targets[0]), node.value
             if target != chain and isinstance(value, ast.Dict) and target is not None:
                 # `self.optimizers = {"g": Adam(...), ...}` binds `self.optimizers['g']`
-                entries = {f"{target}[{_key_text(k)}]": v
+                entries = {f"{target}[{key_text(k)}]": v
                            for k, v in zip(value.keys, value.values) if patterns.string_value(k)}  # fmt: skip
                 target, value = (chain, entries[chain]) if chain in entries else (None, None)
             if target != chain:
@@ -223,28 +219,6 @@ class TrainingFacts:
         return self.distributed.kind_of(found.scope, found.name) if found is not None else None
 
 
-def _key_text(node: ast.AST) -> str:
-    key = patterns.string_value(node)
-    return f'"{key}"' if '"' not in key and "\\" not in key else repr(key)
-
-
-def chain_text(expr: ast.AST | None) -> str | None:
-    """`self.cfg.optimiser`, `self.optimizers['g']`: an attribute / string-key chain as one
-    name (the names chain_origin gives), None for anything else."""
-    parts: list[str] = []
-    while isinstance(expr, (ast.Attribute, ast.Subscript)):
-        if isinstance(expr, ast.Attribute):
-            parts.append(f".{expr.attr}")
-        elif patterns.string_value(expr.slice) is not None:
-            parts.append(f"[{_key_text(expr.slice)}]")
-        else:
-            return None
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return None
-    return expr.id + "".join(reversed(parts))
-
-
 def is_method(scope: Scope | None) -> bool:
     return (
         scope is not None
@@ -313,7 +287,11 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
         result = results.pop() if len(results) == 1 else None
     elif scope.kind == "module" or scope.is_local(name):
         wrapped = facts.distributed.unwrapped(scope, name)  # `ddp_model = DDP(model)` is `model`
+        held = held_alias(scope, name, facts.index.imports)  # `model = self.cfg.model`
         result = _origin(facts, scope, wrapped, seen) if wrapped else Origin(scope, name)
+        target = facts.origin(scope, held) if held is not None and not wrapped else None
+        if target is not None and target.scope is not scope:  # held before this function runs
+            result = target
     else:
         enclosing = scope.parent
         while enclosing is not None and enclosing.kind == "class":

@@ -64,7 +64,7 @@ class LoopSources:
                     return None
                 return LoopSource(parts[0].scope, [n for p in parts for n in p.loaders], through)
             expr = inner[0]
-        name = patterns.name_of(expr)
+        name = patterns.name_of(expr) or self._held_loader(expr)  # `self.cfg.train_loader`
         if name is None:
             return None
         bound = self._wrapper_binding(scope, name, seen, at)
@@ -76,7 +76,8 @@ class LoopSources:
         return LoopSource(scope, [name], through)
 
     def _wrapper_binding(self, scope: Scope, name: str, seen: frozenset, at=None):
-        """`progress_bar = tqdm(loader)` / `it = iter(loader)`: what the name wraps, read where
+        """`progress_bar = tqdm(loader)` / `it = iter(loader)` / `with tqdm(loader) as bar:`:
+        what the name wraps, read where
         it is bound (every binding must wrap the same loaders, or the one just before `at` in
         its block reaches it: `t = tqdm(train_loader)` then `for b in t:`, later
         `t = tqdm(val_loader)`). NOT_LOADER_ITEMS: every binding wraps an iterable that is no
@@ -85,8 +86,8 @@ class LoopSources:
         if origin is None or (id(origin.scope), origin.name) in seen:
             return None
         bindings = origin.scope.assigns(origin.name)
-        if not bindings or any(b.kind != "assign" or b.unpacked for b in bindings):
-            return None
+        if not bindings or any(b.kind not in ("assign", "with") or b.unpacked for b in bindings):
+            return None  # `with tqdm(loader) as bar:` binds the bar (its __enter__ is itself)
         reaching = reaching_binding(bindings, at) if origin.scope is scope else None
         if reaching is not None and len(bindings) > 1:
             bindings = [reaching]

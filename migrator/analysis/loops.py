@@ -34,9 +34,10 @@ from migrator.analysis.index import (
 )
 from migrator.analysis.instances import called_method
 from migrator.analysis.loop_sources import LoopSources
+from migrator.analysis.shared_epochs import SharedEpochs
 
 
-class LoopAnalysis(LoopSources):
+class LoopAnalysis(LoopSources, SharedEpochs):
     def _backward_sites(self) -> list[CallSite]:
         sites = []
         for site in self.index.calls():

@@ -18,12 +18,13 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from migrator.analysis.chains import chain_uses
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
 from migrator.analysis.setup_uses import (
     NEUTRAL_ATTRIBUTES,
     NEUTRAL_CALLEES,
-    is_setup_use,
+    runs_object,
     use_words,
 )
 from migrator.analysis.statement_points import after_imports
@@ -55,18 +56,15 @@ class PreparePlan:
                 return True
         return False
 
-    def before_prepare(self, statement: Statement) -> bool:
+    def before_prepare(self, statement: Statement, name: str | None = None) -> bool:
         """Does `statement` run before the prepare call, and only then (in its block, before
-        it, and that block in no loop): a model there is still the plain one."""
-        found = statement.ancestor_in(self.block) if self.block is not None else None
-        if found is None or found.index >= self.index or not self.objects:
-            return False
-        parent = self.block.parent
-        while parent is not None:
-            if isinstance(parent.node, (ast.For, ast.AsyncFor, ast.While)):
-                return False
-            parent = parent.block.parent
-        return True
+        it, and that block in no loop): a model there is still the plain one. With `name`,
+        also before the prepare in the method of its class that makes it (`plan.homes`)."""
+        homes = [(b, i) for names, b, i in self.homes if name in names and b.scope is
+                 statement.block.scope]  # fmt: skip
+        return any(_before(statement, b, i) for b, i in homes) or (
+            bool(self.objects) and _before(statement, self.block, self.index)
+        )
 
     def prepares(self, name: str) -> bool:
         return (
@@ -74,6 +72,18 @@ class PreparePlan:
             or any(early[0] == name for early in self.early)
             or any(name in names for names, _block, _index in self.homes)
         )
+
+
+def _before(statement: Statement, block: Block | None, index: int) -> bool:
+    found = statement.ancestor_in(block) if block is not None else None
+    if found is None or found.index >= index:
+        return False
+    parent = block.parent
+    while parent is not None:
+        if isinstance(parent.node, (ast.For, ast.AsyncFor, ast.While)):
+            return False
+        parent = parent.block.parent
+    return True
 
 
 def _mandatory(facts: TrainingFacts) -> list[str]:
@@ -132,8 +142,8 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         defs[name] += [b.statement for b in facts.chain_bindings(owner, name)]
     def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
     for name in names:
-        for use in (u for n in facts.distributed.names_for(owner, name)
-                    for u in owner.uses.get(n, [])):  # fmt: skip
+        uses = [u for n in facts.distributed.names_for(owner, name) for u in owner.uses.get(n, [])]
+        for use in uses + chain_uses(owner, name, facts.index.imports):  # `self.cfg.model`
             kind = use_kind(use, name, def_nodes, facts)
             if id(use.statement) in kept_plain and use.kind == "arg":
                 kind = None
@@ -141,13 +151,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
                 hard.append(use.statement)
                 used.setdefault(id(use.statement), name)
                 how.setdefault(id(use.statement), use)
-                if (
-                    use.kind != "attr"
-                    and name in mandatory
-                    and not _is_loader(facts, name)
-                    and not _displayed(use)
-                    and not is_setup_use(use, facts)
-                ):
+                if name in mandatory and runs_object(use, name, facts):
                     runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
                 soft.append(use.statement)
@@ -167,7 +171,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
         return found.index if found is not None else -1
 
     plan.reloaded = _reloaded(facts, block, mandatory, defs)  # trims `defs` to before training
-    training = _training_statements(facts, block)
+    training = training_statements(facts, block)
 
     def last_def(name: str) -> int:
         return max((position(s) for s in defs[name]), default=-1)
@@ -235,7 +239,7 @@ def _holders(name: str) -> list[str]:
 def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) -> list:
     """(name, block, index) of objects re-created after the last statement of `block` that
     trains (a model reloaded for inference); their later definitions leave `defs`."""
-    training = _training_statements(facts, block)
+    training = training_statements(facts, block)
     if not training:
         return []
     end = max(training)
@@ -253,7 +257,7 @@ def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) 
     return found
 
 
-def _training_statements(facts: TrainingFacts, block: Block) -> set[int]:
+def training_statements(facts: TrainingFacts, block: Block) -> set[int]:
     """Indexes of `block`'s statements that hold a training loop or call the function that
     does (by name: `train(...)`, `self.fit(...)`)."""
     found: set[int] = set()
@@ -368,21 +372,6 @@ def _note(binding, name: str, why: str, site: ast.AST | None = None) -> Finding:
         level="note",
         node=binding.statement.node if binding is not None else site,
     )
-
-
-def _displayed(use) -> bool:
-    """`model` alone on a line (a notebook cell showing the model)."""
-    line = use.statement.node
-    return (
-        isinstance(line, Line)
-        and len(line.body) == 1
-        and isinstance(line.body[0], ast.Expr)
-        and line.body[0].value is use.node
-    )
-
-
-def _is_loader(facts: TrainingFacts, name: str) -> bool:
-    return name in facts.train_loaders or name in facts.eval_loaders
 
 
 def line_of(statement: Statement) -> int:

@@ -23,18 +23,18 @@ from migrator.analysis.facts import (
     is_method,
     value_call,
 )  # fmt: skip
+from migrator.analysis.held_objects import HeldObjects
 from migrator.analysis.homes import ClassHomes
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.analysis.objects import ObjectRoles
 from migrator.analysis.regions import DataRegions
-from migrator.analysis.shared_epochs import SharedEpochs
 from migrator.analysis.trained_models import TrainedModels
 from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, SharedEpochs, LoopAnalysis):
+class _Analyser(ObjectRoles, ClassHomes, HeldObjects, TrainedModels, DataRegions, LoopAnalysis):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
@@ -62,6 +62,8 @@ class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, SharedEpoch
             return self.facts
         per_batch = self._per_batch_functions()
         self._find_owner_and_roles(per_batch)
+        if not self.facts.blocked and self.facts.owner is not None:
+            self._frozen_holders()
         if self.facts.blocked or self.facts.owner is None:
             return self.facts
         self._find_eval_loops()
@@ -169,6 +171,7 @@ class _Analyser(ObjectRoles, ClassHomes, TrainedModels, DataRegions, SharedEpoch
                 called = patterns.name_of(call.node.func)
                 if call.method == "forward" and call.receiver is not None:  # `model.forward(x)`
                     called = patterns.name_of(call.receiver)
+                called = called or self._held_call(call)  # `self.cfg.model(x)`
                 if called is not None and self._callee_scope(call) is None:
                     origin = facts.origin(call.scope, called)
                     if origin is not None:

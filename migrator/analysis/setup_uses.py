@@ -38,8 +38,10 @@ PARAMETER_COUNT = re.compile(r"(^|_)(num|count|n|number|total|sum)_?(of_)?(train
 # `add_weight_decay(model, wd)`, `param_groups_lrd(model, ...)`, `get_params_groups(student)`,
 # `create_optimizer(args, model)`: parameter groups and optimizers built from the model's
 # parameters (timm, MAE, DINO, ConvNeXt), from a module this file does not hold
+# `load_scheduler(cfg, optimizer)`, `build_lr_scheduler(...)`: a scheduler on the optimizer
 PARAMETER_GROUPS = re.compile(
     r"(^|_)(param|params|parameter|parameters)(_|$)|weight_decay|(create|build|get|make)_optim"
+    r"|(create|build|get|make|load)_(lr_)?scheduler"
 )
 # `logger.info(model)`, `logging.debug(...)`, `log.nofmt(model)`: a logger writes the object out
 LOGGER = re.compile(r"^_?(logger|logging|log|LOGGER|LOG)$")
@@ -47,6 +49,14 @@ LOGGER = re.compile(r"^_?(logger|logging|log|LOGGER|LOG)$")
 CHECKPOINT_LOAD = re.compile(
     r"^(load|restore|resume|restart)_(\w+_)?(checkpoint|ckpt|model|weights|state|state_dict)s?$"
 )
+
+# `weights_init(net)`, `init_weights(model)`, `initialize_weights(model)`: weights set in place
+# by a helper from another module (DCGAN-style), which reads and writes parameters, runs nothing
+WEIGHT_INIT = re.compile(
+    r"^(weights?_init\w*|init_?weights?\w*|initiali[sz]e_weights?\w*|init_params|init_model)$"
+)
+# `is_metric_model(net)`, `has_aux_head(model)`: a predicate reads the object
+PREDICATE = re.compile(r"^(is|has)_\w+$")
 
 
 def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
@@ -67,6 +77,8 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
     in_file = isinstance(func, ast.Name) and func.id in facts.index.functions
     if not in_file and PARAMETER_GROUPS.search(name.lower()):
         return True
+    if not in_file and (WEIGHT_INIT.match(name.lower()) or PREDICATE.match(name.lower())):
+        return True  # a helper of this file is read instead (_reads_only)
     receiver = patterns.name_of(func.value) if isinstance(func, ast.Attribute) else None
     if receiver is not None and LOGGER.match(receiver.rsplit(".", 1)[-1]):
         return True
@@ -96,8 +108,8 @@ def _alias(use, facts, seen) -> bool:
 
 
 def _read(use, facts, seen) -> bool:
-    if use.kind == "attr":
-        return use.attr in NEUTRAL_ATTRIBUTES | READ_ATTRIBUTES
+    if use.kind == "attr":  # its parts read or set (`m.fc.weight.data.normal_()`), not called
+        return use.attr in NEUTRAL_ATTRIBUTES | READ_ATTRIBUTES or use.call is None
     return is_setup_use(use, facts, seen)
 
 
@@ -124,6 +136,30 @@ def _visible(scope: Scope, name: str) -> list[Scope]:
         if child.kind == "function" and name not in child.params and not child.is_local(name):
             found.extend(_visible(child, name))
     return found
+
+
+def runs_object(use, name: str, facts) -> bool:
+    """Does this hard use of a model or optimizer need the prepared object (a forward, a
+    hand-over to code that may run it), rather than set it up (an attribute written or read,
+    `print(model)`, a state loaded into it), which the plain object serves before prepare?"""
+    return (
+        use.kind != "attr"
+        and name not in facts.train_loaders
+        and name not in facts.eval_loaders
+        and not _displayed(use)
+        and not is_setup_use(use, facts)
+    )
+
+
+def _displayed(use) -> bool:
+    """`model` alone on a line (a notebook cell showing the model)."""
+    line = use.statement.node
+    return (
+        isinstance(line, Line)
+        and len(line.body) == 1
+        and isinstance(line.body[0], ast.Expr)
+        and line.body[0].value is use.node
+    )
 
 
 def use_words(use) -> str:

@@ -11,7 +11,8 @@ a plateau scheduler, early stopping or a best-model choice read (per-process sha
 the processes decide differently); the loop keeps its `.to(device)`, which the training
 batches, already placed, pass through unchanged. A note says so.
 
-A mixin of roles._Analyser: it reads `self.index`, `self.facts`, `_calls_reachable`.
+A mixin of LoopAnalysis (loops.py), beside LoopSources: it reads `self.index`, `self.facts`,
+`_calls_reachable`; roles.py asks it for a loop's loader its origin cannot name.
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ class TrainedModels:
                         if found is None or not self._class_object(found, owner):
                             self._block(call, root, owner)
                             return []
-                        name = self._called_alias_target(found, forwards) or found.name
+                        name = (self._held_model(found, call, forwards)  # `self.cfg.model`
+                                or self._called_alias_target(found, forwards) or found.name)  # fmt: skip
                         name = self._kept_on_self(owner, name)
                         if name not in models:
                             models.append(name)
@@ -67,7 +68,7 @@ class TrainedModels:
             uses = origin.scope.uses.get(origin.name, [])
             placed = any(u.kind == "attr" and u.attr in PLACING for u in uses) or (
                 self._placed_or_received(origin.scope, origin.name)
-                or self._placed_where_called(origin))  # fmt: skip
+                or self._placed_where_called(origin) or self._held_placed(origin))  # fmt: skip
             if (placed or origin.name in self.facts.prepared_already) and (
                 origin.name not in models
             ):

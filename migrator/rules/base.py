@@ -61,6 +61,8 @@ class RuleContext:
     unused_imports: list[ImportEntry] = field(default_factory=list)
     accelerator_created: bool = False
     extra_imports: list[tuple[str, str | None]] = field(default_factory=list)
+    # names imported from the Accelerator's module with it (`DistributedDataParallelKwargs`)
+    accelerator_imports: list[str] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all
     unwrapped_nodes: set[int] = field(default_factory=set)  # ids `unwrap` already wrapped
 
@@ -110,6 +112,8 @@ class RuleContext:
         root = root_name(expr)
         if root is None:
             return self._compound_expression(scope, expr, code)
+        if scope is self.facts.owner and root in scope.params:
+            return code, (root,)  # `train(args)`'s own `args.accumulation`, whoever passes it
         origin = self.facts.origin(scope, root)
         if origin is None or origin.scope not in (self.facts.owner, self.facts.index.module_scope):
             return None

@@ -12,7 +12,7 @@ stop the migration (a finding) when they are not.
 
 from __future__ import annotations
 
-from migrator.analysis.facts import class_methods, is_method
+from migrator.analysis.facts import call_sites_of, class_methods, is_method
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
@@ -65,6 +65,8 @@ class CreateAccelerator(Rule):
                 return
         elif in_owner or (owner_defines and not at_module):
             scope, declare_global = owner, not in_owner
+            if declare_global and not self._used_after_creation(context, owner):
+                return
         else:
             scope = module
         block = scope.body
@@ -116,8 +118,38 @@ class CreateAccelerator(Rule):
         return None
 
     @staticmethod
+    def _used_after_creation(context: RuleContext, owner: Scope) -> bool:
+        """A global accelerator made in the owner (its arguments read the owner's values)
+        exists once the owner runs: a function of the file that uses it and is called from
+        outside the owner, not after a call of the owner there (`setup(args)` from `main()`
+        before `train(args)`), would meet no accelerator. A MIG900 naming it; False if so."""
+        index = context.facts.index
+        for need in context.needs:
+            scope = need.scope
+            while scope is not None and scope.kind != "function":
+                scope = scope.parent
+            if scope is None or _within(scope, owner) or _within(owner, scope):
+                continue
+            if need.soft is not None:  # a print that can stay a print
+                continue
+            made = call_sites_of(index, owner)
+            outside = [c for c in call_sites_of(index, scope) if not _within(c.scope, owner)
+                       and not any(m.scope is c.scope and m.node.lineno < c.node.lineno
+                                   for m in made)]  # fmt: skip
+            if outside:
+                call = outside[0]
+                context.block_file(Finding(code="MIG900", node=owner.node, message=(
+                    f"the Accelerator must be made in `{owner.name}()`, whose values its "
+                    f"arguments read, but `{scope.name}()` uses it and runs from "
+                    f"{f'`{call.scope.name}()`' if call.scope.kind == 'function' else 'module level'} "
+                    f"(line {call.node.lineno}), outside `{owner.name}()`; migrate by hand")))  # fmt: skip
+                return False
+        return True
+
+    @staticmethod
     def _import(context: RuleContext, body: Block) -> None:
-        """`from runtime import Accelerator` at the end of the file's leading imports."""
+        """`from runtime import Accelerator` (with the names its arguments need) at the end of
+        the file's leading imports."""
         source = context.import_source
         if (source, "Accelerator") in context.facts.index.imports.from_imports:
             return
@@ -126,7 +158,8 @@ class CreateAccelerator(Rule):
             if not (is_import(node) or (position == 0 and is_docstring(node))):
                 break
             index = position + 1
-        statement = context.statement(f"from {source} import Accelerator\n")
+        names = ", ".join(["Accelerator", *context.accelerator_imports])
+        statement = context.statement(f"from {source} import {names}\n")
         context.edits.insert(body.holder, index, statement, priority=-10)
 
     @staticmethod

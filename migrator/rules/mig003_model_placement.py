@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.chains import chain_text
 from migrator.analysis.patterns import name_of
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement
@@ -30,20 +31,18 @@ class ModelPlacement(Rule):
 
     def _places_prepared_model(self, context: RuleContext, site) -> bool:
         scope = site.scope
-        receiver = site.receiver
+        receiver = _object_name(site.receiver)
         small = site.small
-        target = name_of(small.targets[0]) if isinstance(small, ast.Assign) else None
-        if any(context.plan.reloaded_at(n, site.statement) for n in (name_of(receiver), target)):
+        target = _object_name(small.targets[0]) if isinstance(small, ast.Assign) else None
+        if any(context.plan.reloaded_at(n, site.statement) for n in (receiver, target)):
             return False  # a model re-created after training (for inference) is not prepared
-        if name_of(receiver) is not None and (
-            context.prepared_role(scope, name_of(receiver)) == "model"
-        ):
+        if receiver is not None and context.prepared_role(scope, receiver) == "model":
             return True
         # `model = Net(...).to(device)`: the placement is the whole right-hand side.
         small = site.small
         if not isinstance(small, ast.Assign) or len(small.targets) != 1:
             return False
-        target = name_of(small.targets[0])
+        target = _object_name(small.targets[0])
         if target is None:
             return False
         value = small.value
@@ -57,3 +56,8 @@ class ModelPlacement(Rule):
         if value is not site.node:
             return False
         return context.prepared_role(scope, target) == "model"
+
+
+def _object_name(expr: ast.AST | None) -> str | None:
+    """`model`, `self.model`, or a model held on another object (`self.cfg.model`)."""
+    return name_of(expr) or chain_text(expr)

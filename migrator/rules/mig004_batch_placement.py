@@ -10,6 +10,7 @@ import ast
 from migrator.analysis import patterns
 from migrator.analysis.dataflow import data_root
 from migrator.analysis.facts import DataRegion
+from migrator.branches import quiet
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement
 
@@ -40,6 +41,7 @@ class BatchPlacement(Rule):
                     continue
                 if strip_placement(site.node, devices, facts.index.imports, context.edits):
                     context.edits.clean_up(site.small)
+                    _drop_guards_if_emptied(context, site.statement)
             for loop in region.scope.loops:
                 # `for k in batch: batch[k] = batch[k].to(device)` disappears with its body.
                 inside = region.loop is None or region.loop.contains(loop.parent)
@@ -87,3 +89,26 @@ def _names(target: ast.expr) -> list[str]:
 
 
 __all__ = ["BatchPlacement", "patterns"]
+
+
+def _drop_guards_if_emptied(context: RuleContext, statement) -> None:
+    """The statements around a stripped placement that exist only for it go with it when
+    it leaves them empty: `if is_cuda:` / `if torch.cuda.is_available():` (a quiet test, no
+    `else`) and `with torch.no_grad():`, innermost first, up to the loop."""
+    imports = context.facts.index.imports
+    parent = statement.block.parent
+    while parent is not None:
+        node = parent.node
+        if isinstance(node, ast.If):
+            if node.orelse or not quiet(node.test, imports):
+                return
+        elif not (isinstance(node, ast.With) and len(node.items) == 1
+                  and patterns.last_part(imports.qualify(_called(node.items[0].context_expr)) or "")
+                  == "no_grad" and node.items[0].optional_vars is None):  # fmt: skip
+            return
+        context.edits.drop_if_emptied.add(id(node))
+        parent = parent.block.parent
+
+
+def _called(expr: ast.expr) -> ast.expr | None:
+    return expr.func if isinstance(expr, ast.Call) else None

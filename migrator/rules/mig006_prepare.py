@@ -5,7 +5,10 @@ schedulers). Where it goes and what it holds is decided by the analysis (placeme
 from __future__ import annotations
 
 import ast
+import re
 
+from migrator.analysis.chains import chain_text, received_chain, split_chain
+from migrator.analysis.public_entries import outside_entry_note
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 
@@ -21,6 +24,9 @@ class Prepare(Rule):
     def apply(self, context: RuleContext) -> None:
         plan = context.plan
         context.findings.extend(plan.notes)
+        outside = outside_entry_note(context.facts, plan.prepares)
+        if outside is not None:
+            context.findings.append(outside)
         for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
@@ -43,16 +49,17 @@ class Prepare(Rule):
 
     @staticmethod
     def _hand_back(context: RuleContext, owner, objects: list[str]) -> None:
-        """A note on the parameters `owner` now prepares; `return model` hands callers the
-        plain model back."""
-        received = [name for name in objects if name in owner.params]
+        """A note on the parameters `owner` now prepares, and the objects on holders it
+        receives (`cfg.model`); `return model` hands callers the plain model back."""
+        received = [name for name in objects
+                    if name in owner.params or received_chain(context.facts, owner, name)]  # fmt: skip
         if received:
             context.findings.append(_received_note(owner, received))
         if owner.kind != "function":
             return
         for node in _own_returns(owner.node):
-            name = node.value.id if isinstance(node.value, ast.Name) else None
-            if name in context.facts.models and name in objects:
+            name = node.value.id if isinstance(node.value, ast.Name) else chain_text(node.value)
+            if name in context.facts.models and name in objects:  # `return cfg.model` too
                 context.unwrap(node.value)
                 index = context.facts.index
                 line = index.small_line.get(id(node))
@@ -107,6 +114,13 @@ def _own_returns(function: ast.AST) -> list[ast.Return]:
 
 def _received_note(function, names: list[str]) -> Finding:
     listed = ", ".join(f"`{name}`" for name in names)
+    holders = sorted({_holder(name) for name in names if split_chain(name) is not None})
+    held = (
+        f"; the prepared objects replace them on {', '.join(f'`{h}`' for h in holders)}, "
+        "the object the callers passed in"
+        if holders
+        else ""
+    )
     return Finding(
         code="MIG006",
         level="note",
@@ -115,7 +129,7 @@ def _received_note(function, names: list[str]) -> Finding:
             f"`{function.name}` now prepares {listed}, which its callers pass in: callers keep "
             "passing the plain objects (on our runtime a plain object prepared again comes "
             "back as the first prepare made it; HF Accelerate would wrap it again, so with "
-            "`--target accelerate` call it once or prepare in the caller)"
+            f"`--target accelerate` call it once or prepare in the caller){held}"
         ),
     )
 
@@ -135,6 +149,11 @@ def _shared_note(shared) -> Finding:
             "`.to(device)`, which prepared batches pass through unchanged"
         ),
     )
+
+
+def _holder(chain: str) -> str:
+    """`self.cfg.train` for `self.cfg.train.model`: the object a chain's last field is on."""
+    return re.sub(r"(\.\w+|\[[^\]]+\])$", "", chain)
 
 
 def _loader_names():

@@ -2,6 +2,8 @@
 the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but not the model's
 own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`). Those go
 through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
+`hasattr(model, "x")` and `getattr`/`setattr` by name go through it too, and so does indexing
+(`model[-1]` of an nn.Sequential: DDP has no `__getitem__`).
 `model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
 
 `state_dict()` / `load_state_dict()` go through `unwrap_model` too: DDP's keys carry a
@@ -11,6 +13,11 @@ unwrapped model, and a state copied from the wrapper would not load into a plain
 
 from __future__ import annotations
 
+import ast
+
+from migrator.analysis.chains import chain_uses, read_chains
+from migrator.analysis.facts import class_methods, is_method
+from migrator.analysis.patterns import SELF
 from migrator.rules.base import Rule, RuleContext
 
 # What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
@@ -33,16 +40,24 @@ class ModelAttributes(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
-        for scope in context.facts.training_scopes:
-            for name, uses in scope.uses.items():
+        facts = context.facts
+        imports = facts.index.imports
+        for scope in [*facts.training_scopes, *_other_methods(facts)]:
+            held = [(c, chain_uses(scope, c, imports)) for c in read_chains(scope)]
+            for name, uses in [*scope.uses.items(), *held]:  # `model`, `self.cfg.model`
                 if context.prepared_role(scope, name) != "model":
                     continue
+                if scope not in facts.training_scopes and not name.startswith(SELF + "."):
+                    continue
                 for use in uses:
-                    if use.kind != "attr" or use.attr in MODULE_API:
+                    own = use.kind == "attr" and use.attr not in MODULE_API
+                    if not (own or use.kind == "subscript" or _named_attribute(use)):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
                         continue  # a model re-created after training is a plain model
-                    if scope is context.facts.owner and context.plan.before_prepare(use.statement):
+                    if context.plan.before_prepare(use.statement, name) and (
+                        scope is context.facts.owner or scope is context.facts.homes.get(name)
+                    ):
                         continue  # set-up before prepare (a checkpoint loaded): the plain model
                     if use.attr == "no_sync" and use.call is not None and not use.call.args:
                         # Only DDP has no_sync(); accelerator.no_sync works on 1 process too.
@@ -52,3 +67,26 @@ class ModelAttributes(Rule):
                         continue
                     context.unwrap(use.node)
                     context.need_accelerator_at(use.statement, soft=use.node)
+
+
+def _named_attribute(use) -> bool:
+    """`hasattr(model, "best_state")`, `getattr(model, "config", None)`, `setattr(model, ...)`:
+    an attribute by name, which DDP answers only for its own (False, or AttributeError, for
+    the model's); a name in nn.Module's API (`hasattr(model, "module")`) keeps the wrapper."""
+    call = use.call
+    if use.kind != "arg" or use.callee not in ("hasattr", "getattr", "setattr"):
+        return False
+    if call is None or len(call.args) < 2 or call.args[0] is not use.node:
+        return False
+    attribute = call.args[1]
+    return not (isinstance(attribute, ast.Constant) and attribute.value in MODULE_API)
+
+
+def _other_methods(facts) -> list:
+    """The other methods of the class whose method owns training (a `keep_best()` called from
+    outside): its `self.model` is the prepared one there too. Not `__init__`, which runs
+    before any other method has prepared it."""
+    if facts.owner is None or not is_method(facts.owner):
+        return []
+    return [m for m in class_methods(facts.owner)
+            if m not in facts.training_scopes and m.name != "__init__"]  # fmt: skip

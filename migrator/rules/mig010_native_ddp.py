@@ -34,6 +34,7 @@ from migrator.analysis.syntax import call_args
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.ddp_launch_attributes import rewrite_launch_attributes
+from migrator.rules.ddp_options import carry_ddp_options
 from migrator.rules.ddp_samplers import SamplerMigration
 from migrator.rules.ddp_spawn import SpawnMigration
 from migrator.rules.ddp_syntax import (
@@ -137,9 +138,10 @@ class _Migration(SpawnMigration, SamplerMigration):
             for binding in bindings:
                 self._remove(binding.small, binding.statement)
         wrapped = set()
+        left = carry_ddp_options(self.context, self.dist.wraps)
         for wrap in self.dist.wraps:
             site = wrap.site
-            if wrap.dropped_options:
+            if wrap in left:
                 self._finding(site.node, f"DistributedDataParallel option(s) "
                               f"{', '.join(wrap.dropped_options)} dropped with the wrapper: set "
                               "them on the Accelerator by hand")  # fmt: skip

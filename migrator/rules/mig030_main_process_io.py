@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
+from migrator.analysis.chains import chain_text
 from migrator.analysis.index import CallSite, Scope
 from migrator.analysis.syntax import name_value
 from migrator.arglists import Item, call_items
@@ -66,7 +67,7 @@ class MainProcessIO(Rule):
             for binding in scope.assigns(name_value(saved)):
                 if binding.value is not None and not binding.unpacked:
                     state_calls += _model_states(context, scope, binding.value)
-        saved_name = patterns.name_of(saved)
+        saved_name = patterns.name_of(saved) or chain_text(saved)  # `self.cfg.model` too
         whole_model = saved_name is not None and context.prepared_role(scope, saved_name) == "model"
         if not state_calls and not whole_model:
             return
@@ -106,7 +107,8 @@ def _model_states(context: RuleContext, scope: Scope, expr: ast.AST) -> list[ast
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "state_dict"
         ):
-            receiver = patterns.name_of(node.func.value)  # `model` or a Trainer's `self.model`
+            # `model`, a Trainer's `self.model`, a model held on a config: `self.cfg.model`
+            receiver = patterns.name_of(node.func.value) or chain_text(node.func.value)
             if receiver is not None and context.prepared_role(scope, receiver) == "model":
                 found.append(node)
     return found

@@ -49,7 +49,9 @@ class DataParallel(Rule):
             for site, (target, inner) in zip(sites, plans):
                 _remove_wrapper(context, site, target, inner)
                 wrapped.add(target)
-                prepared = context.facts.role(site.scope, target.split(".")[0]) == "model"
+                # `self.model`, or `model` for a submodule `model.features`
+                held = target if target.startswith(patterns.SELF + ".") else target.split(".")[0]
+                prepared = context.facts.role(site.scope, held) == "model"
                 why = ("accelerator.prepare wraps it in DDP, one process per device "
                        "(`migrate launch --nproc N`)" if prepared else
                        "it is not trained here, and each process runs it on its own device")  # fmt: skip
@@ -98,8 +100,8 @@ def _unwrap_plan(context: RuleContext, site: CallSite) -> tuple[str, ast.expr] |
 
 
 def _remove_wrapper(context: RuleContext, site: CallSite, target: str, inner: ast.expr):
-    if patterns.name_of(inner) is not None or dotted_name(inner) == target:
-        # `net = nn.DataParallel(net).cuda()` goes
+    if patterns.name_of(inner) == target or dotted_name(inner) == target:
+        # `net = nn.DataParallel(net).cuda()` goes; `self.model = DataParallel(net)` keeps `net`
         context.edits.remove(site.small)
         for enclosing in reversed(site.statement.chain()[:-1]):
             if not isinstance(enclosing.node, ast.If):

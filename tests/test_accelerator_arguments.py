@@ -1,0 +1,110 @@
+"""Arguments of the Accelerator read from the function that owns training: a `train(args)`
+whose accumulation steps or precision switch are its own parameter's fields gets the
+Accelerator made there (not refused because some caller passes `args`), and an Accelerator
+that must be made there while another function of the file uses it before the owner runs is a
+MIG900 naming both, not a NameError at run time."""
+
+from __future__ import annotations
+
+import textwrap
+
+from migrator.engine import migrate_text
+
+TRAIN = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train(args):
+    loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    for i, (x, y) in enumerate(loader):
+{step}
+
+
+def main(args):
+    train(args)
+"""
+ACCUMULATION = """\
+        loss = torch.nn.functional.mse_loss(model(x), y) / args.accumulation
+        loss.backward()
+        if (i + 1) % args.accumulation == 0:
+            optimizer.step()
+            optimizer.zero_grad()"""
+PRECISION = """\
+        with torch.autocast("cuda", dtype=torch.float16, enabled=args.amp):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()"""
+
+
+def test_accumulation_steps_of_the_owners_parameter_are_read_where_it_is_made():
+    output, findings = migrate_text(TRAIN.format(step=ACCUMULATION))
+    assert findings == []
+    assert (
+        "def train(args):\n"
+        "    accelerator = Accelerator(gradient_accumulation_steps=args.accumulation)\n"
+    ) in output
+    assert "        with accelerator.accumulate(model):\n" in output
+    assert "/ args.accumulation" not in output
+
+
+def test_a_precision_switch_of_the_owners_parameter_is_read_where_it_is_made():
+    output, findings = migrate_text(TRAIN.format(step=PRECISION))
+    assert findings == []
+    assert (
+        "    accelerator = Accelerator(\n"
+        '        mixed_precision="fp16" if args.amp and torch.cuda.is_available() else "no",\n'
+        "    )\n"
+    ) in output
+    assert "with accelerator.autocast():" in output
+
+
+def test_a_function_using_the_accelerator_before_the_owner_runs_is_named():
+    """`setup(args)` (init_process_group, world size) runs from `main()` before `train(args)`,
+    which must make the Accelerator (its accumulation steps are `args`'s)."""
+    source = textwrap.dedent("""\
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader, TensorDataset
+        from torch.utils.data.distributed import DistributedSampler
+
+
+        def setup(args):
+            dist.init_process_group("gloo")
+            args.world = dist.get_world_size()
+
+
+        def train(args):
+            data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data))
+            model = DDP(torch.nn.Linear(4, 1))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step, (x, y) in enumerate(loader):
+                loss = (model(x) - y).pow(2).mean() / args.accumulation
+                loss.backward()
+                if (step + 1) % args.accumulation == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+
+        def main(args):
+            setup(args)
+            train(args)
+    """)
+    output, findings = migrate_text(source)
+    assert output is None
+    message = next(f.message for f in findings if f.code == "MIG900")
+    assert message == (
+        "the Accelerator must be made in `train()`, whose values its arguments read, but "
+        "`setup()` uses it and runs from `main()` (line 27), outside `train()`; migrate by hand"
+    )
+    called_after = source.replace(
+        "    setup(args)\n    train(args)\n", "    train(args)\n    setup(args)\n"
+    )
+    output, findings = migrate_text(called_after)
+    assert [f.code for f in findings if f.needs_human] == []
+    assert "    global accelerator\n" in output
