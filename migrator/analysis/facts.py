@@ -278,7 +278,11 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
             results.add(Origin(scope, name))
         for site in sites if scope is not facts.meeting else []:
             argument = argument_for(site.node, scope, name)
-            if argument is None and none_default(scope, name):
+            if (
+                argument is None
+                and none_default(scope, name)
+                and any(shared.function is scope for shared in facts.shared_epochs)
+            ):
                 continue  # `run_epoch(model, val_loader)`: no optimizer at this call
             if patterns.name_of(argument) is not None:
                 results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
