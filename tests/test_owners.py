@@ -351,3 +351,17 @@ def test_a_train_flag_passed_a_variable_is_not_read():
                              "self._epoch(self.val_loader, train=epochs > 9)")  # fmt: skip
     output, findings = migrate_text(source)
     assert output is None and [f.code for f in findings if f.needs_human] == ["MIG900"]
+
+
+def test_an_eval_loader_the_epoch_function_also_evaluates_stays_plain_in_its_own_loop():
+    # `val_loader` is evaluated by run_epoch() and by a loop of its own: prepared, the shared
+    # evaluation would see one process's shard while the note says it stays whole
+    source = SHARED + "    for x, y in val_loader:\n        print(model(x.to('cpu')).sum())\n"
+    output, findings = migrate_text(source)
+    assert output is not None, findings
+    assert (
+        "    model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)\n"
+        in output
+    )
+    assert "        accelerator.print(model(x.to(accelerator.device)).sum())\n" in output
+    assert any("evaluates `val_loader` through the same loop" in f.message for f in findings)

@@ -97,6 +97,9 @@ class DataRegions:
                 if any(found is None or found.scope is not facts.owner
                        or not self._is_loader(found) for found in origins):  # fmt: skip
                     continue
+                if any(found.name in shared.evaluated and found.scope is shared.caller
+                       for shared in facts.shared_epochs for found in origins):  # fmt: skip
+                    continue  # a train/eval epoch function evaluates it too: it stays plain
                 facts.eval_loops.append(loop)
                 for found in origins:
                     if found.name not in facts.train_loaders + facts.eval_loaders:
