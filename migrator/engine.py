@@ -112,7 +112,8 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
     from migrator.analysis import analyse
     from migrator.analysis.index import ModuleIndex
     from migrator.analysis.on_target import is_on_target
-    from migrator.analysis.placement import PreparePlan, plan_prepare
+    from migrator.analysis.placement import plan_prepare
+    from migrator.analysis.prepare_plan import PreparePlan
     from migrator.edits import EditSet
     from migrator.render import Renderer
     from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext

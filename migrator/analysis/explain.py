@@ -55,6 +55,12 @@ def untraceable(facts: TrainingFacts, scope: Scope, name: str) -> str:
             text = ast.unparse(argument) if argument is not None else "nothing"
             passed.append(f"`{text}` at line {site.node.lineno}")
         return f"`{name}` is a parameter {where(scope)}; the calls pass " + ", ".join(passed)
+    found = facts.origin(scope, name)
+    if found is not None and found.scope is not scope:  # made, but in another function
+        made = found.scope.assigns(found.name)
+        line = f" at line {made[0].statement.node.lineno}" if made else ""
+        return (f"`{name}` is made{line} {where(found.scope)}, not {where(scope)}, where the "
+                "optimizer that trains it is made")  # fmt: skip
     return f"`{name}` is not made {where(scope)} or in a scope around it"
 
 

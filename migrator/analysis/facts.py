@@ -176,8 +176,11 @@ class TrainingFacts:
         owner's class that makes (and prepares) this object (`homes`)? A Trainer's `self.x`
         is one object in every method of its class."""
         home = self.homes.get(found.name, self.owner)
-        if found.scope is self.owner or found.scope is home:
+        if found.scope is home:
             return True
+        if found.scope is self.owner:  # not the owner's own name prepared in a function
+            return home is self.owner or is_method(home)  # (module code's `model` after
+            # `train()` made and prepared its own: function_homes.py)
         return (
             found.name.startswith(patterns.SELF + ".")
             and is_method(found.scope)

@@ -136,7 +136,8 @@ class _Analyser(
         facts.origins.clear()
         facts.homes.clear()
         self._roles(per_batch)
-        if facts.blocked or facts.owner is not meeting:  # no better: the first answer stands
+        homed = any(home is meeting for home in facts.homes.values())  # function_homes.py
+        if facts.blocked or (facts.owner is not meeting and not homed):  # the first one stands
             facts.findings, facts.blocked = first
             facts.meeting, facts.owner = None, None
             facts.origins.clear()

@@ -77,7 +77,7 @@ class PerBatchValues:
         if isinstance(expr, ast.BinOp):
             sides = (expr.left, expr.right)
             return any(self.is_number(s) and not isinstance(s, ast.Constant) for s in sides) and (
-                all(self.is_number(s) for s in sides)
+                all(self.is_number(s) or _count(s) for s in sides)
             )
         if isinstance(expr, ast.Call):
             func = expr.func
@@ -86,6 +86,21 @@ class PerBatchValues:
             callee = self.context.facts.index.imports.qualify(func) or ""
             return callee in ("float", "int", "round") or callee.startswith("math.")
         return False
+
+
+def _count(expr: ast.AST) -> bool:
+    """A setting or a size beside a number (`loss.item() / args.batch_size`, `loss.item() *
+    x.size(0)`, `len(batch)`, `x.shape[0]`): a number too."""
+    if isinstance(expr, ast.Attribute):
+        return isinstance(expr.value, ast.Name) or _count(expr.value)
+    if isinstance(expr, ast.Subscript):
+        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        return (isinstance(func, ast.Attribute) and func.attr == "size" and bool(expr.args)) or (
+            isinstance(func, ast.Name) and func.id == "len"
+        )
+    return False
 
 
 def averaged_per_batch(

@@ -35,6 +35,10 @@ class Prepare(Rule):
         for names, block, index in plan.homes:  # a class's objects made in another method
             self._insert(context, names, block, index)
             self._hand_back(context, block.scope, names)
+        for block, index in plan.waits:  # module code re-creating what a function trained
+            code = f"{context.accelerator}.wait_for_everyone()\n"
+            context.edits.insert(block.holder, index, context.statement(code), priority=10)
+            context.need_accelerator_before(block, index)
         if not plan.objects or plan.block is None:
             return
         self._insert(context, plan.objects, plan.block, plan.index)

@@ -196,8 +196,9 @@ class _Walker:
         if isinstance(small, ast.Expr) and isinstance(small.value, ast.Call):
             func = small.value.func
             if isinstance(func, ast.Attribute) and func.attr in ACCUMULATING_METHODS:
-                call = small.value  # only the arguments count (the method read as `_`)
-                return [ast.Name(id="_"), *call.args, *(k.value for k in call.keywords)]
+                call = small.value  # only the arguments count (the method read as a name no
+                # code can bind: a loop target `_` is not the method)
+                return [ast.Name(id="<method>"), *call.args, *(k.value for k in call.keywords)]
         return None
 
     def _collective(self, value: ast.AST | None) -> bool:
