@@ -228,27 +228,31 @@ def test_a_step_two_loops_reach_is_named_once():
         import torch
         from torch.utils.data import DataLoader, TensorDataset
 
-        optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
 
-
-        def step(model, x, y):
+        def step(model, x, y, scheduler):
             torch.nn.functional.mse_loss(model(x), y).backward()
-            optimizer.step()
+            scheduler.step()
 
 
         def main():
             loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4)
             model = torch.nn.Linear(2, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
             for x, y in loader:
-                step(model, x, y)
+                step(model, x, y, scheduler)
             for x, y in loader:
-                step(model, x, y)
+                step(model, x, y, scheduler)
         """)
     output, findings = migrate_text(source)
     assert output is None
-    message = findings[0].message
-    assert message.count("`optimizer.step()` at line 9") == 1, message
-    assert "where `loader` is made or received" in message
+    assert [f.message for f in findings] == [
+        (
+            "looked for an optimizer made in `main()` (line 10), where `loader` is made or "
+            "received, and stepped in the training loop at line 15; found `scheduler.step()` "
+            "at line 7 steps a scheduler; migrate by hand"
+        )
+    ]
 
 
 DRIVER = """\
