@@ -58,6 +58,9 @@ class Prepare(Rule):
         if not objects or plan.block is None:
             return
         self._insert(context, objects, plan.block, plan.index)
+        for shared in context.facts.shared_epochs:
+            if shared.train in plan.objects and shared.evaluated:
+                context.findings.append(_shared_note(shared))
         for index in sorted({index for _name, _block, index in plan.reloaded}):
             # the re-created model loads what the main process saved: every process waits
             code = f"{context.accelerator}.wait_for_everyone()\n"
@@ -147,6 +150,23 @@ def _received_note(function, names: list[str]) -> Finding:
             "passing the plain objects (on our runtime a plain object prepared again comes "
             "back as the first prepare made it; HF Accelerate would wrap it again, so with "
             f"`--target accelerate` call it once or prepare in the caller){held}"
+        ),
+    )
+
+
+def _shared_note(shared) -> Finding:
+    evaluated = ", ".join(f"`{name}`" for name in shared.evaluated)
+    function = shared.function.name
+    return Finding(
+        code="MIG006",
+        level="note",
+        node=shared.function.node,
+        message=(
+            f"`{function}()` trains on `{shared.train}` (prepared) and evaluates {evaluated} "
+            f"through the same loop (its `{shared.param}` parameter): those stay plain, so every "
+            "process evaluates the whole set and gets the same metrics (for a plateau "
+            "scheduler, early stopping, the best checkpoint); the loop keeps its "
+            "`.to(device)`, which prepared batches pass through unchanged"
         ),
     )
 
