@@ -282,11 +282,7 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
             results.add(Origin(scope, name))
         for site in sites if scope is not facts.meeting else []:
             argument = argument_for(site.node, scope, name)
-            if (
-                argument is None
-                and none_default(scope, name)
-                and any(shared.function is scope for shared in facts.shared_epochs)
-            ):
+            if argument is None and none_default(scope, name) and not scales(facts, scope, name):
                 continue  # `run_epoch(model, val_loader)`: no optimizer at this call
             if patterns.name_of(argument) is not None:
                 results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
@@ -357,6 +353,14 @@ def none_default(function: Scope, param: str) -> bool:
         and default.value is None
         and not (function.assigns(param))
     )
+
+
+def scales(facts: TrainingFacts, function: Scope, param: str) -> bool:
+    """`scaler.scale(loss)` outside a train/eval epoch function: left out, it keeps MIG020's way."""
+    scopes = [function, *function.descendants()]
+    uses = [use.attr for scope in scopes for use in scope.uses.get(param, []) if use.kind == "attr"]
+    shared = any(epoch.function is function for epoch in facts.shared_epochs)
+    return not shared and bool({"scale", "unscale_", "get_scale"} & set(uses))
 
 
 def param_default(function: Scope, param: str) -> ast.expr | None:
