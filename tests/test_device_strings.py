@@ -53,3 +53,35 @@ def test_a_torch_device_compared_with_a_string_is_left_as_written():
     )
     assert "device = accelerator.device\n" in output
     assert ".type" not in output
+
+
+PINNED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+if torch.cuda.is_available():
+    device = torch.device({gpu})
+else:
+    device = torch.device("cpu")
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+model = torch.nn.Linear(2, 1).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    x, y = x.to(device), y.to(device)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_the_first_gpu_chosen_as_the_device_becomes_the_accelerators():
+    """`torch.device("cuda:0")` as the script's device is what a one-GPU script means by "the
+    GPU": it becomes accelerator.device with no MIG902; another index pins a GPU, reported."""
+    for gpu in ('"cuda:0"', '"cuda", 0'):
+        output, findings = migrate_text(PINNED.format(gpu=gpu))
+        assert findings == [], (gpu, findings)
+        assert "cuda" not in output and "torch.device" not in output  # the choice went
+    output, findings = migrate_text(PINNED.format(gpu='"cuda:1"'))
+    assert [f.code for f in findings] == ["MIG902"]
+    assert findings[0].message.startswith("explicit device index 'cuda:1'")
