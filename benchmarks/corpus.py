@@ -55,6 +55,7 @@ SET_ORDER = (
     "accelerate",
     "programs",
     "notebooks",
+    "gans",
 )
 SUFFIXES = (".py", ".ipynb")
 COLUMNS = (
