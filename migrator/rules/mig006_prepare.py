@@ -35,6 +35,11 @@ class Prepare(Rule):
         for names, block, index in plan.homes:  # a class's objects made in another method
             self._insert(context, names, block, index)
             self._hand_back(context, block.scope, names)
+        for names, block, index in plan.branches:  # objects first met inside an `if`
+            self._insert(context, names, block, index)
+        if plan.branches:
+            branched = [n for names, _b, _i in plan.branches for n in names]
+            self._hand_back(context, plan.block.scope, list(dict.fromkeys(branched)))
         if not plan.objects or plan.block is None:
             return
         self._insert(context, plan.objects, plan.block, plan.index)
