@@ -214,3 +214,10 @@ def test_branch_prepares_resume_train_and_test_on_two_processes(tmp_path):
     guarded = _launch(tmp_path, "guard.py")
     assert guarded.count("setting up") == 2  # a plain print before the Accelerator exists
     assert [line.split(" loss")[0] for line in guarded if line.startswith("epoch")] == ["epoch 0"]
+
+
+def test_an_object_used_in_the_test_of_the_if_refuses():
+    message = _refusal(
+        "train = True\n" + MODE.replace("if train:", "if model(torch.ones(1, 2)) > 0:")
+    )
+    assert "both inside the `if` at line 6" in message

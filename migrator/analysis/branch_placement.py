@@ -34,13 +34,20 @@ def branch_points(
     statement = block.statements[position]
     if not isinstance(statement, ast.If):
         return None
+    branches = _branches(facts, statement)
     for uses in hard.values():
         for use in uses:
             found = use.ancestor_in(block)
             if found is not None and found.index > position:
                 return None  # after the `if`: prepared on some paths only
+            if (
+                found is not None
+                and found.index == position
+                and not any(b is not None and use.ancestor_in(b) is not None for b in branches)
+            ):
+                return None  # in a test (`if model(x).sum() > 0:`): before any prepare
     points: list[tuple[list[str], Block, int]] = []
-    for branch in _branches(facts, statement):
+    for branch in branches:
         found = _point(facts, branch, names, defs, hard, runs)
         if found is None:
             return None
