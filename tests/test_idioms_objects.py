@@ -147,21 +147,6 @@ def test_data_parallel_removed_is_equivalent_on_two_processes(tmp_path):
     assert len(report["steps"]) == 16  # 128 samples, batch 16, 2 epochs: every step compared
 
 
-def test_gans_with_two_and_three_backward_passes_run_on_two_processes(tmp_path):
-    two = launch(migrated("gan_two_optimizers"), tmp_path)
-    # 64 samples, batch 16, two processes: 2 steps, printed by the main process
-    assert two.stdout.count("d_loss") == 2, two.stdout
-    three = launch(migrated("gan_three_backward_passes"), tmp_path)
-    assert three.stdout.count("loss_d") == 2, three.stdout  # once per epoch, main process
-    assert torch_state_keys(tmp_path / "net_g.pth") == ["0.bias", "0.weight"]
-
-
-def torch_state_keys(path: Path) -> list[str]:
-    import torch
-
-    return sorted(k for k in torch.load(path) if k.startswith("0."))  # no `module.` prefix
-
-
 def test_optimizers_kept_in_a_dict_run_on_two_processes(tmp_path):
     done = launch(migrated("optimizers_in_a_dict"), tmp_path)
     assert done.stdout.count("epoch") == 2 and "epoch 1: d" in done.stdout, done.stdout

@@ -212,3 +212,54 @@ def test_a_trainer_kept_on_its_callers_scaler_runs_through_its_unmigrated_driver
     assert [line.split(" batches")[0] for line in lines] == ["rank 0", "rank 1"]
     assert all(" batches 4 scale 1024.0 " in line for line in lines)  # 8 batches, half each
     assert lines[0].split("weights")[1] == lines[1].split("weights")[1]
+
+
+CHOSEN_STEP = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def amp_step(model, optimizer, scaler, x, y):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+
+
+def plain_step(model, optimizer, x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def train_one_epoch(model, loader, optimizer, scaler=None):
+    for x, y in loader:
+        if scaler is not None:
+            amp_step(model, optimizer, scaler, x, y)
+        else:
+            plain_step(model, optimizer, x, y)
+
+
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.cuda.amp.GradScaler()
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+train_one_epoch(model, loader, optimizer, scaler)
+"""
+
+
+def test_a_scaler_that_chooses_the_step_is_kept_with_its_autocast():
+    """`if scaler is not None:` picks the mixed-precision step: the scaler is more than its
+    dance, so it stays, with its autocast; both backwards go through the accelerator."""
+    output, findings = migrate_text(CHOSEN_STEP)
+    notes = [f for f in findings if f.code == "MIG020"]
+    assert [f.level for f in notes] == ["note"]
+    assert notes[0].message.startswith("GradScaler `scaler` (line 31) is used beyond")
+    assert "    accelerator.backward(scaler.scale(loss))\n    scaler.step(optimizer)\n" in output
+    assert "    accelerator.backward(loss)\n" in output
+    assert 'with torch.autocast("cuda", dtype=torch.float16):' in output
+    assert "scaler = torch.cuda.amp.GradScaler()" in output
+    assert "mixed_precision" not in output

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from migrator.analysis import patterns
 from migrator.analysis.chains import chain_text, held_alias, holder_alias, key_text, split_chain
 from migrator.analysis.distributed import RANK_KINDS, DistributedFacts
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import Binding, CallSite, Loop, ModuleIndex, Scope, Statement
 from migrator.findings import Finding
 
@@ -305,6 +306,20 @@ def call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
             if site.scope.parent is function.parent
         ]  # fmt: skip
     return list(index.calls_named(function.name))
+
+
+def handed_to_parameter(index: ModuleIndex, use) -> tuple[Scope, str] | None:
+    """(the module function, its parameter) that an argument use hands a name to
+    (`train(model, loader, device)`), when that parameter is nothing but what it receives
+    there (no other binding of it)."""
+    function = index.functions.get(dotted_name(use.call.func) or "")
+    if function is None or function.kind != "function":
+        return None
+    for parameter in function.params:
+        if argument_for(use.call, function, parameter) is use.node:
+            bindings = function.bindings.get(parameter, [])
+            return (function, parameter) if all(b.kind == "param" for b in bindings) else None
+    return None
 
 
 def argument_for(call: ast.Call, function: Scope, param: str) -> ast.expr | None:

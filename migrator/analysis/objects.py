@@ -102,36 +102,25 @@ class ObjectRoles:
 
     def _kept_on_self(self, owner: Scope, name: str) -> str:
         """`self.gen` for `gen`, a parameter of a Trainer's `__init__` stored as `self.gen =
-        gen`: the methods train `self.gen`, so that is the model prepare rebinds."""
+        gen` (or `gen.to(device)`, or `self.gen, self.dis = gen, dis`): the methods train
+        `self.gen`, so that is the model prepare rebinds."""
         if not is_method(owner) or name not in owner.params:
             return name
         kept = []
         for other, bindings in owner.bindings.items():
             bindings = [b for b in bindings if not self._from_prepare(b)]  # migrated before
-            if (
-                other.startswith(patterns.SELF + ".")
-                and len(bindings) == 1
-                and isinstance(bindings[0].value, ast.Name)
-                and bindings[0].value.id == name
+            if not other.startswith(patterns.SELF + ".") or len(bindings) != 1:
+                continue
+            value = bindings[0].element if bindings[0].unpacked else bindings[0].value
+            while (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in ("to", "cuda")
             ):
+                value = value.func.value  # `self.gen = gen.to(device)`, which MIG003 unwraps
+            if isinstance(value, ast.Name) and value.id == name:
                 kept.append(other)
         return kept[0] if len(kept) == 1 else name
-
-    def _each_trains_a_model(self, owner: Scope, optimizers: list[str]) -> bool:
-        """Several optimizers (a GAN's, actor and critic): one prepare holds them all, with
-        their models, when each is built here on the parameters of models found here."""
-        for name in optimizers:
-            home = self._home_of(name, owner)
-            calls = [value_call(b) for b in self._bindings(Origin(home, name))
-                     if not self._from_prepare(b)]  # fmt: skip
-            if not calls or any(call is None or not self._known_optimizer(call) for call in calls):
-                return False  # an EMA's `.step()` or a factory's optimizer: not for us to pair
-            roots = [root for call in calls for arg in patterns.call_args(call)
-                     for root in patterns.parameter_roots(arg.value)]  # fmt: skip
-            models = self.facts.models
-            if not roots or not all(self._kept_on_self(home, r) in models for r in roots):
-                return False
-        return True
 
     def _known_optimizer(self, call: ast.Call) -> bool:
         """`torch.optim.Adam(...)` / a known optimizer class (not any class fed parameters)."""
@@ -154,7 +143,8 @@ class ObjectRoles:
 
     def _placed_or_received(self, owner: Scope, name: str) -> bool:
         """A Trainer's `self.model = model.to(gpu_id)` / `self.model = model` (a parameter of
-        its `__init__`) / `self.model = DDP(...)`: the object the loop calls is its model."""
+        its `__init__`, or an entry of one: `self.gen = models["gen"]`) / `self.model =
+        DDP(...)`: the object the loop calls is its model."""
         if any(w.site.scope is owner and w.target == name for w in self.facts.distributed.wraps):
             return True
         for binding in owner.assigns(name):
@@ -165,6 +155,8 @@ class ObjectRoles:
                 and (value.func.attr in ("to", "cuda"))
             ):
                 return True
+            if isinstance(value, ast.Subscript) and patterns.string_value(value.slice):
+                value = value.value  # `models["gen"]`
             if (
                 name.startswith(patterns.SELF + ".")
                 and isinstance(value, ast.Name)

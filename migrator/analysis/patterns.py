@@ -73,7 +73,7 @@ def is_optimizer_call(call: ast.Call, imports: ImportTable) -> bool:
     return (
         feed is not None
         and name[:1].isupper()
-        and bool(parameter_roots(feed))
+        and bool(parameter_roots(feed) or unnamed_parameter_owners(feed))
         and not SCHEDULER_FACTORIES.search(qualified)
     )
 
@@ -98,18 +98,65 @@ def is_accelerator_call(call: ast.Call, imports: ImportTable) -> bool:
 
 
 def parameter_roots(expr: ast.AST) -> list[str]:
-    """Names whose `.parameters()` / `.named_parameters()` feed an optimizer expression."""
+    """Names whose `.parameters()` / `.named_parameters()` feed an optimizer expression. A
+    comprehension over a literal list of models (`chain(*[m.parameters() for m in (G, F)])`)
+    feeds those models; one over anything else names none (`unnamed_parameter_owners`)."""
+    elements = _comprehension_elements(expr)
     roots: list[str] = []
-    for node in preorder(expr):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("parameters", "named_parameters")
-        ):
-            root = root_name(node.func.value)
-            if root is not None and root not in roots:
-                roots.append(root)
+    for node in _parameter_calls(expr):
+        root = root_name(node.func.value)
+        found = elements.get(root, [root]) if root is not None else []
+        for name in found or []:
+            if name not in roots:
+                roots.append(name)
     return roots
+
+
+def unnamed_parameter_owners(expr: ast.AST) -> list[tuple[str, ast.expr]]:
+    """(name, iterable) for each `m.parameters()` in a comprehension over something other than
+    a literal list of models (`[m.parameters() for m in self.discriminators]`): the models
+    cannot be named one by one, so they cannot be prepared one by one."""
+    elements = _comprehension_elements(expr)
+    iterables = {name: node for name, node in _comprehension_iterables(expr)}
+    owners = []
+    for node in _parameter_calls(expr):
+        root = root_name(node.func.value)
+        if root in elements and elements[root] is None and root not in dict(owners):
+            owners.append((root, iterables[root]))
+    return owners
+
+
+def _parameter_calls(expr: ast.AST) -> list[ast.Call]:
+    return [
+        node
+        for node in preorder(expr)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("parameters", "named_parameters")
+    ]
+
+
+def _comprehension_iterables(expr: ast.AST) -> list[tuple[str, ast.expr]]:
+    return [
+        (generator.target.id, generator.iter)
+        for node in preorder(expr)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp))
+        for generator in node.generators
+        if isinstance(generator.target, ast.Name)
+    ]
+
+
+def _comprehension_elements(expr: ast.AST) -> dict[str, list[str] | None]:
+    """Comprehension variable -> the models it runs over: the names of a literal tuple or list
+    (`for m in (G_AB, G_BA)`), else None."""
+    elements: dict[str, list[str] | None] = {}
+    for name, iterable in _comprehension_iterables(expr):
+        names = None
+        if isinstance(iterable, (ast.Tuple, ast.List)):
+            names = [root_name(element) for element in iterable.elts]
+            names = names if names and all(n is not None for n in names) else None
+        elements[name] = names
+    return elements
 
 
 def expression_for(name: str) -> str:
@@ -293,3 +340,16 @@ def is_cuda_available_call(expr: ast.AST, imports: ImportTable) -> bool:
 
 def is_grad_scaler_call(call: ast.Call, imports: ImportTable) -> bool:
     return (imports.qualify(call.func) or "") in GRAD_SCALERS or is_scaler_call(call, imports)
+
+
+# What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
+# which MIG010 rewrites on its own.
+MODULE_API = {
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "train", "eval", "training",
+    "zero_grad", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "apply",
+    "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_buffer", "register_parameter", "add_module",
+    "forward", "type", "share_memory", "get_submodule", "get_parameter", "get_buffer",
+    "module", "compile", "__class__",
+}  # fmt: skip

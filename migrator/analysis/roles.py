@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import explain, patterns
+from migrator.analysis.bypassed_forwards import BypassedForwards
 from migrator.analysis.distributed import read_distributed
 from migrator.analysis.facts import (
     Origin,
@@ -28,13 +29,25 @@ from migrator.analysis.homes import ClassHomes
 from migrator.analysis.index import CallSite, ModuleIndex, Scope
 from migrator.analysis.loops import LoopAnalysis
 from migrator.analysis.objects import ObjectRoles
+from migrator.analysis.optimizer_pairs import OptimizerPairs
 from migrator.analysis.regions import DataRegions
+from migrator.analysis.retained_graphs import RetainedGraphs
 from migrator.analysis.trained_models import TrainedModels
 from migrator.findings import Finding
 from migrator.source import Source
 
 
-class _Analyser(ObjectRoles, ClassHomes, HeldObjects, TrainedModels, DataRegions, LoopAnalysis):
+class _Analyser(
+    ObjectRoles,
+    OptimizerPairs,
+    ClassHomes,
+    HeldObjects,
+    TrainedModels,
+    DataRegions,
+    LoopAnalysis,
+    RetainedGraphs,
+    BypassedForwards,
+):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
         self.facts = TrainingFacts(index=self.index, distributed=read_distributed(self.index))
@@ -74,6 +87,9 @@ class _Analyser(ObjectRoles, ClassHomes, HeldObjects, TrainedModels, DataRegions
             for site in backward_sites
             if not self._is_accelerator_receiver(site) and self._in_training(site, per_batch)
         ]
+        self._find_reused_forwards()
+        if not self.facts.blocked:
+            self._find_bypassed_forwards()
         return self.facts
 
     # -- accelerator and backward ------------------------------------------------------------

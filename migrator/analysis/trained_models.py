@@ -32,32 +32,32 @@ class TrainedModels:
         saw_constructor = False
         for name in optimizers:
             for binding in self._bindings(Origin(owner, name)):
-                call = value_call(binding)
-                if call is None:
-                    continue
-                saw_constructor = True
-                maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
-                if maker is not None and maker not in models:
-                    models.append(maker)
-                for arg in patterns.call_args(call):
-                    roots = patterns.parameter_roots(arg.value) or self._parameters_named(
-                        owner, arg.value)  # fmt: skip
-                    if roots is None:
-                        return []
-                    if (
-                        not roots
-                    ):  # `AdamW(add_weight_decay(model, wd))`, `create_optimizer(args, model)`
-                        roots = self._model_handed_over(owner, arg.value, forwards)
-                    for root in roots:
-                        found = self.facts.origin(owner, root)
-                        if found is None or not self._class_object(found, owner):
-                            self._block(call, root, owner)
+                for call in _constructions(binding):
+                    saw_constructor = True
+                    maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
+                    if maker is not None and maker not in models:
+                        models.append(maker)
+                    for arg in patterns.call_args(call):
+                        if self._models_unnamed(name, call, arg.value):
                             return []
-                        name = (self._held_model(found, call, forwards)  # `self.cfg.model`
-                                or self._called_alias_target(found, forwards) or found.name)  # fmt: skip
-                        name = self._kept_on_self(owner, name)
-                        if name not in models:
-                            models.append(name)
+                        roots = patterns.parameter_roots(arg.value) or self._parameters_named(
+                            owner, arg.value)  # fmt: skip
+                        if roots is None:
+                            return []
+                        if (
+                            not roots
+                        ):  # `AdamW(add_weight_decay(model, wd))`, `create_optimizer(args, model)`
+                            roots = self._model_handed_over(owner, arg.value, forwards)
+                        for root in roots:
+                            found = self.facts.origin(owner, root)
+                            if found is None or not self._class_object(found, owner):
+                                self._block(call, root, owner)
+                                return []
+                            model = (self._held_model(found, call, forwards)  # `self.cfg.model`
+                                     or self._called_alias_target(found, forwards) or found.name)  # fmt: skip
+                            model = self._kept_on_self(owner, model)
+                            if model not in models:
+                                models.append(model)
         if saw_constructor:
             return models
         # The optimizer was built elsewhere (a fragment): the model is what the loop calls and
@@ -145,6 +145,8 @@ class TrainedModels:
         if len(bindings) != 1 or bindings[0].value is None or bindings[0].unpacked:
             return []
         value = bindings[0].value
+        if self._models_unnamed(name, bindings[0].statement.node, value):
+            return None
         roots = patterns.parameter_roots(value)
         parts = [
             self.index.source.text_of(node.func.value)
@@ -165,6 +167,22 @@ class TrainedModels:
             return None
         return roots
 
+    def _models_unnamed(self, name: str, node: ast.AST, expr: ast.expr) -> bool:
+        """MIG900 when `expr` feeds the parameters of models a comprehension runs over
+        (`chain(*[m.parameters() for m in self.discriminators])`): each model must be prepared
+        by its own name, and these have none here."""
+        unnamed = patterns.unnamed_parameter_owners(expr)
+        if not unnamed:
+            return False
+        text = self.index.source.text_of
+        each = ", ".join(f"`{var}` in `{text(iterable)}`" for var, iterable in unnamed)
+        self._finding(self.facts.training_loops[0].node, "MIG900",
+                      f"could not tell which models the optimizer trains: `{name}` (line "
+                      f"{node.lineno}) is built on the parameters of every {each}: prepare "
+                      "needs each model by its own name; build it on named models "
+                      "(`chain(D_A.parameters(), D_B.parameters())`) or migrate by hand")  # fmt: skip
+        return True
+
     def _placed_where_called(self, origin: Origin) -> bool:
         """A model received as a parameter (`train(model, loader, optimizer)`) and placed or
         switched to train mode by a helper the loop runs (`model.train()` in
@@ -176,3 +194,15 @@ class TrainedModels:
                 if self.facts.origin(scope, name) == origin:
                     return True
         return False
+
+
+def _constructions(binding) -> list[ast.Call]:
+    """The calls that build a name: `Adam(...)`, or either side of `Adam(...) if adam else
+    RMSprop(...)`."""
+    call = value_call(binding)
+    if call is not None:
+        return [call]
+    value = binding.element if binding.element is not None else binding.value
+    if isinstance(value, ast.IfExp) and not (binding.unpacked and binding.element is None):
+        return [side for side in (value.body, value.orelse) if isinstance(side, ast.Call)]
+    return []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import class_methods, visible_scopes
+from migrator.analysis.facts import class_methods, handed_to_parameter, visible_scopes
 from migrator.analysis.index import Binding, Line, Scope
 from migrator.analysis.syntax import call_args
 from migrator.arglists import call_items
@@ -53,6 +53,8 @@ class Device(Rule):
                     continue
                 context.edits.replace_with(node, context.accelerator_expr("device"))
                 context.need_accelerator_at(binding.statement)
+            if any(_string_valued(self._value(b)) for b in bindings):
+                self._compared_as_strings(context, scope, bindings[0].name)
 
     def _collapse(self, context: RuleContext, statement, name: str, used: bool) -> None:
         if not used:
@@ -63,6 +65,31 @@ class Device(Rule):
             statement.node, lambda _text, r: line + r.newline, drops=[statement.node]
         )
         context.need_accelerator_at(statement)
+
+    def _compared_as_strings(self, context: RuleContext, scope: Scope, name: str, depth=0):
+        """`device = "cuda" if ... else "cpu"` compared with a string (`if device == "cuda":`)
+        was a string; `accelerator.device` is a torch.device, which equals no string, so the
+        comparison reads its type: `device.type == "cuda"`; in this file's functions it is
+        handed to too (`train(model, loader, device)`)."""
+        scopes = [s for m in class_methods(scope) for s in visible_scopes(m, name)]
+        for current in scopes if name.startswith("self.") else visible_scopes(scope, name):
+            for use in current.uses.get(name, []):
+                if id(use.node) in context.edits.dropped_names:
+                    continue
+                handed = (
+                    handed_to_parameter(context.facts.index, use)
+                    if use.kind == "arg" and depth < 3
+                    else None
+                )
+                if handed is not None:
+                    self._compared_as_strings(context, *handed, depth + 1)
+                    continue
+                statement = use.statement.node
+                roots = statement.body if isinstance(statement, Line) else [statement]
+                for node in (found for root in roots for found in ast.walk(root)):
+                    if isinstance(node, ast.Compare) and _compares_with_text(node, use.node):
+                        context.edits.replace_with(use.node, f"{name}.type")
+                        break
 
     @staticmethod
     def _value(binding: Binding):
@@ -177,3 +204,28 @@ def _live(statements, removed) -> list:
         if id(s) not in removed
         and not (isinstance(s, Line) and all(id(small) in removed for small in s.body))
     ]
+
+
+DEVICE_TYPES = {"cuda", "cpu", "mps", "xpu"}
+
+
+def _string_valued(node) -> bool:
+    """`"cuda"`, `"cuda" if c else "cpu"`: a device written as a string."""
+    if isinstance(node, ast.IfExp):
+        return _string_valued(node.body) and _string_valued(node.orelse)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _compares_with_text(compare: ast.Compare, operand: ast.AST) -> bool:
+    """`operand == "cuda"` / `"cpu" != operand`: an equality of the operand with a device
+    type written as a string."""
+    operands = [compare.left, *compare.comparators]
+    if not any(o is operand for o in operands) or not all(
+        isinstance(op, (ast.Eq, ast.NotEq)) for op in compare.ops
+    ):
+        return False
+    return any(
+        isinstance(o, ast.Constant) and o.value in DEVICE_TYPES
+        for o in operands
+        if o is not operand
+    )

@@ -17,20 +17,8 @@ import ast
 
 from migrator.analysis.chains import chain_uses, read_chains
 from migrator.analysis.facts import class_methods, is_method
-from migrator.analysis.patterns import SELF
+from migrator.analysis.patterns import MODULE_API, SELF
 from migrator.rules.base import Rule, RuleContext
-
-# What a DistributedDataParallel wrapper answers itself (nn.Module's API), plus `module`,
-# which MIG010 rewrites on its own.
-MODULE_API = {
-    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
-    "modules", "named_modules", "train", "eval", "training",
-    "zero_grad", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "apply",
-    "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
-    "register_full_backward_hook", "register_buffer", "register_parameter", "add_module",
-    "forward", "type", "share_memory", "get_submodule", "get_parameter", "get_buffer",
-    "module", "compile", "__class__",
-}  # fmt: skip
 
 
 class ModelAttributes(Rule):

@@ -19,8 +19,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import explain, patterns
-from migrator.analysis.facts import argument_for, bindings_of, class_methods, is_method
-from migrator.analysis.imports import dotted_name
+from migrator.analysis.facts import bindings_of, class_methods, handed_to_parameter, is_method
 from migrator.analysis.index import Line, Scope
 from migrator.analysis.syntax import call_args, name_value
 from migrator.findings import Finding
@@ -51,7 +50,7 @@ class MixedPrecision(Rule):
         conditions: list[str] = []
         depends: list[str] = []
         scopes = facts.training_scopes
-        if self._unmade_scaler(context, scopes):
+        if self._unmade_scaler(context, scopes) or self._kept_scaler(context, scopes):
             return
         for scope in scopes:
             for site in scope.calls:
@@ -151,6 +150,51 @@ class MixedPrecision(Rule):
                 return True
         return False
 
+    def _kept_scaler(self, context: RuleContext, scopes) -> bool:
+        """A GradScaler this file makes but uses beyond its dance (compared with None to choose
+        a mixed-precision step, handed to a helper that does more than the dance): it stays,
+        with the script's own autocast, as for a scaler the file does not make; a note. True
+        if so."""
+        for scope, name, binding in self._made_scalers(context, scopes):
+            if not self._dance_only(context, scope, name):
+                context.findings.append(Finding(code="MIG020", level="note", node=binding.value,
+                    message=(f"GradScaler `{name}` (line {binding.statement.node.lineno}) is "
+                             "used beyond scale/step/update/unscale_/state_dict: the script's own "
+                             "autocast and GradScaler are kept as written and run on each process "
+                             "(the backward goes through accelerator.backward, the Accelerator "
+                             "gets no mixed_precision=)")))  # fmt: skip
+                return True
+        return False
+
+    def _made_scalers(self, context: RuleContext, scopes):
+        """(scope, name, binding) of each `name = GradScaler(...)` the training scopes see."""
+        facts = context.facts
+        methods = [m for s in scopes if is_method(s) for m in class_methods(s)]
+        for scope in {id(s): s for s in [*scopes, *methods, facts.index.module_scope]}.values():
+            for name, bindings in scope.bindings.items():
+                for binding in bindings:
+                    value = binding.value
+                    if (
+                        binding.kind == "assign"
+                        and isinstance(value, ast.Call)
+                        and (patterns.is_grad_scaler_call(value, facts.index.imports))
+                    ):
+                        yield scope, name, binding
+
+    def _dance_only(self, context: RuleContext, scope: Scope, name: str, depth=0) -> bool:
+        """Whether `_rewrite_uses` can take the scaler's every use away (it edits nothing)."""
+        scopes = class_methods(scope) if name.startswith("self.") else [scope]
+        uses = [u for s in scopes for d in [s, *s.descendants()] for u in d.uses.get(name, [])]
+        for use in uses:
+            if use.kind == "arg" and depth < 4:
+                parameter = handed_to_parameter(context.facts.index, use)
+                if parameter is not None and self._dance_only(context, *parameter, depth + 1):
+                    continue
+                return False
+            if use.kind != "attr" or use.call is None or use.attr not in SCALER_METHODS:
+                return False
+        return True
+
     def _scalers(self, context, scopes, conditions, depends) -> bool | None:
         """Remove scalers and their dance; True if one was found, None if one can't be."""
         facts = context.facts
@@ -201,7 +245,7 @@ class MixedPrecision(Rule):
             uses.extend(current.uses.get(name, []))
         handed = [use for use in uses if use.kind == "arg" and depth < 4]
         for use in handed:  # `train(loader, model, optimizer, scaler, epoch)` (MoCo v3)
-            parameter = _parameter_for(context, use)
+            parameter = handed_to_parameter(context.facts.index, use)
             if parameter is not None and self._rewrite_uses(context, *parameter, depth + 1):
                 self.handed = True
                 uses.remove(use)
@@ -287,20 +331,6 @@ def _clips_after(use) -> bool:
                 if isinstance(inner, ast.Call) and _called_name(inner) in CLIPS:
                     return True
     return False
-
-
-def _parameter_for(context: RuleContext, use) -> tuple[Scope, str] | None:
-    """(the module function, its parameter) that an argument use hands the scaler to, when
-    that parameter is nothing but the scaler there (no other binding of it)."""
-    index = context.facts.index
-    function = index.functions.get(dotted_name(use.call.func) or "")
-    if function is None or function.kind != "function":
-        return None
-    for parameter in function.params:
-        if argument_for(use.call, function, parameter) is use.node:
-            bindings = function.bindings.get(parameter, [])
-            return (function, parameter) if all(b.kind == "param" for b in bindings) else None
-    return None
 
 
 def _called_name(call: ast.Call) -> str | None:
