@@ -221,3 +221,25 @@ def test_an_object_used_in_the_test_of_the_if_refuses():
         "train = True\n" + MODE.replace("if train:", "if model(torch.ones(1, 2)) > 0:")
     )
     assert "both inside the `if` at line 6" in message
+
+
+def test_an_elif_chain_prepares_per_branch_and_a_branch_that_only_prints_prepares_nothing():
+    source = MODE.replace("if train:", 'if mode == "train":') + textwrap.dedent("""\
+        elif mode == "test":
+            test_loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)))
+            with torch.no_grad():
+                for x, y in test_loader:
+                    print(model(x).sum().item())
+        else:
+            print(model)
+        """)  # fmt: skip
+    output, findings = migrate_text('mode = "train"\n' + source)
+    assert findings == []
+    lines = output.splitlines()
+    prepares = [(i, line) for i, line in enumerate(lines) if "accelerator.prepare(" in line]
+    assert [line for _i, line in prepares] == [
+        "    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)",
+        "    model, test_loader = accelerator.prepare(model, test_loader)",
+    ]
+    assert lines[prepares[1][0] - 3] == 'elif mode == "test":'
+    assert lines[-2:] == ["else:", "    accelerator.print(model)"]

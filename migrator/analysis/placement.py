@@ -48,8 +48,7 @@ class PreparePlan:
     # a class's objects made in another method than the owner's: (names, block, index), one
     # `names = accelerator.prepare(names)` each (homes.py)
     homes: list[tuple[list[str], Block, int]] = field(default_factory=list)
-    # objects first met inside an `if`: one prepare per branch that uses them
-    # (branch_placement.py), the same shape as `homes`
+    # objects first met in an `if`: a prepare per branch using them (branch_placement.py)
     branches: list[tuple[list[str], Block, int]] = field(default_factory=list)
 
     def reloaded_at(self, name: str, statement: Statement) -> bool:
