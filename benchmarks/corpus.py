@@ -46,7 +46,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-SET_ORDER = ("famous", "small", "small2", "heldout", "accelerate", "programs", "notebooks")
+SET_ORDER = (
+    "famous",
+    "small",
+    "small2",
+    "small3",
+    "heldout",
+    "accelerate",
+    "programs",
+    "notebooks",
+)
 SUFFIXES = (".py", ".ipynb")
 COLUMNS = (
     "files", "training", "changed", "refused", "noted", "silent", "untouched", "skipped",

@@ -112,10 +112,12 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
     from migrator.analysis import analyse
     from migrator.analysis.index import ModuleIndex
     from migrator.analysis.on_target import is_on_target
-    from migrator.analysis.placement import PreparePlan, plan_prepare
+    from migrator.analysis.placement import plan_prepare
+    from migrator.analysis.prepare_plan import PreparePlan
     from migrator.edits import EditSet
     from migrator.render import Renderer
     from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext
+    from migrator.rules.loader_wrappers import leave_listed_batches
     from migrator.source import Source
 
     source = index.source if index is not None else Source(text)
@@ -134,6 +136,7 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
     if not facts.has_training or any(f.needs_human for f in context.findings):
         return None, context, _positioned(source, [*findings, *context.findings])
     context.plan = plan_prepare(facts)
+    leave_listed_batches(context)
     if context.plan.conflict is not None:
         conflict = [*findings, *context.findings, context.plan.conflict]
         return None, context, _positioned(source, conflict)

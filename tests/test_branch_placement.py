@@ -33,22 +33,26 @@ def _lines_around(output: str, text: str, before: int, after: int) -> list[str]:
 
 def test_each_branch_of_a_mode_switch_prepares_what_it_uses():
     output = _golden("branch_train_test_mode")
-    assert _lines_around(output, "model, optimizer, train_loader = accelerator.prepare(", 2, 4) == [
+    assert _lines_around(output, "optimizer, train_loader = accelerator.prepare(", 2, 2) == [
         "        train_loader = DataLoader(TensorDataset(*samples), batch_size=8, shuffle=False)",
         "",
-        "        model, optimizer, train_loader = accelerator.prepare(",
-        "            model, optimizer, train_loader",
-        "        )",
+        "        optimizer, train_loader = accelerator.prepare(optimizer, train_loader)",
         '        accelerator.print("batches per epoch:", len(train_loader))',
         "        for epoch in range(epochs):",
     ]  # fmt: skip
-    assert _lines_around(output, "model, test_loader = accelerator.prepare(", 2, 1) == [
+    assert _lines_around(output, "test_loader = accelerator.prepare(", 2, 1) == [
         "        test_loader = DataLoader(TensorDataset(*samples), batch_size=8)",
         "",
-        "        model, test_loader = accelerator.prepare(model, test_loader)",
+        "        test_loader = accelerator.prepare(test_loader)",
         "        accelerator.unwrap_model(model).load_state_dict(torch.load(weights))",
     ]
-    assert output.count("accelerator.prepare(") == 2
+    assert _lines_around(output, "net = accelerator.prepare(net)", 2, 1) == [
+        "    net = nn.Linear(4, 1)",
+        "",
+        "    net = accelerator.prepare(net)",
+        '    run(net, samples, train=sys.argv[1:] != ["test"])',
+    ]
+    assert output.count("accelerator.prepare(") == 3
 
 
 def test_a_conditional_resume_is_set_up_before_the_branch_prepare():

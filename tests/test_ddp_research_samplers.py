@@ -132,3 +132,78 @@ def test_fstring_print_of_the_sampler_goes_with_it():
     output, findings = migrate(program(extra='print(f"sampler {sampler!r}", flush=True)'))
     assert not findings, findings
     assert "print(" not in output
+
+
+def test_replicas_and_rank_as_the_process_group_was_told_them_go_with_the_sampler():
+    """The same expression as init_process_group's `world_size=`, a name handed to the
+    function that tells the process group, a dict literal spread with `**`, and names
+    unpacked from a helper returning the process group's rank and size."""
+    told = script("""\
+        def setup(rank, world_size):
+            dist.init_process_group("gloo", rank=rank, world_size=world_size)
+
+
+        def train(rank, world_size):
+            setup(rank, world_size)
+            data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            options = {"num_replicas": world_size, "rank": rank}
+            sampler = DistributedSampler(data, shuffle=True, **options)
+            loader = DataLoader(data, batch_size=8, sampler=sampler)
+            model = DDP(torch.nn.Linear(4, 1))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                loss = (model(x) - y).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            mp.spawn(train, args=(2,), nprocs=2)
+    """)
+    returned = script("""\
+        def setup_dist():
+            dist.init_process_group("gloo")
+            rank = dist.get_rank()
+            world = dist.get_world_size()
+            return rank, world, int(os.environ["LOCAL_RANK"])
+
+
+        def main():
+            rank, world, local_rank = setup_dist()
+            data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True)
+            loader = DataLoader(data, batch_size=8, sampler=sampler)
+            model = DDP(torch.nn.Linear(4, 1))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                loss = (model(x) - y).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """)
+    for source in (told, returned):
+        output, findings = migrate(source)
+        assert [f.code for f in findings if f.needs_human] == [], findings
+        assert "DistributedSampler" not in output
+        assert "loader = DataLoader(data, batch_size=8, shuffle=True)" in output
+
+
+def test_replicas_the_process_group_was_not_told_are_still_refused():
+    source = script("""\
+        def train(rank, world_size):
+            dist.init_process_group("gloo", rank=rank, world_size=world_size)
+            data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            sampler = DistributedSampler(data, num_replicas=world_size - 1, rank=rank)
+            loader = DataLoader(data, batch_size=8, sampler=sampler)
+            model = DDP(torch.nn.Linear(4, 1))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                loss = (model(x) - y).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """)
+    output, findings = migrate(source)
+    assert output is None
+    assert "passes `num_replicas=` at line" in findings[0].message

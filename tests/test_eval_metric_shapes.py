@@ -108,3 +108,35 @@ def test_a_listed_per_batch_number_is_averaged():
         "        scores.append(accuracy)\n"
     )
     assert '"mean").item()\n        scores.append(accuracy)\n' in output
+
+
+def test_a_number_divided_by_a_setting_is_all_reduced_not_gathered():
+    """`loss.item() / args.batch_size` is a Python number: gather_for_metrics of it would be
+    a list of floats."""
+    output, findings = _migrate(
+        "        batch_loss = torch.nn.functional.cross_entropy(model(x), y).item() / cfg.batch\n"
+        "        scores.append(batch_loss)\n"
+    )
+    assert (
+        "        batch_loss = accelerator.reduce(torch.tensor(batch_loss, "
+        'device=accelerator.device), "mean").item()\n        scores.append(batch_loss)\n'
+    ) in output
+    assert "gather_for_metrics" not in output
+    assert findings == []
+
+
+def test_a_loop_target_named_underscore_is_not_the_accumulating_method():
+    """`for x, y, _ in loader:` binds `_` to batch data; `scores.append(n)` reads only `n`,
+    never `_` (nothing to gather beside the number)."""
+    source = TEMPLATE.replace(
+        "TensorDataset(torch.randn(8, 3), torch.randint(0, 2, (8,)))",
+        "TensorDataset(torch.randn(8, 3), torch.randint(0, 2, (8,)), torch.zeros(8))",
+    ).replace("for x, y in loader:", "for x, y, _ in loader:")
+    body = "        hits = (predicted == y).float().mean().item()\n        scores.append(hits)\n"
+    output, findings = migrate_text(source.format(body=body))
+    assert (
+        "        hits = accelerator.reduce(torch.tensor(hits, device=accelerator.device), "
+        '"mean").item()\n        scores.append(hits)\n'
+    ) in output
+    assert "gather_for_metrics" not in output and "_, hits" not in output
+    assert findings == []

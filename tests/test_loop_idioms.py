@@ -172,24 +172,27 @@ def _mig900(source: str) -> str:
 
 
 def test_a_step_on_an_optimizer_made_elsewhere_is_named_with_both_lines():
+    """A method stepping a module-level optimizer (a module-level function doing so is a
+    module/function split, migrated: test_function_homes.py)."""
     message = _mig900("""\
         import torch
         from torch.utils.data import DataLoader, TensorDataset
         model = torch.nn.Linear(2, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 
-        def main():
-            loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
-            for x, y in loader:
-                loss = torch.nn.functional.mse_loss(model(x), y)
-                loss.backward()
-                optimizer.step()
+        class Runner:
+            def main(self):
+                loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    loss.backward()
+                    optimizer.step()
         """)
     assert "no optimizer step found" not in message
-    assert "looked for an optimizer made in `main()` (line 6)" in message
-    assert "training loop at line 8" in message
+    assert "looked for an optimizer made in `Runner.main()` (line 7)" in message
+    assert "training loop at line 9" in message
     assert (
-        "`optimizer.step()` at line 11 steps `optimizer`, made at line 4 at module level" in message
+        "`optimizer.step()` at line 12 steps `optimizer`, made at line 4 at module level" in message
     )
 
 

@@ -272,14 +272,25 @@ def test_other_collectives_and_ddp_options_are_left_with_a_finding():
 
 def test_ddp_options_move_to_the_accelerator_as_a_kwargs_handler():
     """`DDP(model, find_unused_parameters=True)` -> `Accelerator(kwargs_handlers=[
-    DistributedDataParallelKwargs(find_unused_parameters=True)])`, imported with it; a note."""
-    model = "model = DDP(torch.nn.Linear(4, 1), find_unused_parameters=True, static_graph=False)"
+    DistributedDataParallelKwargs(find_unused_parameters=True)])`, imported with it; a note.
+    An option spelled with DDP's default (`static_graph=False`) asks for nothing."""
+    model = (
+        "model = DDP(torch.nn.Linear(4, 1), find_unused_parameters=True, static_graph=False, "
+        "broadcast_buffers=False)"
+    )
     output, findings = migrate(train_script(model=model))
     assert [(f.code, f.level) for f in findings] == [("MIG909", "note")]
     assert "from runtime import Accelerator, DistributedDataParallelKwargs\n" in output
-    handler = "DistributedDataParallelKwargs(find_unused_parameters=True, static_graph=False)"
+    handler = "DistributedDataParallelKwargs(find_unused_parameters=True, broadcast_buffers=False)"
     assert f"    accelerator = Accelerator(\n        kwargs_handlers=[{handler}],\n    )" in output
     assert "DDP(" not in output
+
+
+def test_ddp_options_spelled_with_their_defaults_ask_for_nothing():
+    model = "model = DDP(torch.nn.Linear(4, 1), find_unused_parameters=False)"
+    output, findings = migrate(train_script(model=model))
+    assert findings == []
+    assert "kwargs_handlers" not in output and "DistributedDataParallelKwargs" not in output
 
 
 def test_ddp_options_that_differ_between_wrappers_stay_a_finding():

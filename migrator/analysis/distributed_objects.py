@@ -108,7 +108,8 @@ class ObjectReader:
     def _sampler(self, site: CallSite) -> None:
         shuffle = keyword_value(site.node, "shuffle", 3)
         sampler = Sampler(site=site, binding=None, shuffle=shuffle)
-        problem = option_problem(site.node, site.scope, self.facts, self.imports)
+        problem = option_problem(site.node, site.scope, self.facts, self.imports,
+                                 self.sites, self.index.functions)  # fmt: skip
         if problem is not None:
             self._block(site.node, "MIG907", f"DistributedSampler {problem}; migrate by hand")
             return

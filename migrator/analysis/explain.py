@@ -8,7 +8,13 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import TrainingFacts, argument_for, call_sites_of, is_method
+from migrator.analysis.facts import (
+    TrainingFacts,
+    argument_for,
+    call_sites_of,
+    is_method,
+    param_default,
+)
 from migrator.analysis.index import CallSite, Loop, Scope
 
 
@@ -49,6 +55,12 @@ def untraceable(facts: TrainingFacts, scope: Scope, name: str) -> str:
             text = ast.unparse(argument) if argument is not None else "nothing"
             passed.append(f"`{text}` at line {site.node.lineno}")
         return f"`{name}` is a parameter {where(scope)}; the calls pass " + ", ".join(passed)
+    found = facts.origin(scope, name)
+    if found is not None and found.scope is not scope:  # made, but in another function
+        made = found.scope.assigns(found.name)
+        line = f" at line {made[0].statement.node.lineno}" if made else ""
+        return (f"`{name}` is made{line} {where(found.scope)}, not {where(scope)}, where the "
+                "optimizer that trains it is made")  # fmt: skip
     return f"`{name}` is not made {where(scope)} or in a scope around it"
 
 
@@ -77,6 +89,73 @@ def _in_bases(facts: TrainingFacts, cls: Scope, name: str) -> str:
     return f"; its base class {', '.join(missing)} is not in this file"
 
 
+def several_owners(facts: TrainingFacts, loaders: list, imports) -> str:
+    """MIG900 when the training loops draw from names made in different scopes: several
+    independent trainer classes, or loaders made in different functions."""
+    classes: dict[int, tuple[Scope, list[Loop], list]] = {}
+    for loop in facts.training_loops:
+        if is_method(loop.scope):
+            cls = loop.scope.parent
+            classes.setdefault(id(cls), (cls, [], []))[1].append(loop)
+    for origin in loaders:
+        if is_method(origin.scope) and id(origin.scope.parent) in classes:
+            classes[id(origin.scope.parent)][2].append(origin)
+    if (
+        len(classes) > 1
+        and all(is_method(loop.scope) for loop in facts.training_loops)
+        and all(origins for _cls, _loops, origins in classes.values())
+    ):
+        each = "; ".join(_trainer_class(cls, loops, origins, imports)
+                         for cls, loops, origins in classes.values())  # fmt: skip
+        return (f"{len(classes)} independent trainer classes train in this file, each over "
+                f"loaders of its own: {each}; one migration prepares one owner's objects, so "
+                "migrate one class at a time by hand (or move each class to its own module, "
+                "which then migrates on its own)")  # fmt: skip
+    found = ", ".join(_drawn_from(origin, imports) for origin in loaders)
+    return (f"looked for one scope that makes every loader the training loops draw from; found "
+            f"{found}; migrate by hand")  # fmt: skip
+
+
+def _trainer_class(cls: Scope, loops: list[Loop], origins: list, imports) -> str:
+    lines = ", ".join(str(loop.node.lineno) for loop in loops)
+    plural = "s" if len(loops) > 1 else ""
+    drawn = ", ".join(_drawn_from(origin, imports) for origin in origins)
+    return f"`{cls.name}` (line {cls.node.lineno}; training loop{plural} at line{plural} {lines} over {drawn})"
+
+
+def _drawn_from(origin, imports) -> str:
+    """`train_loader` made at line 12 in `main()` (line 3); `lrs`, a parameter of `f()` (line
+    8), defaulting to a list of constants: what a loop iterates, named for what it is."""
+    scope, name = origin.scope, origin.name
+    if scope.kind == "function" and name in scope.params and not scope.assigns(name):
+        default = param_default(scope, name)
+        what = f", defaulting to {_constants(default)}" if _constants(default) else ""
+        return f"`{name}`, a parameter {where(scope)}{what}"
+    made = scope.assigns(name)
+    if not made:
+        return f"`{name}` {where(scope)}"
+    value = made[0].element if made[0].unpacked else made[0].value
+    line = made[0].statement.node.lineno
+    if _constants(value):
+        return f"`{name}` {where(scope)}, {_constants(value)} (line {line}), not a DataLoader"
+    if isinstance(value, ast.Name) and value.id in scope.params:
+        return f"`{name}`, the parameter `{value.id}` kept at line {line} {where(scope)}"
+    if isinstance(value, ast.Call) and patterns.is_loader_call(value, imports):
+        return f"`{name}`, a DataLoader made at line {line} {where(scope)}"
+    return f"`{name}`, bound at line {line} {where(scope)}"
+
+
+def _constants(value: ast.expr | None) -> str:
+    """`a list of constants` for `[1e-5, 2e-5]`, `range(...)`: a sweep's values."""
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)) and all(
+        isinstance(e, ast.Constant) for e in value.elts
+    ):
+        return f"a {type(value).__name__.lower()} of constants"
+    if isinstance(value, ast.Call) and patterns.name_value(value.func) == "range":
+        return "a range"
+    return ""
+
+
 def no_optimizer(facts: TrainingFacts, owner: Scope, steps: list[tuple[CallSite, object]],
                  unnamed: list[CallSite], kind_of) -> str:  # fmt: skip
     """MIG900 when the loop steps something but no optimizer made in `owner`."""
@@ -95,13 +174,15 @@ def no_optimizer(facts: TrainingFacts, owner: Scope, steps: list[tuple[CallSite,
             found.append(f"`{receiver}.step()` at line {line} steps a {kind}"
                          if kind in ("scheduler",) else
                          f"`{receiver}.step()` at line {line}: `{origin.name}` is {kind}")  # fmt: skip
+    found = list(dict.fromkeys(found))  # two loops reaching one step: named once
     for call in unnamed:
         text = ast.unparse(call.node.func)
         found.append(f"`{text}()` at line {call.node.lineno} steps an object this file cannot "
                      "name")  # fmt: skip
     loaders = ", ".join(f"`{n}`" for n in facts.train_loaders) or "the DataLoader"
-    looked = (f"looked for an optimizer made {where(owner)}, where {loaders} is made, and "
-              f"stepped in {loop_words(loop)}")  # fmt: skip
+    verb = "is" if len(facts.train_loaders) < 2 else "are"
+    looked = (f"looked for an optimizer made {where(owner)}, where {loaders} {verb} made or "
+              f"received, and stepped in {loop_words(loop)}")  # fmt: skip
     return (
         f"{looked}; found "
         + ("; ".join(found) if found else "no step() call")

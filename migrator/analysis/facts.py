@@ -92,6 +92,9 @@ class TrainingFacts:
     # (a Trainer's `self.model`/`self.optimizer` in `__init__`, its loader in `fit_epoch()`):
     # name -> that method (homes.py).
     homes: dict[str, Scope] = field(default_factory=dict)
+    # A train/eval epoch function fed the training loader and plain eval loaders
+    # (shared_epochs.py): a SharedEpoch each.
+    shared_epochs: list = field(default_factory=list)
 
     @property
     def has_training(self) -> bool:
@@ -173,8 +176,11 @@ class TrainingFacts:
         owner's class that makes (and prepares) this object (`homes`)? A Trainer's `self.x`
         is one object in every method of its class."""
         home = self.homes.get(found.name, self.owner)
-        if found.scope is self.owner or found.scope is home:
+        if found.scope is home:
             return True
+        if found.scope is self.owner:  # not the owner's own name prepared in a function
+            return home is self.owner or is_method(home)  # (module code's `model` after
+            # `train()` made and prepared its own: function_homes.py)
         return (
             found.name.startswith(patterns.SELF + ".")
             and is_method(found.scope)
@@ -276,6 +282,12 @@ def _origin(facts: TrainingFacts, scope: Scope, name: str, seen: frozenset) -> O
             results.add(Origin(scope, name))
         for site in sites if scope is not facts.meeting else []:
             argument = argument_for(site.node, scope, name)
+            if (
+                argument is None
+                and none_default(scope, name)
+                and any(shared.function is scope for shared in facts.shared_epochs)
+            ):
+                continue  # `run_epoch(model, val_loader)`: no optimizer at this call
             if patterns.name_of(argument) is not None:
                 results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
             else:
@@ -334,6 +346,26 @@ def argument_for(call: ast.Call, function: Scope, param: str) -> ast.expr | None
     if 0 <= position < len(plain):
         return plain[position]
     return None
+
+
+def none_default(function: Scope, param: str) -> bool:
+    """`optimizer=None`, never re-bound in the function: a call that omits it passes no
+    object (`run_epoch(model, val_loader)` evaluates; the call passing one trains)."""
+    default = param_default(function, param)
+    return (
+        isinstance(default, ast.Constant)
+        and default.value is None
+        and not (function.assigns(param))
+    )
+
+
+def param_default(function: Scope, param: str) -> ast.expr | None:
+    """The default value of a function's parameter (None: it has none)."""
+    arguments = function.node.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults))
+    pairs += list(zip(arguments.kwonlyargs, arguments.kw_defaults))
+    return next((d for a, d in pairs if a.arg == param), None)
 
 
 def bindings_of(origin: Origin | None) -> list[Binding]:

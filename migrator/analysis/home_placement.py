@@ -1,6 +1,8 @@
-"""Prepare in the methods that make a class's training objects (homes.py decides which):
-one prepare per method, after their last definition there and before their first use there,
-once every branch has made them. Uses placement.py's reading of definitions and uses.
+"""Prepare in the scopes that make training objects away from the owner (homes.py and
+function_homes.py decide which: a class's other methods, module level or a module-level
+function): one prepare per scope, after their last definition there and before their first
+use there, once every branch has made them. Uses placement.py's reading of definitions and
+uses.
 
 Set-up uses before the last object is made (an attribute written on the model, a state loaded,
 `print(self.model)`) keep the plain model, as at function level. An object made only in some
@@ -13,14 +15,15 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns, placement
-from migrator.analysis.facts import TrainingFacts, class_methods
+from migrator.analysis import explain, patterns, placement
+from migrator.analysis.facts import TrainingFacts, class_methods, is_method
 from migrator.analysis.index import Statement
+from migrator.analysis.prepare_plan import PreparePlan
 from migrator.analysis.setup_uses import runs_object, use_words
 from migrator.analysis.statement_points import after_imports, binds_on_every_path, flat
 
 
-def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[str]) -> bool:
+def plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> bool:
     """One prepare per method of the owner's class that makes some of the objects: after
     their last definition there, before their first use there. False (with `plan.conflict`)
     when no such point exists."""
@@ -40,6 +43,10 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
                     if runs_object(use, name, facts):
                         runs.add(id(use.statement))
         block = home.body  # at the method's top level, once every branch has made them
+        if home.kind == "module":  # (module code: in the block holding them all, such as
+            # `if __name__ == "__main__":`)
+            block = placement.common_block([*(s for d in defs.values() for s in d), *hard],
+                                           home.body) or home.body  # fmt: skip
 
         def position(statement: Statement, block=block) -> int:
             found = statement.ancestor_in(block)
@@ -60,7 +67,7 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
             if branches is None:
                 made = ", ".join(str(placement.line_of(d)) for d in defs[name])
                 where = f" (line {made}), not in the branches of an `if`" if made else ""
-                plan.conflict = placement.conflict_finding(facts, f"looked for a point in `{home.name}()` where "
+                plan.conflict = placement.conflict_finding(facts, f"looked for a point {_where(home)} where "
                                           f"`{name}` always exists; found it made only under "
                                           f"a condition or in a loop{where}")  # fmt: skip
                 return False
@@ -87,7 +94,7 @@ def plan_homes(facts: TrainingFacts, plan: placement.PreparePlan, names: list[st
                      if position(use) == last and position(use) >= 0 else
                      f"before `{late}`, made at line {made}")  # fmt: skip
             plan.conflict = placement.conflict_finding(
-                facts, f"looked for a point in `{home.name}()` after the objects it makes and "
+                facts, f"looked for a point {_where(home)} after the objects it makes and "
                 f"before their first use; found `{name}` used at line {placement.line_of(use)}"
                 f"{use_words(how)} {where}"
             )  # fmt: skip
@@ -138,3 +145,8 @@ def _branch_points(defs: list[Statement]) -> list[tuple] | None:
             return None
         points.append((statement.block, statement.index + 1))
     return points
+
+
+def _where(home) -> str:
+    """`in `setup()``, `at module level`, `in `train()` (line 9)`."""
+    return f"in `{home.name}()`" if is_method(home) else explain.where(home)

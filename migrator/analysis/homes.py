@@ -10,15 +10,18 @@ allows for DDP (a scheduler is matched to its optimizer prepared before it); a l
 once per epoch is prepared once per epoch without re-wrapping the model prepared once in
 `__init__`.
 
-A mixin of roles._Analyser: it reads `self.facts` and records `facts.homes`.
+Objects split between module level and a module-level function are homed the same way
+(function_homes.py). A mixin of roles._Analyser: it reads `self.facts` and records
+`facts.homes`.
 """
 
 from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
+from migrator.analysis import explain, patterns
 from migrator.analysis.facts import Origin, TrainingFacts, is_method
+from migrator.analysis.function_homes import function_home, module_function
 from migrator.analysis.index import Scope
 
 
@@ -27,22 +30,49 @@ class ClassHomes:
     imports: object
 
     def _at_home(self, origin: Origin, owner: Scope) -> bool:
-        """Is `origin` an object the owner's class prepares: made in the owner, or made in
-        another method of its class (recorded as its home)?"""
-        if origin.scope is owner:
-            return True
-        home = self._sibling(origin.scope, owner)
+        """Is `origin` an object the owner's class prepares: made in the owner, in another
+        method of its class, or on the other side of a module/function split (recorded as
+        its home)? One name made on both sides of a split is a MIG900."""
+        home = origin.scope if origin.scope is owner else (
+            self._sibling(origin.scope, owner) or function_home(origin.scope, owner))  # fmt: skip
         if home is None:
             return False
+        if not is_method(home):  # one name, two objects (module level and functions)
+            first = vars(self).setdefault("_made_in", {}).setdefault((id(owner), origin.name), home)
+            if first is not home:
+                self._finding(self.facts.training_loops[0].node, "MIG900",
+                              f"looked for one place that makes `{origin.name}`, which the "
+                              f"training loops step; found it made {explain.where(first)} "
+                              f"and {explain.where(home)}; migrate by hand")  # fmt: skip
+                return False
+        if home is owner:
+            return True
         known = self.facts.homes.setdefault(origin.name, home)
         return known is home
 
     def _class_object(self, found: Origin, home: Scope) -> bool:
         """`found` is usable from `home`: made there, or a `self.x` of its class (a Trainer's
         `self.model` kept in `__init__` and trained by an optimizer made in `train()`)."""
-        return found.scope is home or (
-            found.name.startswith(patterns.SELF + ".")
-            and self._sibling(found.scope, home) is not None
+        return (
+            found.scope is home
+            or self._module_object(found, home)
+            or (
+                found.name.startswith(patterns.SELF + ".")
+                and self._sibling(found.scope, home) is not None
+            )
+        )
+
+    def _module_object(self, found: Origin, home: Scope) -> bool:
+        """A model made at module level and trained by an optimizer made in a module-level
+        function, which makes or reads the loaders (function_homes.py): prepared at module
+        level."""
+        owner = self.facts.owner
+        return (
+            owner is not None
+            and found.scope.kind == "module"
+            and module_function(home)
+            and (owner is home or function_home(home, owner) is home)
+            and not home.is_local(found.name)
         )
 
     def _home_of(self, name: str, owner: Scope) -> Scope:
@@ -55,10 +85,14 @@ class ClassHomes:
         seen: dict[str, Scope] = {}
         for home, models in models_by_home:
             for name in models:
-                if seen.setdefault(name, home) is not home:
+                found = facts.origin(home, name) if module_function(home) else None
+                prepared_in = home
+                if found is not None and self._module_object(found, home):
+                    prepared_in = found.scope  # a module-level model: at module level
+                if seen.setdefault(name, prepared_in) is not prepared_in:
                     return False
-                if home is not owner:
-                    facts.homes[name] = home
+                if prepared_in is not owner:
+                    facts.homes[name] = prepared_in
         return True
 
     def _trains_itself(self, owner: Scope) -> bool:

@@ -13,6 +13,7 @@ import ast
 from collections.abc import Iterable
 
 from migrator.analysis import patterns
+from migrator.analysis.driver_loops import driver_loops
 from migrator.analysis.drivers import (
     driven_here,
     qualified_name,
@@ -33,9 +34,10 @@ from migrator.analysis.index import (
 )
 from migrator.analysis.instances import called_method
 from migrator.analysis.loop_sources import LoopSources
+from migrator.analysis.shared_epochs import SharedEpochs
 
 
-class LoopAnalysis(LoopSources):
+class LoopAnalysis(LoopSources, SharedEpochs):
     def _backward_sites(self) -> list[CallSite]:
         sites = []
         for site in self.index.calls():
@@ -107,14 +109,16 @@ class LoopAnalysis(LoopSources):
             c for c in self.index.calls()
             if self._callee_scope(c) is not None and id(self._callee_scope(c)) in backward_functions
         ]  # fmt: skip
+        steps = [(loop, site) for site in events
+                 if (loop := self._batch_loop_for(site.loop)) is not None
+                 and self._steps_optimizer(loop)]  # fmt: skip
+        drivers = driver_loops(steps, self._callee_scope, self._reachable_functions)
         loops: list[Loop] = []
         own_loop_functions = set()
-        for site in events:
-            loop = self._batch_loop_for(site.loop)
-            if loop is not None and self._steps_optimizer(loop):
-                if loop not in loops:
-                    loops.append(loop)
-                own_loop_functions.add(id(site.scope))
+        for loop, site in steps:
+            if id(loop) not in drivers and loop not in loops:
+                loops.append(loop)
+            own_loop_functions.add(id(site.scope))
         # Steps with no loader loop: only where a plain backward runs (a file whose every
         # backward is `accelerator.backward` is migrated already).
         plain = [site for site in sites if not self._is_accelerator_receiver(site)]

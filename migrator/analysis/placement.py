@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
 
 from migrator.analysis.branch_placement import branch_points, order_words
 from migrator.analysis.chains import chain_uses
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
+from migrator.analysis.prepare_plan import PreparePlan
 from migrator.analysis.setup_uses import (
     NEUTRAL_ATTRIBUTES,
     NEUTRAL_CALLEES,
@@ -32,71 +32,20 @@ from migrator.analysis.statement_points import after_imports
 from migrator.findings import Finding
 
 
-@dataclass
-class PreparePlan:
-    objects: list[str] = field(default_factory=list)
-    block: Block | None = None
-    index: int = 0  # insert before block.statements[index]
-    notes: list[Finding] = field(default_factory=list)
-    conflict: Finding | None = None
-    # loaders prepared on their own, before `block.statements[index]` (a wrapper binds them)
-    early: list[tuple[str, Block, int]] = field(default_factory=list)
-    # objects re-created after training (a model reloaded for inference): from
-    # `block.statements[index]` on, the name holds a plain object again (MIG003 keeps its
-    # `.to(device)`)
-    reloaded: list[tuple[str, Block, int]] = field(default_factory=list)
-    # a class's objects made in another method than the owner's: (names, block, index), one
-    # `names = accelerator.prepare(names)` each (homes.py)
-    homes: list[tuple[list[str], Block, int]] = field(default_factory=list)
-    # objects first met in an `if`: a prepare per branch using them (branch_placement.py)
-    branches: list[tuple[list[str], Block, int]] = field(default_factory=list)
-
-    def reloaded_at(self, name: str, statement: Statement) -> bool:
-        """Does `name` at `statement` hold an object re-created after training?"""
-        for reloaded, block, index in self.reloaded:
-            found = statement.ancestor_in(block) if reloaded == name else None
-            if found is not None and found.index >= index:
-                return True
-        return False
-
-    def before_prepare(self, statement: Statement, name: str | None = None) -> bool:
-        """Does `statement` run before the prepare call, and only then (in its block, before
-        it, and that block in no loop): a model there is still the plain one. With `name`,
-        also before the prepare in the method of its class that makes it (`plan.homes`)."""
-        homes = [(b, i) for names, b, i in self.homes if name in names and b.scope is
-                 statement.block.scope]  # fmt: skip
-        if self.branches:  # before the `if` (block, index), or the prepare of its branch
-            points = [(self.block, self.index), *((b, i) for _n, b, i in self.branches)]
-            return any(_before(statement, b, i) for b, i in points)
-        return any(_before(statement, b, i) for b, i in homes) or (
-            bool(self.objects) and _before(statement, self.block, self.index)
-        )
-
-    def prepares(self, name: str) -> bool:
-        return (
-            name in self.objects
-            or any(early[0] == name for early in self.early)
-            or any(name in names for names, _block, _index in [*self.homes, *self.branches])
-        )
-
-
-def _before(statement: Statement, block: Block | None, index: int) -> bool:
-    found = statement.ancestor_in(block) if block is not None else None
-    if found is None or found.index >= index:
-        return False
-    parent = block.parent
-    while parent is not None:
-        if isinstance(parent.node, (ast.For, ast.AsyncFor, ast.While)):
-            return False
-        parent = parent.block.parent
-    return True
-
-
 def _mandatory(facts: TrainingFacts) -> list[str]:
     return [*facts.models, *facts.optimizers, *facts.train_loaders, *facts.eval_loaders]
 
 
 def plan_prepare(facts: TrainingFacts) -> PreparePlan:
+    plan = _plan(facts)
+    if plan.conflict is None and facts.homes:  # objects at module level and in a function
+        from migrator.analysis.function_homes import check_function_homes
+
+        plan.conflict = check_function_homes(facts, plan)
+    return plan
+
+
+def _plan(facts: TrainingFacts) -> PreparePlan:
     plan = PreparePlan()
     owner = facts.owner
     if owner is None or owner.body is None:
@@ -166,7 +115,7 @@ def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
     # Nothing made here (parameters, a class's `self.x`): prepared once, before the loops, not
     # in the epoch loop that holds every use.
-    block = _common_block(events, owner.body) if any(defs.values()) else owner.body
+    block = common_block(events, owner.body) if any(defs.values()) else owner.body
     if block is None:
         lines = ", ".join(str(line) for line in sorted({line_of(s) for s in events}))
         plan.conflict = conflict_finding(facts, "looked for one block holding the definitions and uses "
@@ -356,7 +305,7 @@ def use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str |
     return "hard"
 
 
-def _common_block(events: list[Statement], body: Block) -> Block | None:
+def common_block(events: list[Statement], body: Block) -> Block | None:
     """The deepest block that holds every event (in possibly different statements)."""
     if not events:
         return body

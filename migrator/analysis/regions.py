@@ -12,6 +12,7 @@ import ast
 
 from migrator.analysis import explain, patterns
 from migrator.analysis.dataflow import derive
+from migrator.analysis.drivers import calls_reaching
 from migrator.analysis.facts import (
     INLINE_LOADER,
     DataRegion,
@@ -96,6 +97,9 @@ class DataRegions:
                 if any(found is None or found.scope is not facts.owner
                        or not self._is_loader(found) for found in origins):  # fmt: skip
                     continue
+                if any(found.name in shared.evaluated and found.scope is shared.caller
+                       for shared in facts.shared_epochs for found in origins):  # fmt: skip
+                    continue  # a train/eval epoch function evaluates it too: it stays plain
                 facts.eval_loops.append(loop)
                 for found in origins:
                     if found.name not in facts.train_loaders + facts.eval_loaders:
@@ -167,6 +171,11 @@ class DataRegions:
                 if self._callee_scope(c) is not None
             ):
                 facts.training_scopes.append(scope)
+        callers = list(calls_reaching(self.index, facts.owner))
+        if any(caller.loop is not None for caller in callers):  # a sweep over folds, widths
+            for caller in callers:  # the drivers, whose device reaches the owner
+                if caller.scope.kind == "function" and caller.scope not in facts.training_scopes:
+                    facts.training_scopes.append(caller.scope)
         if is_method(facts.owner):  # a Trainer's `_save_checkpoint()`, called from `train()`
             methods = {id(m) for m in class_methods(facts.owner)}
             for scope in list(facts.training_scopes):

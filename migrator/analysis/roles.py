@@ -132,11 +132,12 @@ class _Analyser(
         first = (list(facts.findings), facts.blocked)
         facts.findings, facts.blocked, facts.owner = list(findings), False, None
         facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
-        facts.meeting = meeting
+        facts.meeting, facts.shared_epochs = meeting, []
         facts.origins.clear()
         facts.homes.clear()
         self._roles(per_batch)
-        if facts.blocked or facts.owner is not meeting:  # no better: the first answer stands
+        homed = any(home is meeting for home in facts.homes.values())  # function_homes.py
+        if facts.blocked or (facts.owner is not meeting and not homed):  # the first one stands
             facts.findings, facts.blocked = first
             facts.meeting, facts.owner = None, None
             facts.origins.clear()
@@ -162,7 +163,7 @@ class _Analyser(
                 facts.inline_loaders.append((source.inline, statement))
                 inline_scopes.append(statement.block.scope)
             for name in source.loaders if source is not None else []:
-                found = facts.origin(source.scope, name)
+                found = facts.origin(source.scope, name) or self._shared_loader(source.scope, name)
                 if found is None:
                     self._block(loop.node, name, source.scope, loop)
                     return
@@ -199,10 +200,8 @@ class _Analyser(
             owners = {id(o.scope): o.scope for _, o in step_receivers
                       if self._step_kind(o, stepped=True) == "optimizer"}  # fmt: skip
         if len(owners) != 1:
-            made = ", ".join(f"`{o.name}` {explain.where(o.scope)}" for o in loaders)
-            self._finding(facts.training_loops[0].node, "MIG900",
-                          f"looked for one scope that makes every loader the training loops "
-                          f"draw from; found {made}; migrate by hand")  # fmt: skip
+            self._finding(facts.training_loops[0].node, "MIG900", explain.several_owners(
+                facts, loaders, self.imports))  # fmt: skip
             return
         owner = next(iter(owners.values()))
         facts.owner = owner

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from migrator.analysis import patterns
 from migrator.analysis.distributed_facts import (
+    INIT,
     NUM_PROCESSES,
     PROCESS_INDEX,
     RANK_CALLS,
@@ -43,11 +44,15 @@ class BatchLoader:
     drop_last: ast.expr
 
 
-def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, imports) -> str | None:
+def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, imports,
+                   sites=(), functions=None) -> str | None:  # fmt: skip
     """None when the DistributedSampler's options are the dataset, `shuffle=`, `seed=`,
-    `drop_last=False`, and `num_replicas=`/`rank=` naming the world size and the rank; else
-    what is not (`drop_last=True` trims where the Accelerator pads)."""
-    for position, arg in enumerate(call_args(call)):
+    `drop_last=False`, and `num_replicas=`/`rank=` naming the world size and the rank (also
+    as the process group was told them: `sites` are the file's calls with their qualified
+    names, `functions` its functions by name); else what is not (`drop_last=True` trims
+    where the Accelerator pads)."""
+    group = GroupArguments(sites, functions or {}, imports)
+    for position, arg in enumerate(_spelled_out(call, scope)):
         if arg.star:
             return f"passes `{arg.star}` arguments at line {call.lineno}, not read"
         keyword = arg.keyword or _POSITIONS[min(position, 5)]
@@ -60,12 +65,102 @@ def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, import
         if keyword == "drop_last":
             return (f"passes `drop_last=` at line {arg.value.lineno}: it trims the samples "
                     "that do not split evenly, where the Accelerator's loader pads them")  # fmt: skip
-        if expected is None or not _names(arg.value, scope, facts, imports, *expected):
+        if expected is None or not (
+            _names(arg.value, scope, facts, imports, *expected)
+            or group.told(arg.value, scope, GROUP_KEYWORDS[keyword])
+            or group.returned(arg.value, scope, facts, expected)
+        ):
             what = "this process's rank" if keyword == "rank" else "the world size"
             if expected is None:
                 what = "an option the loader Accelerate prepares has no counterpart for"
             return f"passes `{keyword}=` at line {arg.value.lineno}, not {what}"
     return None
+
+
+GROUP_KEYWORDS = {"num_replicas": "world_size", "rank": "rank"}
+
+
+def _spelled_out(call: ast.Call, scope: Scope) -> list[Arg]:
+    """The call's arguments, a `**kwargs` of a dict literal the scope binds once
+    (`sampler_kwargs = {"num_replicas": n, "rank": r}`) read as its keywords."""
+    found = []
+    for arg in call_args(call):
+        bindings = scope.assigns(name_value(arg.value) or "") if arg.star == "**" else []
+        value = bindings[0].value if len(bindings) == 1 and not bindings[0].unpacked else None
+        if isinstance(value, ast.Dict) and all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys
+        ):
+            found.extend(Arg(k.value, v, "", v) for k, v in zip(value.keys, value.values))
+            continue
+        found.append(arg)
+    return found
+
+
+class GroupArguments:
+    """What the script told `init_process_group` (`world_size=`, `rank=`): a sampler given the
+    same is given the world size and the rank the Accelerator's process group has."""
+
+    def __init__(self, sites, functions: dict, imports) -> None:
+        self.inits = [site for site, qualified in sites if qualified == INIT]
+        self.sites = sites
+        self.functions = functions
+        self.imports = imports
+
+    def told(self, expr: ast.expr, scope: Scope, keyword: str) -> bool:
+        """`expr` is what an init_process_group call was told as `keyword`: the same call
+        (`torch.cuda.device_count()`), the same name in the same function, or a name this
+        function hands to a parameter of a function of the file that tells it."""
+        for init in self.inits:
+            told = keyword_value(init.node, keyword, 2 if keyword == "world_size" else 3)
+            if told is None:
+                continue
+            if isinstance(expr, ast.Call) and not expr.args and ast.dump(expr) == ast.dump(told):
+                return True
+            name = name_value(expr) if isinstance(expr, ast.Name) else None
+            if name is None or not isinstance(told, ast.Name):
+                continue
+            if init.scope is scope and told.id == name:
+                return True
+            if self._handed(scope, name, init.scope, told.id):
+                return True
+        return False
+
+    def returned(self, expr: ast.expr, scope: Scope, facts: DistributedFacts, expected) -> bool:
+        """`rank, world, local_rank = setup_dist()`: a name unpacked from a call of a function
+        of the file whose every return holds the rank / world size at that place."""
+        name = name_value(expr) if isinstance(expr, ast.Name) else None
+        bindings = scope.assigns(name) if name is not None else []
+        if len(bindings) != 1 or not bindings[0].unpacked:
+            return False
+        small = bindings[0].small
+        call = bindings[0].value
+        if not isinstance(small, ast.Assign) or not isinstance(call, ast.Call):
+            return False
+        target = small.targets[0]
+        callee = self.functions.get(name_value(call.func) or "")
+        if callee is None or not isinstance(target, ast.Tuple):
+            return False
+        position = next((i for i, t in enumerate(target.elts) if name_value(t) == name), None)
+        returns = [n for n in ast.walk(callee.node) if isinstance(n, ast.Return)]
+        return bool(returns) and position is not None and all(
+            isinstance(r.value, ast.Tuple) and len(r.value.elts) == len(target.elts)
+            and _names(r.value.elts[position], callee, facts, self.imports, *expected)
+            for r in returns
+        )  # fmt: skip
+
+    def _handed(self, scope: Scope, name: str, callee: Scope, parameter: str) -> bool:
+        """`setup(rank, world_size)` in `scope` hands `name` to `callee`'s `parameter`."""
+        from migrator.analysis.facts import argument_for  # facts reads this module's package
+
+        for site, _qualified in self.sites:
+            if site.scope is not scope or self.functions.get(name_value(site.node.func)) is not (
+                callee
+            ):  # fmt: skip
+                continue
+            argument = argument_for(site.node, callee, parameter)
+            if isinstance(argument, ast.Name) and argument.id == name:
+                return True
+        return False
 
 
 def _names(expr, scope: Scope, facts: DistributedFacts, imports, kind: str, getter: str) -> bool:

@@ -14,7 +14,7 @@ from migrator.analysis.facts import INLINE_LOADER, TrainingFacts
 from migrator.analysis.imports import ImportEntry, import_entries
 from migrator.analysis.index import Block, Scope, Statement
 from migrator.analysis.patterns import expression_for, root_name
-from migrator.analysis.placement import PreparePlan
+from migrator.analysis.prepare_plan import PreparePlan
 from migrator.edits import EditSet, NewStatement, Render
 from migrator.findings import Finding
 from migrator.source import Source

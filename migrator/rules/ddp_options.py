@@ -18,6 +18,9 @@ HANDLER = "DistributedDataParallelKwargs"
 # the fields of DistributedDataParallelKwargs (runtime.config, accelerate.utils.dataclasses)
 HANDLER_FIELDS = ("dim", "broadcast_buffers", "bucket_cap_mb", "find_unused_parameters",
                   "check_reduction", "gradient_as_bucket_view", "static_graph")  # fmt: skip
+# DistributedDataParallel's defaults: an option spelled with its default asks for nothing
+DEFAULTS = {"dim": "0", "broadcast_buffers": "True", "find_unused_parameters": "False",
+            "check_reduction": "False", "static_graph": "False"}  # fmt: skip
 
 
 def carry_ddp_options(context: RuleContext, wraps: list[Wrap]) -> list[Wrap]:
@@ -34,6 +37,9 @@ def carry_ddp_options(context: RuleContext, wraps: list[Wrap]) -> list[Wrap]:
         if options and set(own) != set(options):
             return asking
         options.update(own)
+    options = {k: v for k, v in options.items() if DEFAULTS.get(k) != v[0]}
+    if not options:  # `find_unused_parameters=False`: what prepare's wrapper does anyway
+        return []
     arguments = ", ".join(f"{name}={code}" for name, (code, _) in options.items())
     depends = [name for _code, names in options.values() for name in names]
     context.add_kwarg("kwargs_handlers", f"[{HANDLER}({arguments})]", depends)

@@ -5,8 +5,9 @@ statements go under `if accelerator.is_main_process:`:
 - `with open(path, "w" | "a" | "x" ...) as f:` (any writing mode; its whole body), unless the
   body trains or evaluates (a loop over a loader, a backward or optimizer step);
 - a statement that is a call writing a file: `np.save` / `np.savez` / `np.savetxt`,
-  `torchvision.utils.save_image`, `json.dump`, `pickle.dump`, `plt.savefig`, and the methods
-  `.to_csv(...)`, `.savefig(...)`, `.write_text(...)`, `.write_bytes(...)`;
+  `torchvision.utils.save_image`, `json.dump`, `pickle.dump`, `plt.savefig`,
+  `torch.onnx.export`, and the methods `.to_csv(...)`, `.savefig(...)`, `.write_text(...)`,
+  `.write_bytes(...)`, `.save_pretrained(...)` (a model's or a tokenizer's files);
 - log files: `logging.basicConfig(filename=...)`, `logger.addHandler(logging.FileHandler(...))`;
 - trackers: `wandb.init / log / finish / watch / save(...)` statements, and a
   `writer = SummaryWriter(...)` (or `run = wandb.init(...)`, `log = open(path, "w")`) with
@@ -32,8 +33,9 @@ from migrator.source import continuation_lines, split_lines
 WRITING_CALLS = {
     "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt",
     "torchvision.utils.save_image", "json.dump", "pickle.dump", "matplotlib.pyplot.savefig",
+    "torch.onnx.export",
 }  # fmt: skip
-WRITING_METHODS = {"to_csv", "savefig", "write_text", "write_bytes"}
+WRITING_METHODS = {"to_csv", "savefig", "write_text", "write_bytes", "save_pretrained"}
 TRACKER_CALLS = {"wandb.init", "wandb.log", "wandb.finish", "wandb.watch", "wandb.save"}
 TRACKER_OBJECTS = ("SummaryWriter", "wandb.init")  # callee suffixes making a tracker object
 WRITE_MODES = set("wax+")

@@ -77,7 +77,7 @@ class PerBatchValues:
         if isinstance(expr, ast.BinOp):
             sides = (expr.left, expr.right)
             return any(self.is_number(s) and not isinstance(s, ast.Constant) for s in sides) and (
-                all(self.is_number(s) for s in sides)
+                all(self.is_number(s) or _count(s) for s in sides)
             )
         if isinstance(expr, ast.Call):
             func = expr.func
@@ -88,10 +88,26 @@ class PerBatchValues:
         return False
 
 
+def _count(expr: ast.AST) -> bool:
+    """A setting or a size beside a number (`loss.item() / args.batch_size`, `loss.item() *
+    x.size(0)`, `len(batch)`, `x.shape[0]`): a number too."""
+    if isinstance(expr, ast.Attribute):
+        return isinstance(expr.value, ast.Name) or _count(expr.value)
+    if isinstance(expr, ast.Subscript):
+        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        return (isinstance(func, ast.Attribute) and func.attr == "size" and bool(expr.args)) or (
+            isinstance(func, ast.Name) and func.id == "len"
+        )
+    return False
+
+
 def averaged_per_batch(
     context: RuleContext, scope: Scope, loop: Loop, accumulator: str | None
 ) -> bool:
-    """Is `accumulator` divided by `len(<a loader>)` or by a name the loop adds 1 to?"""
+    """Is `accumulator` divided by `len(<a loader>)`, by a name the loop adds 1 to, or by
+    the loop's `enumerate` index plus one (`test_loss / (batch_idx + 1)`)?"""
     counters = {
         name
         for name, bindings in scope.bindings.items()
@@ -111,7 +127,7 @@ def averaged_per_batch(
             continue
         if name_of(left) != accumulator:
             continue
-        if name_of(right) in counters:
+        if name_of(right) in counters or _counted_from_zero(right, _enumerate_index(loop)):
             return True
         if (
             isinstance(right, ast.Call)
@@ -121,3 +137,156 @@ def averaged_per_batch(
         ):
             return True
     return False
+
+
+def _enumerate_index(loop: Loop) -> str | None:
+    """`i` of `for i, batch in enumerate(loader):`."""
+    node = loop.node
+    target, source = getattr(node, "target", None), getattr(node, "iter", None)
+    if (
+        isinstance(source, ast.Call)
+        and name_of(source.func) == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and target.elts
+        and isinstance(target.elts[0], ast.Name)
+    ):
+        return target.elts[0].id
+    return None
+
+
+def _counted_from_zero(expr: ast.AST, index: str | None) -> bool:
+    return (
+        index is not None
+        and isinstance(expr, ast.BinOp)
+        and isinstance(expr.op, ast.Add)
+        and name_of(expr.left) == index
+        and isinstance(expr.right, ast.Constant)
+        and expr.right.value == 1
+    )
+
+
+COLLECTION_CALLS = {"set", "frozenset"}
+
+
+def is_collection(expr: ast.AST | None) -> bool:
+    """A Python set per batch (`set(get_entities(...))`): `gather_for_metrics` cannot
+    concatenate it (on N processes it is a list of N of them), and merged sets of spans from
+    different processes would match spans of different samples."""
+    if isinstance(expr, (ast.Set, ast.SetComp)):
+        return True
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id in COLLECTION_CALLS
+    )
+
+
+def itemised_names(exprs: list) -> set[str]:
+    """Names read as `name.item()`: each holds one value per batch (a loss from a model's
+    outputs, `loss, logits = outputs[:2]`), to be reduced, never gathered."""
+    return {
+        node.func.value.id
+        for expr in exprs
+        for node in ast.walk(expr)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "item"
+        and not node.args
+        and isinstance(node.func.value, ast.Name)
+    }
+
+
+def read_after(loop: Loop, small: ast.stmt, names: list[str], metric) -> tuple[str, int] | None:
+    """The first of `names` (or of a value computed from them after `small`) that a statement
+    of `loop` after `small`, other than a metric statement (`metric(statement)` is not None)
+    or an assignment, reads: code that still wants this process's batch
+    (`save_image(recon.view(batch_size, ...))`), which a gather in place would break. A value
+    computed from them that only metric statements read (`guess = logits.argmax(1)`) is
+    fine: it is gathered with them."""
+    watched = {name: name for name in names}  # name -> the gathered name it comes from
+    statements = sorted(
+        (
+            node
+            for node in ast.walk(loop.node)
+            if isinstance(node, ast.stmt) and node.lineno > small.end_lineno
+        ),
+        key=lambda node: (node.lineno, node.col_offset),
+    )
+    for node in statements:
+        if isinstance(node, (ast.AugAssign, ast.Expr)) and metric(node) is not None:
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            read = [n.id for n in ast.walk(node.value or node) if isinstance(n, ast.Name)]
+            sources = [watched[n] for n in read if n in watched]
+            if sources:
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    for bound in ast.walk(target):
+                        if isinstance(bound, ast.Name):
+                            watched[bound.id] = sources[0]
+            continue
+        parts = _own_expressions(node)
+        for part in parts:
+            for read in ast.walk(part):
+                if isinstance(read, ast.Name) and read.id in watched:
+                    return watched[read.id], read.lineno
+    return None
+
+
+def _own_expressions(node: ast.stmt) -> list[ast.AST]:
+    """The expressions a statement evaluates itself (a compound statement's test or
+    iterable, not its body)."""
+    if isinstance(node, (ast.If, ast.While)):
+        return [node.test]
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [node.iter]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.context_expr for item in node.items]
+    if isinstance(node, (ast.Try, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+        return []
+    return [node]
+
+
+def reduce_in_place(context: RuleContext, small: ast.AugAssign, reduction: str) -> bool:
+    """`total += <one number per batch>` reduced where it stands, leaving the batch names
+    per-process: `test_loss += loss_fn(out, x).item()` ->
+    `test_loss += accelerator.reduce(loss_fn(out, x), "sum").item()`,
+    `hits += len(a & b)` -> `hits += accelerator.reduce(torch.tensor(len(a & b), device=...),
+    "sum").item()`. False when the value is not a number."""
+    value = small.value
+    accelerator = context.accelerator
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "item"
+        and not value.args
+    ):
+        context.edits.replace(
+            value.func.value,
+            lambda text, _r: f'{accelerator}.reduce({text}, "{reduction}")',
+        )
+        return True
+    if _counts(value):
+        torch = context.torch_name()
+        device = context.accelerator_expr("device")
+        context.edits.replace(
+            value,
+            lambda text, _r: (
+                f"{accelerator}.reduce({torch}.tensor({text}, device={device}), "
+                f'"{reduction}").item()'
+            ),
+        )
+        return True
+    return False
+
+
+def _counts(expr: ast.AST) -> bool:
+    """`len(x)`, `int(...)`, `float(...)`, or arithmetic on them and literals."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.BinOp):
+        return _counts(expr.left) and _counts(expr.right)
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id in ("len", "int", "float")
+    )

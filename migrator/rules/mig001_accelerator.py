@@ -12,6 +12,7 @@ stop the migration (a finding) when they are not.
 
 from __future__ import annotations
 
+from migrator.analysis.explain import where
 from migrator.analysis.facts import call_sites_of, class_methods, is_method
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
@@ -68,6 +69,17 @@ class CreateAccelerator(Rule):
             scope, declare_global = owner, not in_owner
             if declare_global and not self._used_after_creation(context, owner):
                 return
+        elif owner_defines:  # module code prepares too (function_homes.py)
+            local = [
+                f"`{d}`" for d in sorted(dependencies) if owner.is_local(d) or d in owner.params
+            ]
+            context.block_file(Finding(
+                code="MIG900", node=owner.node,
+                message="the Accelerator must be created at module level, where training "
+                f"objects are prepared, but its arguments read {', '.join(local)}, made "
+                f"{where(owner)}; migrate by hand",
+            ))  # fmt: skip
+            return
         else:
             scope = module
         block = scope.body

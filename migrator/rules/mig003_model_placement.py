@@ -36,6 +36,8 @@ class ModelPlacement(Rule):
         target = _object_name(small.targets[0]) if isinstance(small, ast.Assign) else None
         if any(context.plan.reloaded_at(n, site.statement) for n in (receiver, target)):
             return False  # a model re-created after training (for inference) is not prepared
+        if _moved_away(scope, receiver):
+            return False  # `model.cpu()` ... `model.to(original_device)`: the move back stays
         if receiver is not None and context.prepared_role(scope, receiver) == "model":
             return True
         # `model = Net(...).to(device)`: the placement is the whole right-hand side.
@@ -56,6 +58,28 @@ class ModelPlacement(Rule):
         if value is not site.node:
             return False
         return context.prepared_role(scope, target) == "model"
+
+
+def _moved_away(scope, receiver: str | None) -> bool:
+    """Does `scope` move `receiver` off its device itself (`model.cpu()`, `model.to("cpu")`)?
+    Then a `.to(device)` there puts it back (an export on the CPU inside `try/finally`), and
+    removing it would leave the prepared model on the CPU for the rest of training."""
+    if receiver is None:
+        return False
+    for site in scope.calls:
+        if _object_name(site.receiver) != receiver:
+            continue
+        if site.method == "cpu":
+            return True
+        args = site.node.args
+        if (
+            site.method == "to"
+            and args
+            and isinstance(args[0], ast.Constant)
+            and args[0].value == "cpu"
+        ):
+            return True
+    return False
 
 
 def _object_name(expr: ast.AST | None) -> str | None:

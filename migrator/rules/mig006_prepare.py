@@ -11,6 +11,7 @@ from migrator.analysis.chains import chain_text, received_chain, split_chain
 from migrator.analysis.public_entries import outside_entry_note
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.loader_wrappers import rewrapped_loaders
 
 LINE_LENGTH = 88
 
@@ -27,6 +28,21 @@ class Prepare(Rule):
         outside = outside_entry_note(context.facts, plan.prepares)
         if outside is not None:
             context.findings.append(outside)
+        objects = plan.objects
+        if plan.block is not None:
+            rewraps = rewrapped_loaders(context, plan.block.scope, objects)
+            refused = [r for r in rewraps if not r.same_block]
+            if refused:
+                context.block_file(refused[0].refusal(context))
+                return
+            for rewrap in rewraps:  # the DataLoader is prepared on its own, then wrapped
+                name, statement = rewrap.name, rewrap.wrap.statement
+                code = f"{name} = {context.accelerator}.prepare({name})\n"
+                context.edits.insert(
+                    statement.block, statement.index, context.statement(code), priority=10
+                )
+                context.need_accelerator_before(statement.block, statement.index)
+            objects = [n for n in objects if not any(r.name == n for r in rewraps)]
         for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
@@ -40,9 +56,16 @@ class Prepare(Rule):
         if plan.branches:
             branched = [n for names, _b, _i in plan.branches for n in names]
             self._hand_back(context, plan.block.scope, list(dict.fromkeys(branched)))
-        if not plan.objects or plan.block is None:
+        for block, index in plan.waits:  # module code re-creating what a function trained
+            code = f"{context.accelerator}.wait_for_everyone()\n"
+            context.edits.insert(block.holder, index, context.statement(code), priority=10)
+            context.need_accelerator_before(block, index)
+        if not objects or plan.block is None:
             return
-        self._insert(context, plan.objects, plan.block, plan.index)
+        self._insert(context, objects, plan.block, plan.index)
+        for shared in context.facts.shared_epochs:
+            if shared.train in plan.objects and shared.evaluated:
+                context.findings.append(_shared_note(shared))
         for index in sorted({index for _name, _block, index in plan.reloaded}):
             # the re-created model loads what the main process saved: every process waits
             code = f"{context.accelerator}.wait_for_everyone()\n"
@@ -132,6 +155,23 @@ def _received_note(function, names: list[str]) -> Finding:
             "passing the plain objects (on our runtime a plain object prepared again comes "
             "back as the first prepare made it; HF Accelerate would wrap it again, so with "
             f"`--target accelerate` call it once or prepare in the caller){held}"
+        ),
+    )
+
+
+def _shared_note(shared) -> Finding:
+    evaluated = ", ".join(f"`{name}`" for name in shared.evaluated)
+    function = shared.function.name
+    return Finding(
+        code="MIG006",
+        level="note",
+        node=shared.function.node,
+        message=(
+            f"`{function}()` trains on `{shared.train}` (prepared) and evaluates {evaluated} "
+            f"through the same loop (its `{shared.param}` parameter): those stay plain, so every "
+            "process evaluates the whole set and gets the same metrics (for a plateau "
+            "scheduler, early stopping, the best checkpoint); the loop keeps its "
+            "`.to(device)`, which prepared batches pass through unchanged"
         ),
     )
 

@@ -8,7 +8,13 @@ through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails 
 
 `state_dict()` / `load_state_dict()` go through `unwrap_model` too: DDP's keys carry a
 `module.` prefix, so a checkpoint saved unwrapped (MIG030, accelerator.save) loads only into the
-unwrapped model, and a state copied from the wrapper would not load into a plain model.
+unwrapped model, and a state copied from the wrapper would not load into a plain model. In a
+function that reads the unwrapped `state_dict()`, `named_parameters()` (and the other `named_*`)
+are unwrapped too, so names from both still match (a FedProx term looking parameters up by
+their state-dict keys).
+
+Functions of this file that the training functions call with the prepared model (a
+`validation_step(model, batch)` beside `training_step`) get the same treatment.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from migrator.analysis.facts import class_methods, is_method
 from migrator.analysis.patterns import MODULE_API, SELF
 from migrator.rules.base import Rule, RuleContext
 
+NAMED = {"named_parameters", "named_buffers", "named_children", "named_modules"}
+
 
 class ModelAttributes(Rule):
     code = "MIG007"
@@ -30,15 +38,19 @@ class ModelAttributes(Rule):
     def apply(self, context: RuleContext) -> None:
         facts = context.facts
         imports = facts.index.imports
-        for scope in [*facts.training_scopes, *_other_methods(facts)]:
+        scopes = _scopes_with_prepared_model(context)
+        for scope in [*scopes, *(m for m in _other_methods(facts) if m not in scopes)]:
             held = [(c, chain_uses(scope, c, imports)) for c in read_chains(scope)]
             for name, uses in [*scope.uses.items(), *held]:  # `model`, `self.cfg.model`
                 if context.prepared_role(scope, name) != "model":
                     continue
-                if scope not in facts.training_scopes and not name.startswith(SELF + "."):
+                if scope not in scopes and not name.startswith(SELF + "."):
                     continue
+                keyed = any(use.kind == "attr" and use.attr == "state_dict" for use in uses)
                 for use in uses:
-                    own = use.kind == "attr" and use.attr not in MODULE_API
+                    own = use.kind == "attr" and (
+                        use.attr not in MODULE_API or (keyed and use.attr in NAMED)
+                    )
                     if not (own or use.kind == "subscript" or _named_attribute(use)):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
@@ -55,6 +67,26 @@ class ModelAttributes(Rule):
                         continue
                     context.unwrap(use.node)
                     context.need_accelerator_at(use.statement, soft=use.node)
+
+
+def _scopes_with_prepared_model(context: RuleContext) -> list:
+    """The training scopes, and the functions of this file they (or those functions) call
+    with the prepared model as an argument, after it is prepared."""
+    scopes = list(context.facts.training_scopes)
+    functions = context.facts.index.functions
+    for scope in scopes:  # grows while it is walked
+        for site in scope.calls:
+            callee = functions.get(site.callee or "")
+            if callee is None or callee in scopes:
+                continue
+            if scope is context.facts.owner and context.plan.before_prepare(site.statement):
+                continue  # set-up on the plain model (`init_weights(model)`)
+            if any(
+                isinstance(arg, ast.Name) and context.prepared_role(scope, arg.id) == "model"
+                for arg in [*site.node.args, *(k.value for k in site.node.keywords)]
+            ):
+                scopes.append(callee)
+    return scopes
 
 
 def _named_attribute(use) -> bool:

@@ -18,7 +18,7 @@ import ast
 
 from migrator.analysis import patterns
 from migrator.analysis.chains import chain_text
-from migrator.analysis.index import CallSite, Scope
+from migrator.analysis.index import CallSite, Line, Scope
 from migrator.analysis.syntax import name_value
 from migrator.arglists import Item, call_items
 from migrator.rules.base import Rule, RuleContext
@@ -82,6 +82,7 @@ class MainProcessIO(Rule):
             statement = _statement_of(context, call)
             if statement is not None:
                 context.need_accelerator_at(statement)
+        _wait_before_loads(context, site)
 
     def _progress_bar(self, context: RuleContext, site: CallSite) -> None:
         if patterns.keyword(site.node, "disable") is not None:
@@ -96,6 +97,64 @@ class MainProcessIO(Rule):
 
         context.edits.rewrite(call, rewrite)
         context.need_accelerator_at(site.statement)
+
+
+def _wait_before_loads(context: RuleContext, site: CallSite) -> None:
+    """Only the main process writes now: when this file loads the same path back later
+    (`torch.load(path)` on every process, in an evaluation after training), the others wait
+    for the write to finish (`accelerator.wait_for_everyone()` after the save), or they read
+    a missing or half-written file. Only for a save at the top level of the module or of a
+    function that trains (every process runs it, or training would hang already): in a
+    branch, or in a helper some process may skip, a wait would hang the others. The path is
+    a literal or a name (`PATH`), so that the same text names the same file."""
+    args = patterns.positional(site.node)
+    path = args[1].value if len(args) > 1 else patterns.keyword(site.node, "f")
+    block = site.statement.block
+    if path is None or block.parent is not None or block.kind not in ("body", "module"):
+        return
+    if block.scope not in context.facts.training_scopes and block.scope.kind != "module":
+        return
+    if not (isinstance(path, ast.Name) or patterns.string_value(path) is not None):
+        return
+    text = context.source.text_of(path)
+    imports = context.facts.index.imports
+    later = [
+        call
+        for call in context.facts.index.calls()
+        if imports.qualify(call.node.func) == "torch.load"
+        and call.node.args
+        and context.source.text_of(call.node.args[0]) == text
+        and call.node.lineno > site.node.end_lineno
+    ]
+    index = site.statement.index + 1
+    if not later or _waits_at(context, block, index) or all(_waited(context, c) for c in later):
+        return
+    code = f"{context.accelerator}.wait_for_everyone()\n"
+    context.edits.insert(block, index, context.statement(code), priority=30)
+    context.need_accelerator_before(block, index)
+
+
+def _waited(context: RuleContext, load: CallSite) -> bool:
+    """Does MIG006 already put a wait before this load (module code loading, after the call
+    of the function that trained and saved, what it saved)?"""
+    for statement in load.statement.chain():
+        for block, index in context.plan.waits:
+            if block is statement.block and index <= statement.index:
+                return True
+    return False
+
+
+def _waits_at(context: RuleContext, block, index: int) -> bool:
+    """Is there a barrier at `index` of `block` already: the script's own
+    (`dist.barrier()`), or the one MIG006 puts before a model re-created to load a save?"""
+    plan = context.plan
+    if any(b is block and i == index for _name, b, i in plan.reloaded):
+        return True
+    if index >= len(block.statements):
+        return False
+    node = block.statements[index]
+    text = context.source.text_of(node.body[0] if isinstance(node, Line) else node)
+    return "barrier(" in text or "wait_for_everyone(" in text
 
 
 def _model_states(context: RuleContext, scope: Scope, expr: ast.AST) -> list[ast.Call]:

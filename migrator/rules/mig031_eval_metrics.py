@@ -36,10 +36,18 @@ from migrator.analysis.index import Block, Line, Loop, Scope
 from migrator.analysis.patterns import name_of, preorder
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
-from migrator.rules.metric_values import PerBatchValues, averaged_per_batch
+from migrator.rules.metric_values import (
+    PerBatchValues,
+    averaged_per_batch,
+    is_collection,
+    itemised_names,
+    read_after,
+    reduce_in_place,
+)
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}
 COLLECTIVES = {"gather_for_metrics", "gather", "reduce"}
+METHOD = "<method>"  # stands for `values` of `values.append(x)`: no Python name can clash
 
 
 class EvalMetrics(Rule):
@@ -75,6 +83,7 @@ class _Walker:
         }  # fmt: skip
         self.gathered: set[str] = set()  # names whole on every process after a gather
         self.metrics: set[str] = set()  # accumulators of gathered values
+        self.collections: set[str] = set()  # per-process Python sets: never gathered
 
     def block(self, block: Block, local: set[str]) -> None:
         """Walk statements in order; `local` holds the names that are still per-process."""
@@ -91,6 +100,9 @@ class _Walker:
             value = small.value
             targets = _targets(small)
             self.values.forget(targets)
+            self.collections.difference_update(targets)
+            if is_collection(value):
+                self.collections.update(targets)
             if self._collective(value):
                 local.difference_update(targets)  # already gathered: global from here on
                 self.gathered.update(targets)
@@ -105,8 +117,9 @@ class _Walker:
         accumulated = self._accumulation(small)
         if accumulated is None:
             return
-        names = [n for n in _names_in_all(accumulated) if n in local]
+        names = [n for n in _names_in_all(accumulated) if n in local and n != "_"]
         names = list(dict.fromkeys(names))
+        self.values.scalars.update(n for n in itemised_names(accumulated) if n in names)
         if not names:
             if any(name in self.gathered for name in _names_in_all(accumulated)):
                 self.metrics.add(_accumulator(small))
@@ -122,6 +135,8 @@ class _Walker:
             return
         if numbers:
             self._reduce_numbers(block, index, small, numbers)
+        elif self._kept_per_process(block, index, small, names):
+            return
         else:
             names = self._with_later_metric_names(block, index, names, local)
             gathered = ", ".join(names)
@@ -133,6 +148,38 @@ class _Walker:
         local.difference_update(names)
         self.gathered.update(names)
         self.metrics.add(_accumulator(small))
+
+    def _kept_per_process(self, block: Block, index: int, small: ast.stmt, names) -> bool:
+        """When `names` cannot be gathered in place (a Python set, or code after the metric
+        still reads this process's batch, `recon.view(batch_size, ...)`), a number
+        accumulated from them is reduced where it stands (`hits += len(a & b)`), and any
+        other metric is a finding; either way nothing is gathered (True)."""
+        context = self.context
+        collection = next((name for name in names if name in self.collections), None)
+        later = None if collection else read_after(self.loop, small, names, self._accumulation)
+        if collection is None and later is None:
+            return False
+        accumulator = _accumulator(small)
+        mean = averaged_per_batch(context, self.region.scope, self.loop, accumulator)
+        if isinstance(small, ast.AugAssign) and reduce_in_place(
+            context, small, "mean" if mean else "sum"
+        ):
+            context.need_accelerator_before(block, index)
+            self.metrics.add(accumulator)
+            return True
+        if collection is not None:
+            why = f"`{collection}` is a Python set per batch, which cannot be gathered"
+        else:
+            why = (
+                f"line {later[1]} still reads `{later[0]}` as this process's batch, so it "
+                "cannot be gathered in place"
+            )
+        context.findings.append(Finding(
+            code="MIG031", node=small,
+            message=f"this metric counts only this process's batches: {why}; reduce the "
+            "per-batch number (`accelerator.reduce`) or gather into new names by hand",
+        ))  # fmt: skip
+        return True
 
     def _reduce_numbers(self, block: Block, index: int, small: ast.stmt, numbers) -> None:
         """A Python number per batch (`psnr = 10 * log10(1 / mse.item())`) is never gathered
@@ -189,7 +236,7 @@ class _Walker:
         return ordered + [n for n in chosen if n not in ordered]
 
     def _accumulation(self, small: ast.stmt) -> list | None:
-        """What a metric accumulates (expressions, and `_` for a method's own name), if `small`
+        """What a metric accumulates (expressions, and METHOD for a method's own name), if `small`
         accumulates one."""
         if isinstance(small, ast.AugAssign) and isinstance(small.target, ast.Name):
             return [small.value]
@@ -197,7 +244,7 @@ class _Walker:
             func = small.value.func
             if isinstance(func, ast.Attribute) and func.attr in ACCUMULATING_METHODS:
                 call = small.value  # only the arguments count (the method read as `_`)
-                return [ast.Name(id="_"), *call.args, *(k.value for k in call.keywords)]
+                return [ast.Name(id=METHOD), *call.args, *(k.value for k in call.keywords)]
         return None
 
     def _collective(self, value: ast.AST | None) -> bool:

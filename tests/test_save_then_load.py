@@ -1,0 +1,83 @@
+"""MIG030: a checkpoint the main process alone now writes (`accelerator.save`) and that the
+file loads back on every process (an evaluation function called after training) is followed
+by `accelerator.wait_for_everyone()`, or the other processes read a missing or half-written
+file."""
+
+from __future__ import annotations
+
+from migrator.engine import migrate_text
+
+SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+PATH = "final.pt"
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)
+for epoch in range(2):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+torch.save(model.state_dict(), PATH)
+print("saved")
+
+
+def evaluate_saved():
+    fresh = torch.nn.Linear(4, 1)
+    fresh.load_state_dict(torch.load(PATH))
+    return fresh.weight.sum().item()
+
+
+print(evaluate_saved())
+"""
+
+
+def test_a_save_loaded_back_later_is_waited_for():
+    output, _ = migrate_text(SCRIPT)
+    assert output is not None
+    assert (
+        "accelerator.save(accelerator.unwrap_model(model).state_dict(), PATH)\n"
+        "accelerator.wait_for_everyone()\n"
+    ) in output
+
+
+def test_a_save_nothing_loads_is_not_waited_for():
+    output, _ = migrate_text(SCRIPT.replace("torch.load(PATH)", 'torch.load("other.pt")'))
+    assert output is not None
+    assert "accelerator.save(accelerator.unwrap_model(model).state_dict(), PATH)\n" in output
+    assert "wait_for_everyone" not in output
+
+
+def test_a_save_followed_by_its_own_barrier_gets_no_second_one():
+    text = SCRIPT.replace(
+        "torch.save(model.state_dict(), PATH)\n",
+        "torch.save(model.state_dict(), PATH)\ntorch.distributed.barrier()\n",
+    )
+    output, _ = migrate_text(text)
+    assert output is not None
+    assert output.count("wait_for_everyone") + output.count("barrier(") == 1
+
+
+def test_a_save_under_a_branch_is_left_without_a_wait():
+    """A wait inside a branch that one process skips would hang the others."""
+    text = SCRIPT.replace(
+        "torch.save(model.state_dict(), PATH)\n",
+        "if loss.item() < 10:\n    torch.save(model.state_dict(), PATH)\n",
+    )
+    output, _ = migrate_text(text)
+    assert output is not None
+    assert "wait_for_everyone" not in output
+
+
+def test_a_save_in_a_helper_that_trains_nothing_is_left_without_a_wait():
+    """A helper may be called on some processes only (`if acc > best: keep(model)`)."""
+    text = SCRIPT.replace(
+        "torch.save(model.state_dict(), PATH)\n",
+        "\n\ndef keep(net):\n    torch.save(net.state_dict(), PATH)\n\n\nkeep(model)\n",
+    )
+    output, _ = migrate_text(text)
+    assert output is not None
+    assert "wait_for_everyone" not in output
