@@ -85,3 +85,18 @@ def test_the_first_gpu_chosen_as_the_device_becomes_the_accelerators():
     output, findings = migrate_text(PINNED.format(gpu='"cuda:1"'))
     assert [f.code for f in findings] == ["MIG902"]
     assert findings[0].message.startswith("explicit device index 'cuda:1'")
+
+
+def test_a_batch_taken_off_the_device_for_numpy_stays_taken_off():
+    """`y.to("cpu").numpy()` moves a value off the device (it would fail on a GPU tensor
+    without it): it stays, while the batch's own `.to(device)` goes."""
+    source = PINNED.format(gpu='"cuda"').replace(
+        "    optimizer.step()\n",
+        '    optimizer.step()\n    targets = y.to("cpu").numpy()\n'
+        '    shown = loss.detach().to("cpu").tolist()\n',
+    )
+    output, findings = migrate_text(source)
+    assert findings == []
+    assert '    targets = y.to("cpu").numpy()\n' in output
+    assert '    shown = loss.detach().to("cpu").tolist()\n' in output
+    assert "x.to(" not in output
