@@ -144,16 +144,16 @@ def test_table_sets_and_verbose_lines(tmp_path):
 
 
 def test_the_runtime_api_read_from_source_is_what_an_accelerator_has():
-    """corpus.py reads the runtime's API without importing torch; it must see the methods
+    """corpus_api.py reads the runtime's API without importing torch; it must see the methods
     the Accelerator inherits from the runtime's mixins, and nothing it does not have."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
-        import corpus
+        import corpus_api
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
     from runtime import Accelerator
 
-    names = corpus.runtime_api()
+    names = corpus_api.runtime_api()
     assert {"backward", "save_state", "init_trackers", "wait_for_everyone", "prepare"} <= names
     accelerator = Accelerator(cpu=True)
     assert sorted(name for name in names if not hasattr(accelerator, name)) == []

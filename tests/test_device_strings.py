@@ -53,3 +53,50 @@ def test_a_torch_device_compared_with_a_string_is_left_as_written():
     )
     assert "device = accelerator.device\n" in output
     assert ".type" not in output
+
+
+PINNED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+if torch.cuda.is_available():
+    device = torch.device({gpu})
+else:
+    device = torch.device("cpu")
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+model = torch.nn.Linear(2, 1).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    x, y = x.to(device), y.to(device)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_the_first_gpu_chosen_as_the_device_becomes_the_accelerators():
+    """`torch.device("cuda:0")` as the script's device is what a one-GPU script means by "the
+    GPU": it becomes accelerator.device with no MIG902; another index pins a GPU, reported."""
+    for gpu in ('"cuda:0"', '"cuda", 0'):
+        output, findings = migrate_text(PINNED.format(gpu=gpu))
+        assert findings == [], (gpu, findings)
+        assert "cuda" not in output and "torch.device" not in output  # the choice went
+    output, findings = migrate_text(PINNED.format(gpu='"cuda:1"'))
+    assert [f.code for f in findings] == ["MIG902"]
+    assert findings[0].message.startswith("explicit device index 'cuda:1'")
+
+
+def test_a_batch_taken_off_the_device_for_numpy_stays_taken_off():
+    """`y.to("cpu").numpy()` moves a value off the device (it would fail on a GPU tensor
+    without it): it stays, while the batch's own `.to(device)` goes."""
+    source = PINNED.format(gpu='"cuda"').replace(
+        "    optimizer.step()\n",
+        '    optimizer.step()\n    targets = y.to("cpu").numpy()\n'
+        '    shown = loss.detach().to("cpu").tolist()\n',
+    )
+    output, findings = migrate_text(source)
+    assert findings == []
+    assert '    targets = y.to("cpu").numpy()\n' in output
+    assert '    shown = loss.detach().to("cpu").tolist()\n' in output
+    assert "x.to(" not in output

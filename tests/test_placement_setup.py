@@ -114,8 +114,8 @@ def test_a_helper_of_this_file_that_runs_the_model_still_refuses():
     output, findings = _migrate(HELPERS + "probe(model)\n")
     assert output is None
     assert (
-        "`model` used at line 22 (handed to `probe()`, which may run it) before (or in the loop "
-        "of) `optimizer` defined at line 23"
+        "`model` used at line 22 (handed to `probe()`, which may run it) before `optimizer` "
+        "defined at line 23"
     ) in findings[-1].message
 
 

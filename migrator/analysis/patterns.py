@@ -213,6 +213,26 @@ def is_device_constructor(expr: ast.AST, imports: ImportTable) -> bool:
     return False
 
 
+def is_cpu_device(expr: ast.AST, imports: ImportTable) -> bool:
+    """`"cpu"` or `torch.device("cpu")`."""
+    if isinstance(expr, ast.Call) and (imports.qualify(expr.func) or "") == "torch.device":
+        expr = expr.args[0] if len(expr.args) == 1 and not expr.keywords else expr
+    return string_value(expr) == "cpu"
+
+
+def moves_off_device(call: ast.Call, statement: ast.AST | None, imports: ImportTable) -> bool:
+    """`y.to("cpu").numpy()`: a `.to("cpu")` whose result the statement reads on (a method or
+    attribute of it) takes a value off the device, unlike `model(x.to("cpu"))` in a script
+    whose device is the CPU; it stays as written."""
+    args = call_args(call)
+    target = next((a for a in args if a.plain or a.keyword == "device"), None)
+    if not isinstance(call.func, ast.Attribute) or call.func.attr != "to" or target is None:
+        return False
+    if not is_cpu_device(target.value, imports) or statement is None:
+        return False
+    return any(isinstance(n, ast.Attribute) and n.value is call for n in ast.walk(statement))
+
+
 def is_accelerator_device(expr: ast.AST | None, accelerator_names: set[str]) -> bool:
     return (
         isinstance(expr, ast.Attribute)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 
+from migrator.analysis.branch_placement import branch_points, order_words
 from migrator.analysis.chains import chain_uses
 from migrator.analysis.facts import TrainingFacts
 from migrator.analysis.index import Block, Line, Statement
@@ -85,6 +86,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
 
     defs: dict[str, list[Statement]] = {}
     hard: list[Statement] = []
+    hard_of: dict[str, list[Statement]] = {}
     soft: list[Statement] = []  # len(loader)
     used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
     how: dict = {}  # id(statement) -> that use
@@ -103,6 +105,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
                 kind = None
             if kind == "hard":
                 hard.append(use.statement)
+                hard_of.setdefault(name, []).append(use.statement)
                 used.setdefault(id(use.statement), name)
                 how.setdefault(id(use.statement), use)
                 if name in mandatory and runs_object(use, name, facts):
@@ -138,15 +141,21 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
             if position(s) >= last_mandatory or position(s) in training or id(s) in runs]  # fmt: skip
     first_hard = min((position(s) for s in hard), default=len(block.statements))
     first_soft = min((position(s) for s in soft), default=len(block.statements))
+    if last_mandatory == first_hard:  # met in one `if`: prepared in each branch using them
+        found = branch_points(facts, block, first_hard, names, defs, hard_of, runs)
+        if found is not None:
+            plan.block, plan.index, plan.branches = block, first_hard, found
+            return plan
     if last_mandatory >= first_hard:
         use = min(hard, key=lambda s: (position(s), line_of(s)))
         late = max(mandatory, key=last_def)
         late_def = max(defs[late], key=position)
+        shared = block.statements[position(use)] if position(use) == last_mandatory else None
+        found = order_words(used.get(id(use), "?"), line_of(use), use_words(how.get(id(use))),
+                            late, line_of(late_def), shared)  # fmt: skip
         plan.conflict = conflict_finding(
-            facts, f"looked for a point after the last definition of the training objects and "
-            f"before their first use; found `{used.get(id(use), '?')}` used at line {line_of(use)}"
-            f"{use_words(how.get(id(use)))} "
-            f"before (or in the loop of) `{late}` defined at line {line_of(late_def)}"
+            facts, "looked for a point after the last definition of the training objects and "
+            f"before their first use; {found}"
         )  # fmt: skip
         return plan
     limit = first_hard if first_soft <= last_mandatory else min(first_hard, first_soft)

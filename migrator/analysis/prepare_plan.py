@@ -31,6 +31,9 @@ class PreparePlan:
     # before `block.statements[index]`, every process waits: module code re-creates a model
     # a function trained and the main process saved (function_homes.py)
     waits: list[tuple[Block, int]] = field(default_factory=list)
+    # objects first met in an `if`: a prepare per branch using them (branch_placement.py);
+    # `block.statements[index]` is then that `if`
+    branches: list[tuple[list[str], Block, int]] = field(default_factory=list)
 
     def reloaded_at(self, name: str, statement: Statement) -> bool:
         """Does `name` at `statement` hold an object re-created after training?"""
@@ -47,6 +50,15 @@ class PreparePlan:
         it (`plan.homes`: a method of its class, module level or a function)."""
         homes = [(b, i) for names, b, i in self.homes if name in names and b.scope is
                  statement.block.scope]  # fmt: skip
+        branched = [n for names, _block, _index in self.branches for n in names]
+        if branched and (name is None or name in branched):
+            # in a branch: before its prepare, or `name` not prepared there
+            for names, block, index in self.branches:
+                if statement.ancestor_in(block) is not None:
+                    return (name is not None and name not in names) or _before(
+                        statement, block, index
+                    )
+            return _before(statement, self.block, self.index)  # before the `if`
         own = bool(self.objects) and (name is None or name in self.objects)
         return any(_before(statement, b, i) for b, i in homes) or (
             own and _before(statement, self.block, self.index)
@@ -56,7 +68,7 @@ class PreparePlan:
         return (
             name in self.objects
             or any(early[0] == name for early in self.early)
-            or any(name in names for names, _block, _index in self.homes)
+            or any(name in names for names, _block, _index in [*self.homes, *self.branches])
         )
 
 

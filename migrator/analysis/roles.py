@@ -16,9 +16,7 @@ from migrator.analysis.bypassed_forwards import BypassedForwards
 from migrator.analysis.distributed import read_distributed
 from migrator.analysis.facts import (
     Origin,
-    SchedulerRole,
     TrainingFacts,
-    bindings_of,
     chain_text,
     class_methods,
     is_method,
@@ -32,6 +30,7 @@ from migrator.analysis.objects import ObjectRoles
 from migrator.analysis.optimizer_pairs import OptimizerPairs
 from migrator.analysis.regions import DataRegions
 from migrator.analysis.retained_graphs import RetainedGraphs
+from migrator.analysis.step_kinds import StepKinds
 from migrator.analysis.trained_models import TrainedModels
 from migrator.findings import Finding
 from migrator.source import Source
@@ -47,6 +46,7 @@ class _Analyser(
     LoopAnalysis,
     RetainedGraphs,
     BypassedForwards,
+    StepKinds,
 ):
     def __init__(self, tree: ast.Module, source: Source, index: ModuleIndex | None) -> None:
         self.index = index if index is not None else ModuleIndex(tree, source)
@@ -285,72 +285,6 @@ class _Analyser(
                         facts.homes.setdefault(name, scope)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
         self._plateau_schedulers(owner)
-
-    def _scaler_step_target(self, call: CallSite) -> Origin | None:
-        """`scaler.step(optimizer)`: the optimizer is the argument."""
-        args = patterns.call_args(call.node)
-        argument = patterns.name_of(args[0].value) if args else None
-        receiver_name = patterns.name_of(call.receiver)
-        if argument is None or receiver_name is None:
-            return None
-        receiver = self.facts.origin(call.scope, receiver_name)
-        if not self._is_scaler(receiver):
-            return None
-        return self.facts.origin(call.scope, argument)
-
-    def _is_scaler(self, origin: Origin | None) -> bool:
-        if origin is None:
-            return False
-        for binding in bindings_of(origin):
-            call = value_call(binding)
-            if call is not None and patterns.is_scaler_call(call, self.imports):
-                return True
-        return "scaler" in origin.name.lower()
-
-    def _step_kind(self, origin: Origin, stepped: bool) -> str | None:
-        """optimizer / scheduler / None for a name the loop calls `.step()` (stepped) or only
-        `.zero_grad()` on. Modules have `zero_grad()` too: that alone never makes an optimizer."""
-        built_by_unknown = False
-        for binding in self._bindings(origin):
-            call = value_call(binding)
-            if call is None:
-                continue
-            if patterns.is_scaler_call(call, self.imports):
-                return None
-            if patterns.is_scheduler_call(call, self.imports):
-                return "scheduler"
-            if patterns.is_optimizer_call(call, self.imports):
-                return "optimizer"
-            built_by_unknown = True
-        lowered = origin.name.rsplit(".", 1)[-1].lower()  # `self.cfg.optimiser`: `optimiser`
-        if "scaler" in lowered:
-            return None
-        if "sched" in lowered:
-            return "scheduler"
-        if "optim" in lowered or lowered.startswith("opt"):
-            return "optimizer"
-        if stepped and not built_by_unknown:
-            return "optimizer"
-        if stepped and built_by_unknown:
-            # `optimizer = build_optimizer(cfg, model)`: only a name stepping like one.
-            return "optimizer" if not patterns.LOSS_NAME.search(lowered) else None
-        return None
-
-    def _schedulers(self, owner: Scope, stepped: list[str], per_batch: set[int]):
-        roles = []
-        for name in stepped:
-            per_step = False
-            for site in self.index.calls():
-                if site.method != "step" or site.receiver is None:
-                    continue
-                home = self._home_of(name, owner)
-                if self.facts.chain_origin(site.scope, site.receiver) != Origin(home, name):
-                    continue
-                if self._in_training(site, per_batch):
-                    per_step = True
-            bindings = self._home_of(name, owner).assigns(name)
-            roles.append(SchedulerRole(name, per_step, bindings[-1] if bindings else None))
-        return roles
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:

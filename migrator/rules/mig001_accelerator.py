@@ -17,6 +17,7 @@ from migrator.analysis.facts import call_sites_of, class_methods, is_method
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
+from migrator.rules.accelerator_guard import guard_point
 from migrator.rules.base import AcceleratorNeed, Rule, RuleContext
 from migrator.rules.mig006_prepare import LINE_LENGTH
 
@@ -84,15 +85,22 @@ class CreateAccelerator(Rule):
         block = scope.body
         start = _body_start(block) if scope is not module else None
         index = self._creation_index(block, dependencies, start, _first_need(context, block))
+        indent = 0 if scope is module else 4
+        guarded = None
+        if scope is module and self._hard_need_before(context, block, index):
+            guarded = guard_point(context, block, dependencies)  # in `if __name__ == ...:`
+        if guarded is not None:
+            block, index, moved = guarded
+            indent = 4 * len(block.parent.chain())
+            self._move_devices(context, block, index, module.body, moved)
         if not self._settle_needs(context, block, index):
             return
         arguments = ", ".join(f"{k.name}={k.code}" for k in context.kwargs)
         code = f"{context.accelerator} = Accelerator({arguments})\n"
-        indent = 0 if scope is module else 4
         if indent + len(code) > LINE_LENGTH:
             lines = "".join(f"    {k.name}={k.code},\n" for k in context.kwargs)
             code = f"{context.accelerator} = Accelerator(\n{lines})\n"
-        blank = scope is module and index > 0
+        blank = scope is module and index > 0 and guarded is None
         context.edits.insert(block.holder, index, context.statement(code, blank), priority=0)
         if declare_global:
             statement = context.statement(f"global {context.accelerator}\n")
@@ -186,6 +194,27 @@ class CreateAccelerator(Rule):
                 if statement is not None:
                     index = max(index, statement.index + 1)
         return index
+
+    @staticmethod
+    def _hard_need_before(context: RuleContext, block: Block, index: int) -> bool:
+        positions = [_position_in(n, block) for n in context.needs if n.soft is None]
+        return any(p is not None and p < index for p in positions)
+
+    @staticmethod
+    def _move_devices(context: RuleContext, block: Block, index: int, module: Block,
+                      moved: list) -> None:  # fmt: skip
+        """Module-level `device = ...` lines only the guard reads go into it, after the
+        Accelerator; prints before the guard stay prints."""
+        for small, name in moved:
+            context.edits.remove(small)
+            line = context.statement(f"{name} = {context.accelerator}.device\n")
+            context.edits.insert(block.holder, index, line, priority=1)
+        kept = [n for n in context.needs if _position_in(n, block) is not None
+                or _position_in(n, module) is None]  # fmt: skip
+        for need in context.needs:
+            if need not in kept and need.soft is not None:
+                context.edits.cancel(need.soft)
+        context.needs[:] = [n for n in kept]
 
     @staticmethod
     def _settle_needs(context: RuleContext, block: Block, index: int) -> bool:

@@ -122,7 +122,9 @@ class Device(Rule):
                 args = call_args(call)
                 for position, arg in enumerate(args):
                     keyword = arg.keyword
-                    literal = patterns.is_device_constructor(arg.value, imports)
+                    literal = patterns.is_device_constructor(arg.value, imports) and not (
+                        patterns.moves_off_device(call, site.small, imports)
+                    )
                     positional_to = kind == "to" and keyword is None and position == 0
                     if literal and (keyword == "device" or positional_to):
                         if patterns.has_explicit_index(arg.value):

@@ -39,6 +39,8 @@ class BatchPlacement(Rule):
                 from_data = data_root(receiver, region.names) is not None
                 if not from_data and id(site.node) not in comprehension_calls:
                     continue
+                if patterns.moves_off_device(site.node, site.small, facts.index.imports):
+                    continue  # `y.to("cpu").numpy()`
                 if strip_placement(site.node, devices, facts.index.imports, context.edits):
                     context.edits.clean_up(site.small)
                     _drop_guards_if_emptied(context, site.statement)

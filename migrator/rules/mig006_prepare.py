@@ -51,6 +51,11 @@ class Prepare(Rule):
         for names, block, index in plan.homes:  # a class's objects made in another method
             self._insert(context, names, block, index)
             self._hand_back(context, block.scope, names)
+        for names, block, index in plan.branches:  # objects first met inside an `if`
+            self._insert(context, names, block, index)
+        if plan.branches:
+            branched = [n for names, _b, _i in plan.branches for n in names]
+            self._hand_back(context, plan.block.scope, list(dict.fromkeys(branched)))
         for block, index in plan.waits:  # module code re-creating what a function trained
             code = f"{context.accelerator}.wait_for_everyone()\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)

@@ -1,5 +1,7 @@
 """MIG902 explicit device index: `.cuda(1)`, `.to("cuda:1")`, `torch.device("cuda", 1)` pin a
-GPU, but under Accelerate each process owns one device. Reported, never rewritten.
+GPU, but under Accelerate each process owns one device. Reported, never rewritten; except the
+first GPU chosen as the script's device (`device = torch.device("cuda:0")`, what a one-GPU
+script means by "the GPU"), which MIG002 already made `accelerator.device`.
 
 Only in files with distributed intent (a training loop, or DataParallel): an inference script
 pinning a GPU is not ours to judge.
@@ -32,6 +34,10 @@ class DeviceIndex(Rule):
         imports = context.facts.index.imports
         for site in context.facts.index.calls():
             index = explicit_index(context.source, site.node, imports)
+            if index in ("0", "'cuda:0'", '"cuda:0"') and any(
+                site.node in (b.value, b.element) for b in context.facts.device_bindings
+            ):  # `device = torch.device("cuda:0")`, the one GPU: MIG002 makes it accelerator.device
+                continue
             if index is not None:
                 context.findings.append(Finding(
                     code=self.code,

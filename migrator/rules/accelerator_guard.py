@@ -1,0 +1,123 @@
+"""The Accelerator made inside a module-level `if` (an `if __name__ == "__main__":` guard) when
+its arguments read values that `if` defines (`accumulation_steps = 4` before the
+`gradient_accumulation_steps=` it feeds) and module code before the `if` already needs it.
+
+Made right after those values, in the same branch, when everything that needs it runs there
+afterwards: code of that branch, functions called only from there, and a module-level
+`device = torch.device(...)` that only that branch reads, which moves in as
+`device = accelerator.device` right after the Accelerator. Prints before the guard stay
+prints. Anything else (a need after the `if`, in another branch, in a function called from
+elsewhere, a device read elsewhere) leaves the file to MIG001's finding.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis.facts import call_sites_of
+from migrator.analysis.index import Block, Line, Scope
+
+
+def guard_point(context, module: Block, dependencies: set[str]) -> tuple | None:
+    """(branch block, index, moved device statements) where the Accelerator can be made
+    inside a module-level `if`, or None."""
+    scope = module.scope
+    branch = _dependency_branch(scope, module, dependencies)
+    if branch is None:
+        return None
+    guard = branch.parent.index
+    index = max(b.statement.ancestor_in(branch).index + 1 for name in dependencies
+                for b in scope.assigns(name) if b.statement.ancestor_in(branch) is not None)  # fmt: skip
+    moved = []
+    for need in context.needs:
+        if need.scope is not scope:
+            if not _called_only_after(context, need.scope, branch, index):
+                return None
+            continue
+        top = _position(need.block, need.index, module)
+        if top == guard:
+            inner = _position(need.block, need.index, branch)
+            if inner is None or inner < index:
+                return None
+        elif top > guard:
+            return None
+        elif need.soft is None:
+            device = _device_line(context, module.statements[top], branch, index)
+            if device is None:
+                return None
+            moved.append(device)
+    return branch, index, moved
+
+
+def _dependency_branch(scope: Scope, module: Block, dependencies: set[str]) -> Block | None:
+    """The branch of a module-level `if` that binds the last of `dependencies` to be bound;
+    None when they are bound elsewhere after it, or not in such a branch."""
+    branch = None
+    for name in dependencies:
+        for binding in scope.assigns(name):
+            chain = binding.statement.chain()
+            if len(chain) < 2 or not isinstance(chain[0].node, ast.If):
+                continue
+            block = chain[1].block
+            if block.kind != "body" or (branch is not None and block is not branch):
+                return None
+            branch = block
+    if branch is None:
+        return None
+    guard = branch.parent.index
+    for name in dependencies:  # bound at the top level after the `if`: not ours
+        for binding in scope.assigns(name):
+            top = binding.statement.ancestor_in(module)
+            if top is not None and top.index > guard:
+                return None
+    return branch
+
+
+def _position(block: Block, index: int, outer: Block) -> int | None:
+    """The index in `outer` of the statement holding `block.statements[index]`."""
+    if block is outer:
+        return index
+    parent = block.parent
+    while parent is not None and parent.block is not outer:
+        parent = parent.block.parent
+    return parent.index if parent is not None else None
+
+
+def _called_only_after(context, scope: Scope, branch: Block, index: int) -> bool:
+    """Does the function holding `scope` run only from `branch`, at `index` or later?"""
+    while scope.parent is not None and scope.parent.kind != "module":
+        scope = scope.parent
+    if scope.kind != "function":
+        return False
+    calls = call_sites_of(context.facts.index, scope)
+    for call in calls:
+        found = call.statement.ancestor_in(branch)
+        if call.scope is not branch.scope or found is None or found.index < index:
+            return False
+    return bool(calls)
+
+
+def _device_line(context, node, branch: Block, index: int) -> tuple | None:
+    """`device = torch.device(...)` (now `device = accelerator.device`) whose name only
+    `branch` reads, from `index` on: (its small statement, the name)."""
+    if not isinstance(node, Line) or len(node.body) != 1:
+        return None
+    small = node.body[0]
+    facts = context.facts
+    bindings = [b for b in facts.device_bindings if b.small is small]
+    if len(bindings) != 1 or not isinstance(small, ast.Assign) or len(small.targets) != 1:
+        return None
+    name = bindings[0].name
+    if not isinstance(small.targets[0], ast.Name):
+        return None
+    module = facts.index.module_scope
+    for scope in facts.index.scopes:
+        if scope is not module and not scope.is_local(name) and scope.uses.get(name):
+            return None  # a function reads the module's device
+    for use in module.uses.get(name, []):
+        found = use.statement.ancestor_in(branch)
+        if found is None or found.index < index:
+            return None
+    if len(module.assigns(name)) != 1:
+        return None
+    return small, name
