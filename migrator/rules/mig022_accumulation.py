@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.index import Loop, Statement
+from migrator.analysis.patterns import root_name
+from migrator.branches import quiet
 from migrator.findings import Finding
 from migrator.rules.accumulation_patterns import (
     NoSyncBranches,
@@ -92,9 +94,11 @@ class Accumulation(Rule):
                         code="MIG900",
                         node=call.node,
                         message=(
-                            "gradients are cleared under a condition of their own (the start of the "
-                            "accumulation window?); inside accelerator.accumulate zero_grad runs only "
-                            "on sync steps: clear them right after the step, then migrate"
+                            f"gradients are cleared at line {call.node.lineno} under a condition "
+                            f"of their own (the `if` at line {conditions[-1].lineno}, not the "
+                            f"step's at line {node.lineno}: the start of the accumulation "
+                            "window?); inside accelerator.accumulate zero_grad runs only on sync "
+                            "steps: clear them right after the step, then migrate"
                         ),
                     )
                 )
@@ -106,8 +110,10 @@ class Accumulation(Rule):
                     code="MIG900",
                     node=node,
                     message=(
-                        "the optimizer steps every k batches but the loss is not divided by k; "
-                        "accelerator.backward would divide it: migrate accumulation by hand"
+                        f"the optimizer steps every `{code_of(context.source, k)}` batches (the "
+                        f"`if` at line {node.lineno}) but the loss of {_backward_lines(context, loop)} "
+                        "is not divided by it; accelerator.backward would divide it: migrate "
+                        "accumulation by hand"
                     ),
                 )
             )
@@ -119,7 +125,17 @@ class Accumulation(Rule):
                     code="MIG900",
                     node=node,
                     message=(
-                        "gradient accumulation over values this function cannot see; migrate by hand"
+                        f"the optimizer steps every `{code_of(context.source, k)}` batches (the "
+                        f"`if` at line {node.lineno}), but "
+                        + (
+                            "no model of the loop at line "
+                            f"{loop.node.lineno} is prepared to accumulate over"
+                            if model is None
+                            else f"`{code_of(context.source, k)}`{_set_where(loop, k)} is not a "
+                            "value the code that makes the Accelerator can read "
+                            "(gradient_accumulation_steps= is fixed when it is made)"
+                        )
+                        + "; migrate by hand"
                     ),
                 )
             )
@@ -129,6 +145,7 @@ class Accumulation(Rule):
         for division, kind in divisions:
             if kind == "statement":
                 context.edits.remove(division)
+                _drop_guard_if_emptied(context, division)
             else:
                 context.edits.replace(division, _left_operand(division))
         context.need_accelerator_at(loop.statement)
@@ -280,6 +297,32 @@ def _unscaled(receiver: ast.expr) -> ast.expr:
     ):
         return receiver.args[0] if receiver.args else receiver.keywords[0].value
     return receiver
+
+
+def _set_where(loop: Loop, k: ast.expr) -> str:
+    """ ", set at line 6 in `train_epoch()`" for the steps a function computes itself."""
+    root = root_name(k)
+    bindings = loop.scope.assigns(root) if root is not None else []
+    if not bindings:
+        return f" (`{loop.scope.name}()`'s)" if root in loop.scope.params else ""
+    return f", set at line {bindings[0].statement.node.lineno} in `{loop.scope.name}()`,"
+
+
+def _backward_lines(context: RuleContext, loop: Loop) -> str:
+    lines = [site.node.lineno for site in context.facts.backward_calls if loop.contains(site.loop)]
+    return "the backward at line " + ", ".join(map(str, lines)) if lines else "the loop"
+
+
+def _drop_guard_if_emptied(context: RuleContext, division: ast.stmt) -> None:
+    """`if steps > 1: loss = loss / steps` goes whole once its division goes (a test without
+    effects, no `else`)."""
+    index = context.facts.index
+    line = index.small_line.get(id(division))
+    statement = index.statement_of.get(id(line)) if line is not None else None
+    parent = statement.block.parent if statement is not None else None
+    node = parent.node if parent is not None else None
+    if isinstance(node, ast.If) and not node.orelse and quiet(node.test, index.imports):
+        context.edits.drop_if_emptied.add(id(node))
 
 
 def _divisions(context: RuleContext, loop: Loop, k: ast.expr):
