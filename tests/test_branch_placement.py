@@ -147,19 +147,38 @@ if __name__ == "__main__":
 """
 
 
+DEVICE_LINE = '`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` at line 3'
+
+
 @pytest.mark.parametrize(
-    "before, after",
+    "before, after, steps, user",
     [
-        ("zero = torch.zeros(1, device=device)", ""),  # the module reads the device itself
-        ("def probe():\n    return torch.ones(1, device=device)", ""),  # a function reads it
-        ("", "torch.save(model.state_dict(), 'm.pt')"),  # used after the guard
+        # the module reads the device itself
+        ("zero = torch.zeros(1, device=device)", "", 6, DEVICE_LINE),
+        # a function reads it
+        ("def probe():\n    return torch.ones(1, device=device)", "", 7, DEVICE_LINE),
+        # used after the guard: the first user inside the guard is named, with its `if`
+        (
+            "",
+            "torch.save(model.state_dict(), 'm.pt')",
+            6,
+            (
+                "`for i, (x, y) in enumerate(loader):` at line 10 (inside the `if` at line 5; "
+                "the Accelerator is made outside it, for code there that needs it too)"
+            ),
+        ),
     ],
 )
-def test_the_guard_is_not_used_when_code_outside_it_needs_the_accelerator(before, after):
+def test_the_guard_is_not_used_when_code_outside_it_needs_the_accelerator(
+    before, after, steps, user
+):
     output, findings = migrate_text(GUARD.format(before=before, after=after))
     assert output is None
-    assert any("the Accelerator needs values defined after code that already uses it"
-               in f.message for f in findings)  # fmt: skip
+    [refusal] = [f for f in findings if f.needs_human]
+    assert refusal.message == (
+        f"the Accelerator's gradient_accumulation_steps= reads `steps`, defined at line {steps}, "
+        f"but {user} already uses the accelerator; migrate by hand"
+    )
 
 
 def test_without_a_value_from_the_guard_the_accelerator_stays_at_module_level():

@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from migrator.analysis.facts import INLINE_LOADER, TrainingFacts
+from migrator.analysis.facts import INLINE_LOADER, TrainingFacts, class_methods, is_method
 from migrator.analysis.imports import ImportEntry, import_entries
 from migrator.analysis.index import Block, Scope, Statement
 from migrator.analysis.patterns import expression_for, root_name
@@ -34,6 +34,7 @@ class AcceleratorNeed:
     block: Block
     index: int
     soft: ast.AST | None = None
+    inserted: str = ""  # the code put before `block.statements[index]` that needs it
 
 
 @dataclass(eq=False)
@@ -115,6 +116,8 @@ class RuleContext:
         if scope is self.facts.owner and root in scope.params:
             return code, (root,)  # `train(args)`'s own `args.accumulation`, whoever passes it
         origin = self.facts.origin(scope, root)
+        if origin is not None and _set_up_on_self(self.facts.owner, origin):
+            return code, (origin.name,)
         if origin is None or origin.scope not in (self.facts.owner, self.facts.index.module_scope):
             return None
         if root != origin.name:
@@ -182,8 +185,8 @@ class RuleContext:
             self.extra_imports.append(("torch", None))
         return "torch"
 
-    def need_accelerator_before(self, block: Block, index: int) -> None:
-        self.needs.append(AcceleratorNeed(block.scope, block, index))
+    def need_accelerator_before(self, block: Block, index: int, inserted: str) -> None:
+        self.needs.append(AcceleratorNeed(block.scope, block, index, inserted=inserted))
 
     def prepared(self, origin_name: str) -> bool:
         if origin_name in self.facts.prepared_already:
@@ -219,6 +222,17 @@ class Rule:
 
     def apply(self, context: RuleContext) -> None:  # pragma: no cover - interface
         raise NotImplementedError
+
+
+def _set_up_on_self(owner: Scope | None, origin) -> bool:
+    """`self.steps`, set in `__init__` only, read by a method of the class that owns training:
+    every method sees it, wherever the class makes `self.accelerator`."""
+    if not is_method(owner) or not origin.name.startswith("self."):
+        return False
+    methods = class_methods(owner)
+    if origin.scope not in methods or origin.scope.name != "__init__":
+        return False
+    return not any(m.assigns(origin.name) for m in methods if m is not origin.scope)
 
 
 def _is_literal(expr: ast.expr) -> bool:

@@ -12,9 +12,13 @@ stop the migration (a finding) when they are not.
 
 from __future__ import annotations
 
+import ast
+import re
+
 from migrator.analysis.explain import where
 from migrator.analysis.facts import call_sites_of, class_methods, is_method
 from migrator.analysis.index import Block, Scope
+from migrator.analysis.patterns import root_name
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
 from migrator.rules.accelerator_guard import guard_point
@@ -49,18 +53,19 @@ class CreateAccelerator(Rule):
         declare_global = False
         if is_method(owner):
             # `self.accelerator`: made in __init__, seen by every method of the class.
-            if not all(any(_within(need.scope, m) for m in class_methods(owner))
-                       for need in context.needs):  # fmt: skip
-                context.block_file(
-                    Finding(
-                        code="MIG900",
-                        node=owner.node,
-                        message=(
-                            "the Trainer's objects are used by functions outside the class; "
-                            "migrate by hand"
-                        ),
-                    )
+            methods = class_methods(owner)
+            outside = [n for n in context.needs if not any(_within(n.scope, m) for m in methods)]
+            if outside:
+                need = min(outside, key=_need_line)
+                place = (
+                    "in the class body (run when the class is defined, before any instance)"
+                    if need.scope is owner.parent
+                    else "outside the class"
                 )
+                context.block_file(Finding(code="MIG900", node=owner.node, message=(
+                    f"the Accelerator belongs to the Trainer (`{context.accelerator}`, made "
+                    f"in `{owner.parent.name}.__init__()`), but {_need_words(context, need)}, "
+                    f"{place}, needs it too; migrate by hand")))  # fmt: skip
                 return
             scope = self._class_scope(context, owner, dependencies)
             if scope is None:
@@ -84,6 +89,8 @@ class CreateAccelerator(Rule):
             scope = module
         block = scope.body
         start = _body_start(block) if scope is not module else None
+        if _read_parameters(context, block):
+            dependencies = {name for kwarg in context.kwargs for name in kwarg.depends_on}
         index = self._creation_index(block, dependencies, start, _first_need(context, block))
         indent = 0 if scope is module else 4
         guarded = None
@@ -218,7 +225,9 @@ class CreateAccelerator(Rule):
 
     @staticmethod
     def _settle_needs(context: RuleContext, block: Block, index: int) -> bool:
-        """Drop soft needs that come before the accelerator exists; False on a hard one."""
+        """Drop soft needs that come before the accelerator exists; False on a hard one (a
+        MIG900 naming the first such code and the values the Accelerator waits for)."""
+        early = []
         for need in context.needs:
             position = _position_in(need, block)
             if position is None or position >= index:
@@ -226,16 +235,116 @@ class CreateAccelerator(Rule):
             if need.soft is not None:
                 context.edits.cancel(need.soft)
                 continue
-            context.block_file(
-                Finding(
-                    code="MIG900",
-                    message="the Accelerator needs values defined after code that already uses "
-                    "it; migrate by hand",
-                    node=block.statements[min(position, len(block.statements) - 1)],
-                )
-            )
-            return False
-        return True
+            early.append((position, _need_line(need), need))
+        if not early:
+            return True
+        position, _line, need = min(early, key=lambda found: found[:2])
+        node = block.statements[min(position, len(block.statements) - 1)]
+        context.block_file(Finding(code="MIG900", node=node, message=(
+            f"the Accelerator's {_late_arguments(context, block, index)}, but "
+            f"{_need_words(context, need, node)} already uses the accelerator; migrate by hand"
+        )))  # fmt: skip
+        return False
+
+
+def _read_parameters(context: RuleContext, block: Block) -> bool:
+    """An argument reading a copy of a parameter made after code that already needs the
+    accelerator (`self.steps = config.steps` after `self.device = torch.device(device)`) reads
+    the parameter itself (`config.steps`): the function's parameters exist from its start and
+    the copy is its one binding, the parameter never rebound. True if an argument changed."""
+    scope = block.scope
+    hard = [
+        p for n in context.needs if n.soft is None and (p := _position_in(n, block)) is not None
+    ]
+    if scope.kind != "function" or not hard:
+        return False
+    changed = False
+    for kwarg in context.kwargs:
+        for name in dict.fromkeys(kwarg.depends_on):
+            bindings = scope.assigns(name)
+            if len(bindings) != 1:
+                continue
+            binding = bindings[0]
+            statement = binding.statement.ancestor_in(block)
+            value = binding.value
+            root = root_name(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+            if (
+                binding.kind != "assign"
+                or binding.unpacked
+                or binding.loop is not None
+                or statement is None
+                or statement.index < min(hard)
+                or root not in scope.params
+                or scope.assigns(root)
+            ):
+                continue
+            pattern = rf"(?<![\w.]){re.escape(name)}(?!\w)"
+            text = context.source.text_of(value)
+            kwarg.code = _once_each(re.sub(pattern, lambda _m, text=text: text, kwarg.code))
+            kwarg.depends_on = tuple(root if d == name else d for d in kwarg.depends_on)
+            changed = True
+    return changed
+
+
+def _once_each(code: str) -> str:
+    """`"fp16" if amp and amp and ... else "no"` (a copy and its parameter, now one name) reads
+    each condition once."""
+    if "\n" in code:
+        return code
+    expression = ast.parse(code, mode="eval").body
+    test = expression.test if isinstance(expression, ast.IfExp) else None
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return code
+    parts = dict.fromkeys(ast.get_source_segment(code, value) for value in test.values)
+    joined = " and ".join(part for part in parts if part is not None)
+    raw = code.encode()  # offsets count bytes
+    return (raw[: test.col_offset] + joined.encode() + raw[test.end_col_offset :]).decode()
+
+
+def _need_line(need: AcceleratorNeed) -> int:
+    statements = need.block.statements
+    return statements[min(need.index, len(statements) - 1)].lineno if statements else 0
+
+
+def _need_words(context: RuleContext, need: AcceleratorNeed, outer: ast.stmt | None = None) -> str:
+    """ "`device = torch.device(...)` at line 3", "`accelerator.prepare(...)`, which goes
+    before line 9," and, nested in `outer`, "(inside the `if` at line 5)"."""
+    statements = need.block.statements
+    node = statements[min(need.index, len(statements) - 1)]
+    decorated = getattr(node, "decorator_list", None)
+    if need.inserted:
+        words = f"`{need.inserted}`, which goes before line {node.lineno},"
+    elif decorated:
+        decorator = decorated[0]
+        words = (
+            f"`@{context.source.text_of(decorator)}` on `{node.name}` at line {decorator.lineno}"
+        )
+    else:
+        words = f"`{context.source.text_of(node).splitlines()[0].strip()}` at line {node.lineno}"
+    if outer is not None and node is not outer:
+        keyword = context.source.text_of(outer).split(None, 1)[0].rstrip(":")
+        words += (
+            f" (inside the `{keyword}` at line {outer.lineno}; the Accelerator is made outside "
+            "it, for code there that needs it too)"
+        )
+    return words
+
+
+def _late_arguments(context: RuleContext, block: Block, index: int) -> str:
+    """What the Accelerator's arguments read and where it is defined: "mixed_precision= reads
+    `amp`, defined at line 313"."""
+    said = []
+    for kwarg in context.kwargs:
+        lines = {}
+        for name in kwarg.depends_on:
+            for binding in block.scope.assigns(name):
+                statement = binding.statement.ancestor_in(block)
+                if statement is not None and statement.index + 1 >= index:
+                    lines[name] = binding.statement.node.lineno
+        if lines:
+            where = ", ".join(f"`{n}`, defined at line {line}" for n, line in lines.items())
+            said.append(f"{kwarg.name}= reads {where}")
+    return "; ".join(said) or "arguments read values defined later"
 
 
 def _within(scope: Scope, owner: Scope) -> bool:

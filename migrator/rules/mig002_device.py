@@ -7,7 +7,14 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
-from migrator.analysis.facts import class_methods, handed_to_parameter, visible_scopes
+from migrator.analysis.facts import (
+    argument_for,
+    class_methods,
+    handed_to_parameter,
+    is_method,
+    visible_scopes,
+)
+from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import Binding, Line, Scope
 from migrator.analysis.syntax import call_args
 from migrator.arglists import call_items
@@ -41,6 +48,8 @@ class Device(Rule):
             if branches is not None:
                 # `if accel: device = ... else: device = ...` collapses to one line, or goes.
                 self._collapse(context, branches, bindings[0].name, used)
+                continue
+            if used and _only_for_the_trainer(context, scope, bindings[0].name):
                 continue
             removable = all(not b.unpacked and isinstance(b.small, ast.Assign) for b in bindings)
             if removable and not used:
@@ -231,3 +240,51 @@ def _compares_with_text(compare: ast.Compare, operand: ast.AST) -> bool:
         for o in operands
         if o is not operand
     )
+
+
+def _only_for_the_trainer(context: RuleContext, scope: Scope, name: str) -> bool:
+    """`device` chosen outside the Trainer class that owns the accelerator and only handed to
+    its constructor (`Trainer(device, model, loader)`), whose parameter then only feeds what
+    becomes `self.accelerator.device` or goes (`self.device = torch.device(device)`,
+    `model.to(device)`): the driver's variable stays as written; the Trainer no longer reads it
+    and the driver cannot see the Trainer's accelerator."""
+    facts = context.facts
+    owner = facts.owner
+    if not is_method(owner) or _inside(scope, owner.parent):
+        return False
+    init = next((m for m in class_methods(owner) if m.name == "__init__"), None)
+    if init is None:
+        return False
+    replaced = [b.value for b in facts.device_bindings if b.statement.block.scope is init]
+    dropped = context.edits.dropped_names
+    for current in visible_scopes(scope, name):
+        for use in current.uses.get(name, []):
+            if id(use.node) in dropped:
+                continue
+            if use.kind != "arg" or dotted_name(use.call.func) != owner.parent.name:
+                return False
+            param = next(
+                (p for p in init.params if argument_for(use.call, init, p) is use.node), None
+            )
+            if param is None or any(b.kind != "param" for b in init.bindings.get(param, [])):
+                return False
+            for inner in visible_scopes(init, param):
+                for read in inner.uses.get(param, []):
+                    if id(read.node) in dropped or any(
+                        value is not None and _contains(value, read.node) for value in replaced
+                    ):
+                        continue
+                    return False
+    return True
+
+
+def _inside(scope: Scope | None, outer: Scope) -> bool:
+    while scope is not None:
+        if scope is outer:
+            return True
+        scope = scope.parent
+    return False
+
+
+def _contains(tree: ast.AST, node: ast.AST) -> bool:
+    return any(found is node for found in ast.walk(tree))

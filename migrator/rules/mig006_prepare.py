@@ -41,12 +41,14 @@ class Prepare(Rule):
                 context.edits.insert(
                     statement.block, statement.index, context.statement(code), priority=10
                 )
-                context.need_accelerator_before(statement.block, statement.index)
+                context.need_accelerator_before(
+                    statement.block, statement.index, "accelerator.prepare(...)"
+                )
             objects = [n for n in objects if not any(r.name == n for r in rewraps)]
         for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
-            context.need_accelerator_before(block, index)
+            context.need_accelerator_before(block, index, "accelerator.prepare(...)")
         self._name_inline_loaders(context)
         for names, block, index in plan.homes:  # a class's objects made in another method
             self._insert(context, names, block, index)
@@ -59,7 +61,7 @@ class Prepare(Rule):
         for block, index in plan.waits:  # module code re-creating what a function trained
             code = f"{context.accelerator}.wait_for_everyone()\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
-            context.need_accelerator_before(block, index)
+            context.need_accelerator_before(block, index, "accelerator.prepare(...)")
         if not objects or plan.block is None:
             return
         self._insert(context, objects, plan.block, plan.index)
@@ -106,7 +108,7 @@ class Prepare(Rule):
         at_block_start = index == 0 and (block.parent is not None or block.scope.kind != "module")
         statement = context.statement(code, blank_line_before=not at_block_start)
         context.edits.insert(block.holder, index, statement, priority=10)
-        context.need_accelerator_before(block, index)
+        context.need_accelerator_before(block, index, "accelerator.prepare(...)")
 
     def _name_inline_loaders(self, context: RuleContext) -> None:
         """`for b in enumerate(DataLoader(ds, ...)):` -> `train_loader = accelerator.prepare(
@@ -121,7 +123,9 @@ class Prepare(Rule):
             context.edits.insert(statement.block.holder, statement.index,
                                  context.statement(code), priority=10)  # fmt: skip
             context.edits.replace_with(call, name)
-            context.need_accelerator_before(statement.block, statement.index)
+            context.need_accelerator_before(
+                statement.block, statement.index, "accelerator.prepare(...)"
+            )
 
 
 def _own_returns(function: ast.AST) -> list[ast.Return]:

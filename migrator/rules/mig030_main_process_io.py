@@ -131,7 +131,7 @@ def _wait_before_loads(context: RuleContext, site: CallSite) -> None:
         return
     code = f"{context.accelerator}.wait_for_everyone()\n"
     context.edits.insert(block, index, context.statement(code), priority=30)
-    context.need_accelerator_before(block, index)
+    context.need_accelerator_before(block, index, "accelerator.wait_for_everyone()")
 
 
 def _waited(context: RuleContext, load: CallSite) -> bool:

@@ -144,7 +144,9 @@ class _Walker:
             argument = f"({gathered})" if len(names) > 1 else names[0]
             code = f"{target} = {self.context.accelerator}.gather_for_metrics({argument})\n"
             self.context.edits.insert(block, index, self.context.statement(code), priority=20)
-            self.context.need_accelerator_before(block, index)
+            self.context.need_accelerator_before(
+                block, index, "accelerator.gather_for_metrics(...)"
+            )
         local.difference_update(names)
         self.gathered.update(names)
         self.metrics.add(_accumulator(small))
@@ -164,7 +166,7 @@ class _Walker:
         if isinstance(small, ast.AugAssign) and reduce_in_place(
             context, small, "mean" if mean else "sum"
         ):
-            context.need_accelerator_before(block, index)
+            context.need_accelerator_before(block, index, "accelerator.reduce(...)")
             self.metrics.add(accumulator)
             return True
         if collection is not None:
@@ -203,7 +205,7 @@ class _Walker:
                     f'{torch}.tensor({name}, device={device}), "{reduction}").item()\n'
                 )
             context.edits.insert(block, index, context.statement(code), priority=20)
-        context.need_accelerator_before(block, index)
+        context.need_accelerator_before(block, index, "accelerator.reduce(...)")
 
     def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
         """`names`, and the per-process names that later metric statements of this block read
