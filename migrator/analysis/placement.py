@@ -77,7 +77,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
         defs = {name: [b.statement for b in owner.assigns(name)] for name in facts.models}
         plan.reloaded = _reloaded(facts, block, facts.models, defs)
         return plan
-    early = _early_loaders(facts, owner, mandatory)
+    early = _early_loaders(facts, owner, mandatory) + _late_loaders(facts, owner, mandatory)
     if early:
         plan.early = early
         mandatory = [n for n in mandatory if not any(e[0] == n for e in early)]
@@ -288,6 +288,26 @@ def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
         if not later or any(d is None or d.index >= first.statement.index for d in defs):
             continue
         found.append((name, block, first.statement.index))
+    return found
+
+
+def _late_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
+    """Evaluation loaders made once, in the owner's own body, after its last training statement
+    (a sample sentence run through the trained model): (name, block, index) to prepare each on
+    its own right after it is made, as the others are prepared before training."""
+    block = owner.body
+    training = training_statements(facts, block)
+    if not training:
+        return []
+    found = []
+    for name in mandatory:
+        if name in facts.train_loaders or name not in facts.eval_loaders:
+            continue
+        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
+        if len(defs) != 1 or defs[0] is None or defs[0].block is not block:
+            continue
+        if defs[0].index > max(training) and defs[0].node is owner.assigns(name)[0].statement.node:
+            found.append((name, block, defs[0].index + 1))
     return found
 
 
