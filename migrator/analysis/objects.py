@@ -46,15 +46,17 @@ class ObjectRoles:
             for call in self._calls_reachable(loop.calls):
                 if call.method != "step":
                     continue
-                origin = facts.chain_origin(call.scope, call.receiver)
-                if origin is None or origin.scope.kind != "function":
-                    continue
-                if any(
-                    (built := value_call(b)) is not None
-                    and patterns.is_optimizer_call(built, self.imports)
-                    for b in bindings_of(origin)
-                ):
-                    return origin.scope
+                # `optimizer.step()`, or `scaler.step(optimizer)` (a GradScaler's dance)
+                for stepped in [call.receiver, *call.node.args[:1]]:
+                    origin = facts.chain_origin(call.scope, stepped)
+                    if origin is None or origin.scope.kind != "function":
+                        continue
+                    if any(
+                        (built := value_call(b)) is not None
+                        and patterns.is_optimizer_call(built, self.imports)
+                        for b in bindings_of(origin)
+                    ):
+                        return origin.scope
         return None
 
     def _plateau_schedulers(self, owner: Scope) -> None:

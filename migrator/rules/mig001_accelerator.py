@@ -16,7 +16,7 @@ import ast
 import re
 
 from migrator.analysis.explain import where
-from migrator.analysis.facts import call_sites_of, class_methods, is_method
+from migrator.analysis.facts import argument_for, call_sites_of, class_methods, is_method
 from migrator.analysis.index import Block, Scope
 from migrator.analysis.patterns import root_name
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
@@ -50,6 +50,9 @@ class CreateAccelerator(Rule):
             and owner.kind == "function"
             and any(owner.is_local(name) or name in owner.params for name in dependencies)
         )
+        if owner_defines and at_module and _callers_arguments(context, owner):
+            dependencies = {name for kwarg in context.kwargs for name in kwarg.depends_on}
+            owner_defines = any(owner.is_local(d) or d in owner.params for d in dependencies)
         declare_global = False
         if is_method(owner):
             # `self.accelerator`: made in __init__, seen by every method of the class.
@@ -245,6 +248,53 @@ class CreateAccelerator(Rule):
             f"{_need_words(context, need, node)} already uses the accelerator; migrate by hand"
         )))  # fmt: skip
         return False
+
+
+def _callers_arguments(context: RuleContext, owner: Scope) -> bool:
+    """An argument reading the owner's parameter (`amp` of `train_model(..., amp=False)`) where
+    the Accelerator must be made at module level: every call of the owner, at module level,
+    passes the same module value there (`amp=args.amp`), so the Accelerator reads that. True
+    if every argument now reads module values."""
+    module = context.facts.index.module_scope
+    sites = call_sites_of(context.facts.index, owner)
+    if not sites or any(site.scope is not module for site in sites):
+        return False
+    for kwarg in context.kwargs:
+        for name in dict.fromkeys(kwarg.depends_on):
+            if name not in owner.params or owner.assigns(name):
+                continue
+            passed = {_argument_text(context, site, owner, name) for site in sites}
+            text = passed.pop() if len(passed) == 1 else None
+            if text is None:
+                return False
+            pattern = rf"(?<![\w.]){re.escape(name)}(?!\w)"
+            kwarg.code = _once_each(re.sub(pattern, lambda _m, text=text: text, kwarg.code))
+            roots = [root_name(expr) for expr in [ast.parse(text, mode="eval").body]]
+            kwarg.depends_on = tuple(
+                d for dep in kwarg.depends_on for d in ([*roots] if dep == name else [dep])
+            )
+    return not any(d in owner.params or owner.is_local(d) for k in context.kwargs
+                   for d in k.depends_on)  # fmt: skip
+
+
+def _argument_text(context: RuleContext, site, owner: Scope, name: str) -> str | None:
+    """The text of a plain module value (`args.amp`, `amp`) the call passes as `name`."""
+    argument = argument_for(site.node, owner, name)
+    if (
+        argument is None
+        or any(isinstance(a, ast.Starred) for a in site.node.args)
+        or any(k.arg is None for k in site.node.keywords)
+    ):
+        return None
+    if not isinstance(argument, (ast.Name, ast.Attribute)) or root_name(argument) is None:
+        return None
+    module = context.facts.index.module_scope
+    bindings = module.bindings.get(root_name(argument), [])
+    if not bindings or any(
+        b.kind not in ("assign", "param") or b.loop is not None for b in bindings
+    ):
+        return None
+    return context.source.text_of(argument)
 
 
 def _read_parameters(context: RuleContext, block: Block) -> bool:
