@@ -78,6 +78,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
         plan.reloaded = _reloaded(facts, block, facts.models, defs)
         return plan
     early = _early_loaders(facts, owner, mandatory) + _late_loaders(facts, owner, mandatory)
+    early += _loaders_before_a_loop(facts, owner, mandatory, early)
     if early:
         plan.early = early
         mandatory = [n for n in mandatory if not any(e[0] == n for e in early)]
@@ -289,6 +290,38 @@ def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
             continue
         found.append((name, block, first.statement.index))
     return found
+
+
+def _loaders_before_a_loop(facts: TrainingFacts, owner, mandatory: list[str], early) -> list:
+    """Loaders made before a loop of the owner's body that makes every model and optimizer
+    (`for name in model_names: model = build(name); optimizer = ...; train(...)`, folds
+    sharing one loader): (name, block, index) to prepare each loader once, before that loop;
+    the models and optimizers are prepared in each pass, where they are made."""
+    block = owner.body
+    taken = {e[0] for e in early}
+    loaders = [n for n in mandatory if n not in taken
+               and (n in facts.train_loaders or n in facts.eval_loaders)]  # fmt: skip
+    others = [n for n in mandatory if n not in taken and n not in loaders]
+    if not loaders or not others:
+        return []
+    holders = {
+        id(s.node): s
+        for n in others
+        for b in owner.assigns(n)
+        if (s := b.statement.ancestor_in(block)) is not None
+    }
+    if len(holders) != 1:
+        return []
+    loop = next(iter(holders.values()))
+    if not isinstance(loop.node, (ast.For, ast.While)) or any(
+        t.node is loop.node for t in facts.training_loops
+    ):
+        return []
+    for name in loaders:
+        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
+        if not defs or any(d is None or d.index >= loop.index for d in defs):
+            return []
+    return [(name, block, loop.index) for name in loaders]
 
 
 def _late_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
