@@ -63,6 +63,18 @@ class ItemList:
                                         last.node)]  # fmt: skip
         return ItemList(self.head, self.lead, items, self.close)
 
+    def appended(self, text: str) -> ItemList:
+        """The list with `text` as a new last item, after the old last (whose trailing comma
+        goes); whitespace the old last had before the closing bracket (`unit='img'\n    )`)
+        now follows the new item, so the bracket stays where it was."""
+        items = self.with_last_comma_dropped().items
+        tail = ""
+        if items:
+            last = items[-1]
+            tail = last.tail
+            items = [*items[:-1], Item(last.text, None, "", last.node)]
+        return ItemList(self.head, self.lead, [*items, Item(text, None, tail)], self.close)
+
 
 def has_comma(gap: str) -> bool:
     index = 0

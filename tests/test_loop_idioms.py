@@ -126,6 +126,32 @@ def test_a_bar_bound_by_a_with_statement_is_a_loop_over_its_loader():
 
 
 @pytest.mark.parametrize(
+    "bar, shown",
+    [
+        # the closing bracket on a line of its own stays there
+        (
+            "tqdm(loader,\n           desc='train'\n           )",
+            (
+                "tqdm(loader,\n           desc='train', disable=not accelerator.is_local_main_process\n"
+                "           )"
+            ),
+        ),
+        # a trailing comma goes with the new last argument
+        (
+            "tqdm(loader, desc='train',)",
+            "tqdm(loader, desc='train', disable=not accelerator.is_local_main_process)",
+        ),
+    ],
+)
+def test_the_bar_s_disable_follows_its_last_argument(bar, shown):
+    head = f"for epoch in range(2):\n    bar = {bar}\n"
+    loop = "    for x, y in bar:\n" + textwrap.indent(STEP, "    ")
+    output, codes = _migrate("from tqdm import tqdm\n" + PREAMBLE + head + loop)
+    assert codes == []
+    assert f"    bar = {shown}\n" in output
+
+
+@pytest.mark.parametrize(
     "loop",
     [
         "it = iter(loader)\nfor step in range(4):\n    x, y = next(it)\n",

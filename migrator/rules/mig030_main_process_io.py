@@ -20,7 +20,7 @@ from migrator.analysis import patterns
 from migrator.analysis.chains import chain_text
 from migrator.analysis.index import CallSite, Line, Scope
 from migrator.analysis.syntax import name_value
-from migrator.arglists import Item, call_items
+from migrator.arglists import call_items
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.main_process_writes import epoch_helpers, guard_writes
 
@@ -91,9 +91,7 @@ class MainProcessIO(Rule):
         call = site.node
 
         def rewrite(_text: str, renderer) -> str:
-            items = call_items(renderer, call).with_last_comma_dropped()
-            items.items.append(Item(f"disable={flag}", None))
-            return items.render()
+            return call_items(renderer, call).appended(f"disable={flag}").render()
 
         context.edits.rewrite(call, rewrite)
         context.need_accelerator_at(site.statement)
