@@ -208,3 +208,19 @@ def test_with_the_device_still_read_the_accelerator_reads_the_parameter_once():
         "        )",
         "        self.device = self.accelerator.device",
     ]
+
+
+def test_a_copy_read_through_self_is_not_moved_before_what_it_reads():
+    # `self.steps = self.config.accumulation_steps`: reading it at the start of __init__ would
+    # meet no `self.config` yet, so the late Accelerator is refused, naming both lines
+    source = ACCUMULATING.replace(
+        "        self.steps = config.accumulation_steps\n",
+        "        self.config = config\n        self.steps = self.config.accumulation_steps\n",
+    )
+    output, findings = migrate_text(source)
+    assert output is None
+    [refusal] = [f for f in findings if f.needs_human]
+    assert refusal.message == (
+        "the Accelerator's gradient_accumulation_steps= reads `self.steps`, defined at line 13, "
+        "but `self.device = device` at line 11 already uses the accelerator; migrate by hand"
+    )

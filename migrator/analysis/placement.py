@@ -143,8 +143,8 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     # The same inside the statement that holds the last definition (`if resume: opt = ...;
     # load_checkpoint(cp, model, opt)` / `else: opt = ...`): prepare goes after it.
     loaders = {*facts.train_loaders, *facts.eval_loaders}
-    hard = [s for s in hard if position(s) != last_mandatory or position(s) in training
-            or id(s) in runs or used.get(id(s)) in loaders]  # fmt: skip
+    hard = [s for s in hard if last_mandatory < 0 or position(s) != last_mandatory
+            or position(s) in training or id(s) in runs or used.get(id(s)) in loaders]  # fmt: skip
     first_hard = min((position(s) for s in hard), default=len(block.statements))
     first_soft = min((position(s) for s in soft), default=len(block.statements))
     if last_mandatory == first_hard:  # met in one `if`: prepared in each branch using them

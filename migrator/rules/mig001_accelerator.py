@@ -259,20 +259,23 @@ def _callers_arguments(context: RuleContext, owner: Scope) -> bool:
     sites = call_sites_of(context.facts.index, owner)
     if not sites or any(site.scope is not module for site in sites):
         return False
+    rewritten = []
     for kwarg in context.kwargs:
+        code, depends = kwarg.code, kwarg.depends_on
         for name in dict.fromkeys(kwarg.depends_on):
             if name not in owner.params or owner.assigns(name):
                 continue
             passed = {_argument_text(context, site, owner, name) for site in sites}
             text = passed.pop() if len(passed) == 1 else None
             if text is None:
-                return False
+                return False  # nothing rewritten: the caller refuses
             pattern = rf"(?<![\w.]){re.escape(name)}(?!\w)"
-            kwarg.code = _once_each(re.sub(pattern, lambda _m, text=text: text, kwarg.code))
-            roots = [root_name(expr) for expr in [ast.parse(text, mode="eval").body]]
-            kwarg.depends_on = tuple(
-                d for dep in kwarg.depends_on for d in ([*roots] if dep == name else [dep])
-            )
+            code = _once_each(re.sub(pattern, lambda _m, text=text: text, code))
+            root = root_name(ast.parse(text, mode="eval").body)
+            depends = tuple(root if d == name else d for d in depends)
+        rewritten.append((kwarg, code, depends))
+    for kwarg, code, depends in rewritten:
+        kwarg.code, kwarg.depends_on = code, depends
     return not any(d in owner.params or owner.is_local(d) for k in context.kwargs
                    for d in k.depends_on)  # fmt: skip
 
@@ -325,6 +328,7 @@ def _read_parameters(context: RuleContext, block: Block) -> bool:
                 or statement is None
                 or statement.index < min(hard)
                 or root not in scope.params
+                or (is_method(scope) and root == scope.params[0])  # `self.cfg` may come later
                 or scope.assigns(root)
             ):
                 continue
