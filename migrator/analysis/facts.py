@@ -121,6 +121,11 @@ class TrainingFacts:
         found = _origin(self, scope, holder, frozenset())
         return Origin(found.scope, found.name + rest) if found is not None else None
 
+    @property
+    def loaders(self) -> set[str]:
+        """Every loader a training or evaluation loop draws from."""
+        return {*self.train_loaders, *self.eval_loaders}
+
     def chain_origin(self, scope: Scope, expr: ast.expr | None) -> Origin | None:
         """Where the object `expr` names is made. An object held on another object
         (`self.cfg.optimiser`, `config.scheduler`) is named by its attribute chain, rooted
@@ -149,8 +154,7 @@ class TrainingFacts:
                 target, value = (chain, entries[chain]) if chain in entries else (None, None)
             if target != chain:
                 continue
-            line = self.index.small_line.get(id(node))
-            statement = self.index.statement_of.get(id(line)) if line is not None else None
+            statement = self.index.statement_of_small(node)
             if statement is not None:
                 found.append(Binding(chain, "assign", statement, value, small=node))
         found.sort(key=lambda b: (b.small.lineno, b.small.col_offset))
@@ -389,6 +393,15 @@ def value_call(binding: Binding) -> ast.Call | None:
     ):
         value = value.func.value  # `Net().to(device)` is built by `Net()`
     return value if isinstance(value, ast.Call) else None
+
+
+def scopes_seeing(scope: Scope, name: str) -> list[Scope]:
+    """Where `name`, as `scope` binds it, is read: `scope` and the nested scopes where it
+    still means that variable; for an attribute of `self` (`self.writer` set in `__init__`),
+    those of every method of the class."""
+    if name.startswith("self."):
+        return [s for m in class_methods(scope) for s in visible_scopes(m, name)]
+    return visible_scopes(scope, name)
 
 
 def visible_scopes(scope: Scope, name: str) -> list[Scope]:

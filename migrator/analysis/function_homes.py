@@ -63,7 +63,7 @@ def check_function_homes(facts: TrainingFacts, plan) -> Finding | None:
     if module_function(owner):
         functions[id(owner)] = owner
     prepared = _prepared_at(plan, module)
-    loaders = {*facts.train_loaders, *facts.eval_loaders}
+    loaders = facts.loaders
     for name, block, index in plan.reloaded:
         if block.scope is module and name in loaders:  # `train()`, a new loader, `train()`
             return _finding(facts, f"`{name}` is made again at line "

@@ -20,9 +20,7 @@ from migrator.analysis import patterns
 from migrator.analysis.chains import chain_text, split_chain
 from migrator.analysis.facts import Origin, TrainingFacts, value_call
 from migrator.analysis.index import CallSite, ModuleIndex
-
-# Attribute calls that show a chain holds the model (trained_models.PLACING).
-PLACING = ("to", "cuda", "train", "parameters")
+from migrator.analysis.trained_models import PLACING  # calls that show a chain holds the model
 
 
 class HeldObjects:

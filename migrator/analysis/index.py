@@ -178,6 +178,15 @@ class Scope:
     def is_local(self, name: str) -> bool:
         return name in self.bindings and name not in self.declared_global
 
+    def within(self, outer: Scope) -> bool:
+        """Is this scope `outer` or nested in it?"""
+        scope: Scope | None = self
+        while scope is not None:
+            if scope is outer:
+                return True
+            scope = scope.parent
+        return False
+
     def descendants(self) -> list[Scope]:
         found = []
         for child in self.children:
@@ -214,6 +223,11 @@ class ModuleIndex:
             if name in self.functions and alias not in self.functions:
                 self.functions[alias] = self.functions[name]
         self._calls_by_name = None
+
+    def statement_of_small(self, small: ast.stmt) -> Statement | None:
+        """The Statement of the line that holds the simple statement `small`."""
+        line = self.small_line.get(id(small))
+        return self.statement_of.get(id(line)) if line is not None else None
 
     @property
     def module_scope(self) -> Scope:

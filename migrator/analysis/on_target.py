@@ -118,8 +118,4 @@ def _sees(scope, prepare: CallSite) -> bool:
     in_class = outer.parent is not None and outer.parent.kind == "class"
     if receiver.startswith("self.") and in_class and scope.parent is outer.parent:
         return True
-    while scope is not None:
-        if scope is outer:
-            return True
-        scope = scope.parent
-    return False
+    return scope.within(outer)

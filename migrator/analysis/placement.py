@@ -142,7 +142,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
             if position(s) >= last_mandatory or position(s) in training or id(s) in runs]  # fmt: skip
     # The same inside the statement that holds the last definition (`if resume: opt = ...;
     # load_checkpoint(cp, model, opt)` / `else: opt = ...`): prepare goes after it.
-    loaders = {*facts.train_loaders, *facts.eval_loaders}
+    loaders = facts.loaders
     hard = [s for s in hard if last_mandatory < 0 or position(s) != last_mandatory
             or position(s) in training or id(s) in runs or used.get(id(s)) in loaders]  # fmt: skip
     first_hard = min((position(s) for s in hard), default=len(block.statements))
@@ -271,7 +271,8 @@ def _wrapper_use(use, owner) -> str | None:
 def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
     """Loaders bound into a wrapper before the last model/optimizer definition, in the same
     block: (name, block, index) to prepare each on its own just before its wrapper."""
-    loaders = [n for n in mandatory if n in facts.train_loaders or n in facts.eval_loaders]
+    every = facts.loaders
+    loaders = [n for n in mandatory if n in every]
     others = [n for n in mandatory if n not in loaders]
     found = []
     for name in loaders:
@@ -299,8 +300,8 @@ def _loaders_before_a_loop(facts: TrainingFacts, owner, mandatory: list[str], ea
     the models and optimizers are prepared in each pass, where they are made."""
     block = owner.body
     taken = {e[0] for e in early}
-    loaders = [n for n in mandatory if n not in taken
-               and (n in facts.train_loaders or n in facts.eval_loaders)]  # fmt: skip
+    every = facts.loaders
+    loaders = [n for n in mandatory if n not in taken and n in every]
     others = [n for n in mandatory if n not in taken and n not in loaders]
     if not loaders or not others:
         return []
@@ -336,11 +337,10 @@ def _late_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
     for name in mandatory:
         if name in facts.train_loaders or name not in facts.eval_loaders:
             continue
-        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
-        if len(defs) != 1 or defs[0] is None or defs[0].block is not block:
-            continue
-        if defs[0].index > max(training) and defs[0].node is owner.assigns(name)[0].statement.node:
-            found.append((name, block, defs[0].index + 1))
+        bindings = owner.assigns(name)
+        made = bindings[0].statement if len(bindings) == 1 else None
+        if made is not None and made.block is block and made.index > max(training):
+            found.append((name, block, made.index + 1))
     return found
 
 
@@ -355,7 +355,7 @@ def use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str |
     if use.kind == "attr":
         return None if use.attr in NEUTRAL_ATTRIBUTES else "hard"
     if use.kind == "arg":
-        if use.callee == "len" and (name in facts.train_loaders or name in facts.eval_loaders):
+        if use.callee == "len" and name in facts.loaders:
             return "soft"
         if use.callee in NEUTRAL_CALLEES:
             return None

@@ -19,7 +19,7 @@ def outside_entry_note(facts: TrainingFacts, prepares) -> Finding | None:
     owner = facts.owner
     if owner is None or not is_method(owner) or list(facts.index.calls_named(owner.parent.name)):
         return None
-    loaders = {*facts.train_loaders, *facts.eval_loaders}
+    loaders = facts.loaders
     methods, received, makers = [], [], []
     for method in class_methods(owner):
         if method.name.startswith("_") or not call_sites_of(facts.index, method):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis import patterns
+from migrator.analysis.facts import scopes_seeing
 from migrator.analysis.index import CallSite, Line, Scope, Statement
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
@@ -201,7 +202,7 @@ def _tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[State
                 if not (callee.endswith(TRACKER_OBJECTS) or log_file) or binding.unpacked:
                     continue
                 creation = _own_statement(context, binding.statement, binding.small)
-                seeing = _seeing(scope, name)
+                seeing = scopes_seeing(scope, name)
                 uses = [use for seen in seeing for use in seen.uses.get(name, [])]
                 method_statements = []
                 for use in uses:
@@ -220,17 +221,6 @@ def _tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[State
                     "to it on the main process only, by hand",
                 ))  # fmt: skip
     return found
-
-
-def _seeing(scope: Scope, name: str) -> list[Scope]:
-    """The scopes that see `name` as `scope` binds it: its own and nested ones, and for an
-    attribute of `self` (`self.writer = SummaryWriter()` in `__init__`) every method of the
-    class."""
-    owner = scope
-    if "." in name and scope.parent is not None and scope.parent.kind == "class":
-        owner = scope.parent
-    nested = owner.descendants()
-    return [scope, *(d for d in nested if d is not scope and name not in d.bindings)]
 
 
 def _statement_call(index, use) -> CallSite | None:

@@ -12,11 +12,12 @@ from migrator.analysis.facts import (
     class_methods,
     handed_to_parameter,
     is_method,
+    scopes_seeing,
     visible_scopes,
 )
 from migrator.analysis.imports import dotted_name
 from migrator.analysis.index import Binding, Line, Scope
-from migrator.analysis.syntax import call_args
+from migrator.analysis.syntax import call_args, contains
 from migrator.arglists import call_items
 from migrator.rules.base import Rule, RuleContext
 
@@ -80,8 +81,7 @@ class Device(Rule):
         was a string; `accelerator.device` is a torch.device, which equals no string, so the
         comparison reads its type: `device.type == "cuda"`; in this file's functions it is
         handed to too (`train(model, loader, device)`)."""
-        scopes = [s for m in class_methods(scope) for s in visible_scopes(m, name)]
-        for current in scopes if name.startswith("self.") else visible_scopes(scope, name):
+        for current in scopes_seeing(scope, name):
             for use in current.uses.get(name, []):
                 if id(use.node) in context.edits.dropped_names:
                     continue
@@ -106,8 +106,7 @@ class Device(Rule):
 
     def _still_used(self, context: RuleContext, scope: Scope, name: str) -> bool:
         dropped = context.edits.dropped_names
-        scopes = [s for m in class_methods(scope) for s in visible_scopes(m, name)]
-        for current in scopes if name.startswith("self.") else visible_scopes(scope, name):
+        for current in scopes_seeing(scope, name):
             for use in current.uses.get(name, []):
                 if id(use.node) not in dropped:
                     return True
@@ -250,7 +249,7 @@ def _only_for_the_trainer(context: RuleContext, scope: Scope, name: str) -> bool
     and the driver cannot see the Trainer's accelerator."""
     facts = context.facts
     owner = facts.owner
-    if not is_method(owner) or _inside(scope, owner.parent):
+    if not is_method(owner) or scope.within(owner.parent):
         return False
     init = next((m for m in class_methods(owner) if m.name == "__init__"), None)
     if init is None:
@@ -271,20 +270,8 @@ def _only_for_the_trainer(context: RuleContext, scope: Scope, name: str) -> bool
             for inner in visible_scopes(init, param):
                 for read in inner.uses.get(param, []):
                     if id(read.node) in dropped or any(
-                        value is not None and _contains(value, read.node) for value in replaced
+                        value is not None and contains(value, read.node) for value in replaced
                     ):
                         continue
                     return False
     return True
-
-
-def _inside(scope: Scope | None, outer: Scope) -> bool:
-    while scope is not None:
-        if scope is outer:
-            return True
-        scope = scope.parent
-    return False
-
-
-def _contains(tree: ast.AST, node: ast.AST) -> bool:
-    return any(found is node for found in ast.walk(tree))

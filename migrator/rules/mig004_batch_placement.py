@@ -43,7 +43,7 @@ class BatchPlacement(Rule):
                     continue  # `y.to("cpu").numpy()`
                 if strip_placement(site.node, devices, facts.index.imports, context.edits):
                     context.edits.clean_up(site.small)
-                    _drop_guards_if_emptied(context, site.statement)
+                    drop_guards_if_emptied(context, site.statement)
             for loop in region.scope.loops:
                 # `for k in batch: batch[k] = batch[k].to(device)` disappears with its body.
                 inside = region.loop is None or region.loop.contains(loop.parent)
@@ -90,13 +90,14 @@ def _names(target: ast.expr) -> list[str]:
     return []
 
 
-__all__ = ["BatchPlacement", "patterns"]
+__all__ = ["BatchPlacement", "drop_guards_if_emptied", "patterns"]
 
 
-def _drop_guards_if_emptied(context: RuleContext, statement) -> None:
-    """The statements around a stripped placement that exist only for it go with it when
-    it leaves them empty: `if is_cuda:` / `if torch.cuda.is_available():` (a quiet test, no
-    `else`) and `with torch.no_grad():`, innermost first, up to the loop."""
+def drop_guards_if_emptied(context: RuleContext, statement) -> None:
+    """The statements around a removed statement (a stripped placement, accumulation's
+    division) that exist only for it go with it when it leaves them empty: `if is_cuda:` /
+    `if steps > 1:` (a quiet test, no `else`) and `with torch.no_grad():`, innermost first,
+    up to the loop."""
     imports = context.facts.index.imports
     parent = statement.block.parent
     while parent is not None:

@@ -89,8 +89,7 @@ class Prepare(Rule):
             if name in context.facts.models and name in objects:  # `return cfg.model` too
                 context.unwrap(node.value)
                 index = context.facts.index
-                line = index.small_line.get(id(node))
-                statement = index.statement_of.get(id(line)) if line is not None else None
+                statement = index.statement_of_small(node)
                 if statement is not None:
                     context.need_accelerator_at(statement)
 

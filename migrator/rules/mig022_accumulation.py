@@ -20,7 +20,6 @@ import ast
 
 from migrator.analysis.index import Loop, Statement
 from migrator.analysis.patterns import root_name
-from migrator.branches import quiet
 from migrator.findings import Finding
 from migrator.rules.accumulation_patterns import (
     NoSyncBranches,
@@ -31,6 +30,7 @@ from migrator.rules.accumulation_patterns import (
     split_branches,
 )
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.mig004_batch_placement import drop_guards_if_emptied
 
 
 class Accumulation(Rule):
@@ -145,7 +145,9 @@ class Accumulation(Rule):
         for division, kind in divisions:
             if kind == "statement":
                 context.edits.remove(division)
-                _drop_guard_if_emptied(context, division)
+                statement = context.facts.index.statement_of_small(division)
+                if statement is not None:  # `if steps > 1:` holding only the division goes too
+                    drop_guards_if_emptied(context, statement)
             else:
                 context.edits.replace(division, _left_operand(division))
         context.need_accelerator_at(loop.statement)
@@ -311,18 +313,6 @@ def _set_where(loop: Loop, k: ast.expr) -> str:
 def _backward_lines(context: RuleContext, loop: Loop) -> str:
     lines = [site.node.lineno for site in context.facts.backward_calls if loop.contains(site.loop)]
     return "the backward at line " + ", ".join(map(str, lines)) if lines else "the loop"
-
-
-def _drop_guard_if_emptied(context: RuleContext, division: ast.stmt) -> None:
-    """`if steps > 1: loss = loss / steps` goes whole once its division goes (a test without
-    effects, no `else`)."""
-    index = context.facts.index
-    line = index.small_line.get(id(division))
-    statement = index.statement_of.get(id(line)) if line is not None else None
-    parent = statement.block.parent if statement is not None else None
-    node = parent.node if parent is not None else None
-    if isinstance(node, ast.If) and not node.orelse and quiet(node.test, index.imports):
-        context.edits.drop_if_emptied.add(id(node))
 
 
 def _divisions(context: RuleContext, loop: Loop, k: ast.expr):
