@@ -12,17 +12,22 @@ stop the migration (a finding) when they are not.
 
 from __future__ import annotations
 
-import ast
-import re
-
 from migrator.analysis.explain import where
-from migrator.analysis.facts import argument_for, call_sites_of, class_methods, is_method
+from migrator.analysis.facts import call_sites_of, class_methods, is_method
 from migrator.analysis.index import Block, Scope
-from migrator.analysis.patterns import root_name
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
 from migrator.rules.accelerator_guard import guard_point
-from migrator.rules.base import AcceleratorNeed, Rule, RuleContext
+from migrator.rules.accelerator_needs import (
+    callers_arguments,
+    definitions,
+    late_arguments,
+    need_line,
+    need_words,
+    position_in,
+    read_parameters,
+)
+from migrator.rules.base import Rule, RuleContext
 from migrator.rules.mig006_prepare import LINE_LENGTH
 
 
@@ -41,7 +46,7 @@ class CreateAccelerator(Rule):
         in_owner = (
             owner is not None
             and owner.kind == "function"
-            and all(_within(need.scope, owner) for need in context.needs)
+            and all(need.scope.within(owner) for need in context.needs)
         )
         at_module = any(need.scope is module for need in context.needs)
         dependencies = {name for kwarg in context.kwargs for name in kwarg.depends_on}
@@ -50,16 +55,16 @@ class CreateAccelerator(Rule):
             and owner.kind == "function"
             and any(owner.is_local(name) or name in owner.params for name in dependencies)
         )
-        if owner_defines and at_module and _callers_arguments(context, owner):
+        if owner_defines and at_module and callers_arguments(context, owner):
             dependencies = {name for kwarg in context.kwargs for name in kwarg.depends_on}
             owner_defines = any(owner.is_local(d) or d in owner.params for d in dependencies)
         declare_global = False
         if is_method(owner):
             # `self.accelerator`: made in __init__, seen by every method of the class.
             methods = class_methods(owner)
-            outside = [n for n in context.needs if not any(_within(n.scope, m) for m in methods)]
+            outside = [n for n in context.needs if not any(n.scope.within(m) for m in methods)]
             if outside:
-                need = min(outside, key=_need_line)
+                need = min(outside, key=need_line)
                 place = (
                     "in the class body (run when the class is defined, before any instance)"
                     if need.scope is owner.parent
@@ -67,7 +72,7 @@ class CreateAccelerator(Rule):
                 )
                 context.block_file(Finding(code="MIG900", node=owner.node, message=(
                     f"the Accelerator belongs to the Trainer (`{context.accelerator}`, made "
-                    f"in `{owner.parent.name}.__init__()`), but {_need_words(context, need)}, "
+                    f"in `{owner.parent.name}.__init__()`), but {need_words(context, need)}, "
                     f"{place}, needs it too; migrate by hand")))  # fmt: skip
                 return
             scope = self._class_scope(context, owner, dependencies)
@@ -92,7 +97,7 @@ class CreateAccelerator(Rule):
             scope = module
         block = scope.body
         start = _body_start(block) if scope is not module else None
-        if _read_parameters(context, block):
+        if read_parameters(context, block):
             dependencies = {name for kwarg in context.kwargs for name in kwarg.depends_on}
         index = self._creation_index(block, dependencies, start, _first_need(context, block))
         indent = 0 if scope is module else 4
@@ -128,7 +133,7 @@ class CreateAccelerator(Rule):
         in_init = (
             init is not None
             and init is not owner
-            and any(_within(need.scope, init) for need in context.needs)
+            and any(need.scope.within(init) for need in context.needs)
         )  # `self.device = self.accelerator.device` in `__init__`
         if not in_init and all(home is owner for home in homes.values()):
             return owner
@@ -136,7 +141,7 @@ class CreateAccelerator(Rule):
                      if m is not init and (m.is_local(d) or d in m.params)]  # fmt: skip
         if init is not None and not elsewhere:
             return init
-        used = [m for m in class_methods(owner) if any(_within(n.scope, m) for n in context.needs)]
+        used = [m for m in class_methods(owner) if any(n.scope.within(m) for n in context.needs)]
         methods = ", ".join(f"`{m.name}()`" for m in used)
         why = ("the class has no __init__ to create it in" if init is None else
                f"its arguments read {', '.join(sorted(set(elsewhere)))}, not known in __init__")  # fmt: skip
@@ -158,12 +163,12 @@ class CreateAccelerator(Rule):
             scope = need.scope
             while scope is not None and scope.kind != "function":
                 scope = scope.parent
-            if scope is None or _within(scope, owner) or _within(owner, scope):
+            if scope is None or scope.within(owner) or owner.within(scope):
                 continue
             if need.soft is not None:  # a print that can stay a print
                 continue
             made = call_sites_of(index, owner)
-            outside = [c for c in call_sites_of(index, scope) if not _within(c.scope, owner)
+            outside = [c for c in call_sites_of(index, scope) if not c.scope.within(owner)
                        and not any(m.scope is c.scope and m.node.lineno < c.node.lineno
                                    for m in made)]  # fmt: skip
             if outside:
@@ -199,15 +204,13 @@ class CreateAccelerator(Rule):
         and after the definitions its arguments read."""
         index = after_imports(block, first) if start is None else start
         for name in dependencies:
-            for binding in block.scope.assigns(name):
-                statement = binding.statement.ancestor_in(block)
-                if statement is not None:
-                    index = max(index, statement.index + 1)
+            for _binding, statement in definitions(block, name):
+                index = max(index, statement.index + 1)
         return index
 
     @staticmethod
     def _hard_need_before(context: RuleContext, block: Block, index: int) -> bool:
-        positions = [_position_in(n, block) for n in context.needs if n.soft is None]
+        positions = [position_in(n, block) for n in context.needs if n.soft is None]
         return any(p is not None and p < index for p in positions)
 
     @staticmethod
@@ -219,8 +222,8 @@ class CreateAccelerator(Rule):
             context.edits.remove(small)
             line = context.statement(f"{name} = {context.accelerator}.device\n")
             context.edits.insert(block.holder, index, line, priority=1)
-        kept = [n for n in context.needs if _position_in(n, block) is not None
-                or _position_in(n, module) is None]  # fmt: skip
+        kept = [n for n in context.needs if position_in(n, block) is not None
+                or position_in(n, module) is None]  # fmt: skip
         for need in context.needs:
             if need not in kept and need.soft is not None:
                 context.edits.cancel(need.soft)
@@ -232,181 +235,22 @@ class CreateAccelerator(Rule):
         MIG900 naming the first such code and the values the Accelerator waits for)."""
         early = []
         for need in context.needs:
-            position = _position_in(need, block)
+            position = position_in(need, block)
             if position is None or position >= index:
                 continue
             if need.soft is not None:
                 context.edits.cancel(need.soft)
                 continue
-            early.append((position, _need_line(need), need))
+            early.append((position, need_line(need), need))
         if not early:
             return True
         position, _line, need = min(early, key=lambda found: found[:2])
         node = block.statements[min(position, len(block.statements) - 1)]
         context.block_file(Finding(code="MIG900", node=node, message=(
-            f"the Accelerator's {_late_arguments(context, block, index)}, but "
-            f"{_need_words(context, need, node)} already uses the accelerator; migrate by hand"
+            f"the Accelerator's {late_arguments(context, block, index)}, but "
+            f"{need_words(context, need, node)} already uses the accelerator; migrate by hand"
         )))  # fmt: skip
         return False
-
-
-def _callers_arguments(context: RuleContext, owner: Scope) -> bool:
-    """An argument reading the owner's parameter (`amp` of `train_model(..., amp=False)`) where
-    the Accelerator must be made at module level: every call of the owner, at module level,
-    passes the same module value there (`amp=args.amp`), so the Accelerator reads that. True
-    if every argument now reads module values."""
-    module = context.facts.index.module_scope
-    sites = call_sites_of(context.facts.index, owner)
-    if not sites or any(site.scope is not module for site in sites):
-        return False
-    rewritten = []
-    for kwarg in context.kwargs:
-        code, depends = kwarg.code, kwarg.depends_on
-        for name in dict.fromkeys(kwarg.depends_on):
-            if name not in owner.params or owner.assigns(name):
-                continue
-            passed = {_argument_text(context, site, owner, name) for site in sites}
-            text = passed.pop() if len(passed) == 1 else None
-            if text is None:
-                return False  # nothing rewritten: the caller refuses
-            pattern = rf"(?<![\w.]){re.escape(name)}(?!\w)"
-            code = _once_each(re.sub(pattern, lambda _m, text=text: text, code))
-            root = root_name(ast.parse(text, mode="eval").body)
-            depends = tuple(root if d == name else d for d in depends)
-        rewritten.append((kwarg, code, depends))
-    for kwarg, code, depends in rewritten:
-        kwarg.code, kwarg.depends_on = code, depends
-    return not any(d in owner.params or owner.is_local(d) for k in context.kwargs
-                   for d in k.depends_on)  # fmt: skip
-
-
-def _argument_text(context: RuleContext, site, owner: Scope, name: str) -> str | None:
-    """The text of a plain module value (`args.amp`, `amp`) the call passes as `name`."""
-    argument = argument_for(site.node, owner, name)
-    if (
-        argument is None
-        or any(isinstance(a, ast.Starred) for a in site.node.args)
-        or any(k.arg is None for k in site.node.keywords)
-    ):
-        return None
-    if not isinstance(argument, (ast.Name, ast.Attribute)) or root_name(argument) is None:
-        return None
-    module = context.facts.index.module_scope
-    bindings = module.bindings.get(root_name(argument), [])
-    if not bindings or any(
-        b.kind not in ("assign", "param") or b.loop is not None for b in bindings
-    ):
-        return None
-    return context.source.text_of(argument)
-
-
-def _read_parameters(context: RuleContext, block: Block) -> bool:
-    """An argument reading a copy of a parameter made after code that already needs the
-    accelerator (`self.steps = config.steps` after `self.device = torch.device(device)`) reads
-    the parameter itself (`config.steps`): the function's parameters exist from its start and
-    the copy is its one binding, the parameter never rebound. True if an argument changed."""
-    scope = block.scope
-    hard = [
-        p for n in context.needs if n.soft is None and (p := _position_in(n, block)) is not None
-    ]
-    if scope.kind != "function" or not hard:
-        return False
-    changed = False
-    for kwarg in context.kwargs:
-        for name in dict.fromkeys(kwarg.depends_on):
-            bindings = scope.assigns(name)
-            if len(bindings) != 1:
-                continue
-            binding = bindings[0]
-            statement = binding.statement.ancestor_in(block)
-            value = binding.value
-            root = root_name(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
-            if (
-                binding.kind != "assign"
-                or binding.unpacked
-                or binding.loop is not None
-                or statement is None
-                or statement.index < min(hard)
-                or root not in scope.params
-                or (is_method(scope) and root == scope.params[0])  # `self.cfg` may come later
-                or scope.assigns(root)
-            ):
-                continue
-            pattern = rf"(?<![\w.]){re.escape(name)}(?!\w)"
-            text = context.source.text_of(value)
-            kwarg.code = _once_each(re.sub(pattern, lambda _m, text=text: text, kwarg.code))
-            kwarg.depends_on = tuple(root if d == name else d for d in kwarg.depends_on)
-            changed = True
-    return changed
-
-
-def _once_each(code: str) -> str:
-    """`"fp16" if amp and amp and ... else "no"` (a copy and its parameter, now one name) reads
-    each condition once."""
-    if "\n" in code:
-        return code
-    expression = ast.parse(code, mode="eval").body
-    test = expression.test if isinstance(expression, ast.IfExp) else None
-    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
-        return code
-    parts = dict.fromkeys(ast.get_source_segment(code, value) for value in test.values)
-    joined = " and ".join(part for part in parts if part is not None)
-    raw = code.encode()  # offsets count bytes
-    return (raw[: test.col_offset] + joined.encode() + raw[test.end_col_offset :]).decode()
-
-
-def _need_line(need: AcceleratorNeed) -> int:
-    statements = need.block.statements
-    return statements[min(need.index, len(statements) - 1)].lineno if statements else 0
-
-
-def _need_words(context: RuleContext, need: AcceleratorNeed, outer: ast.stmt | None = None) -> str:
-    """ "`device = torch.device(...)` at line 3", "`accelerator.prepare(...)`, which goes
-    before line 9," and, nested in `outer`, "(inside the `if` at line 5)"."""
-    statements = need.block.statements
-    node = statements[min(need.index, len(statements) - 1)]
-    decorated = getattr(node, "decorator_list", None)
-    if need.inserted:
-        words = f"`{need.inserted}`, which goes before line {node.lineno},"
-    elif decorated:
-        decorator = decorated[0]
-        words = (
-            f"`@{context.source.text_of(decorator)}` on `{node.name}` at line {decorator.lineno}"
-        )
-    else:
-        words = f"`{context.source.text_of(node).splitlines()[0].strip()}` at line {node.lineno}"
-    if outer is not None and node is not outer:
-        keyword = context.source.text_of(outer).split(None, 1)[0].rstrip(":")
-        words += (
-            f" (inside the `{keyword}` at line {outer.lineno}; the Accelerator is made outside "
-            "it, for code there that needs it too)"
-        )
-    return words
-
-
-def _late_arguments(context: RuleContext, block: Block, index: int) -> str:
-    """What the Accelerator's arguments read and where it is defined: "mixed_precision= reads
-    `amp`, defined at line 313"."""
-    said = []
-    for kwarg in context.kwargs:
-        lines = {}
-        for name in kwarg.depends_on:
-            for binding in block.scope.assigns(name):
-                statement = binding.statement.ancestor_in(block)
-                if statement is not None and statement.index + 1 >= index:
-                    lines[name] = binding.statement.node.lineno
-        if lines:
-            where = ", ".join(f"`{n}`, defined at line {line}" for n, line in lines.items())
-            said.append(f"{kwarg.name}= reads {where}")
-    return "; ".join(said) or "arguments read values defined later"
-
-
-def _within(scope: Scope, owner: Scope) -> bool:
-    while scope is not None:
-        if scope is owner:
-            return True
-        scope = scope.parent
-    return False
 
 
 def _body_start(block: Block) -> int:
@@ -416,17 +260,5 @@ def _body_start(block: Block) -> int:
 def _first_need(context: RuleContext, block: Block) -> int:
     """The position in `block` of the first code that needs the accelerator (its end when
     none does there)."""
-    positions = [_position_in(need, block) for need in context.needs]
+    positions = [position_in(need, block) for need in context.needs]
     return min((p for p in positions if p is not None), default=len(block.statements))
-
-
-def _position_in(need: AcceleratorNeed, block: Block) -> int | None:
-    """Where, in `block`, the code with this need runs (None: elsewhere, or later)."""
-    if need.block is block:
-        return need.index
-    if need.block.scope is not block.scope:
-        return None  # another function: it runs when called, after creation
-    parent = need.block.parent
-    while parent is not None and parent.block is not block:
-        parent = parent.block.parent
-    return parent.index if parent is not None else None
