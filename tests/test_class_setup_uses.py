@@ -10,26 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-from migrator.engine import migrate_text
-
-HEADER = """\
-import torch
-import torch.nn as nn
-from torch.utils.data import DataLoader
-"""
-
-
-def migrate(body: str):
-    return migrate_text(HEADER + textwrap.dedent(body))
-
-
-def lines_of(output: str) -> list[str]:
-    return [line.strip() for line in output.splitlines()]
-
-
-def warnings(findings) -> list[str]:
-    return [f.message for f in findings if f.level == "warning"]
-
+from tests.test_class_objects import lines_of, migrate, warnings
 
 TRAIN = """
     def fit(self, loader):

@@ -5,48 +5,19 @@ that the data was split between the processes and that only the main process sav
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-from migrator.engine import migrate_text
-from tests.fixtures import GOLDEN, ROOT
+from tests.golden_runs import launch_in_turn
 
 pytestmark = pytest.mark.slow
 
 FIXTURES = ["ddp_research_spawn_args", "ddp_rank_computed_by_hand", "ddp_research_batch_sampler"]
-DRIVER = textwrap.dedent("""\
-    import os, runpy, sys
-    for name in sys.argv[1:]:
-        os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), name))
-        sys.argv = [name + ".py"]
-        if os.environ["RANK"] == "0":  # the fixtures print on the main process only
-            print(f"=== {name}", flush=True)
-        runpy.run_path(name + ".py", run_name="__main__")
-    """)
 
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     folder = tmp_path_factory.mktemp("research")
-    for name in FIXTURES:
-        output = (GOLDEN / f"{name}.out.py").read_text()
-        assert migrate_text((GOLDEN / f"{name}.in.py").read_text())[0] == output
-        (folder / name).mkdir()
-        (folder / name / f"{name}.py").write_text(output)
-    (folder / "driver.py").write_text(DRIVER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
-        env.pop(key, None)
-    command = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", "driver.py", *FIXTURES]
-    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
-    parts = done.stdout.split("=== ")
-    return folder, {name: next(p for p in parts if p.startswith(name)) for name in FIXTURES}
+    return folder, launch_in_turn(folder, FIXTURES)
 
 
 def test_spawned_worker_with_ranks_on_args_runs_sharded_on_two_processes(launched):

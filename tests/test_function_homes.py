@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 
 from migrator.engine import migrate_text
+from tests.test_class_objects import warnings
 
 HEADER = """\
 import torch
@@ -39,10 +40,6 @@ def migrate(body: str):
 
 def lines_of(output: str) -> list[str]:
     return output.splitlines()
-
-
-def warnings(findings) -> list[str]:
-    return [f.message for f in findings if f.level == "warning"]
 
 
 def test_module_loader_read_by_the_function_that_makes_the_model():

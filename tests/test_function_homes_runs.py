@@ -6,15 +6,9 @@ function training together."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-from migrator.engine import migrate_text
-from tests.fixtures import GOLDEN, ROOT
+from tests.golden_runs import launch_in_turn
 
 pytestmark = pytest.mark.slow
 
@@ -23,35 +17,12 @@ FIXTURES = [
     "module_model_function_loader",
     "module_model_function_optimizer",
 ]
-DRIVER = textwrap.dedent("""\
-    import os, runpy, sys
-    for name in sys.argv[1:]:
-        os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), name))
-        sys.argv = [name + ".py"]  # the fixtures parse their own (empty) command line
-        if os.environ["RANK"] == "0":
-            print(f"=== {name}", flush=True)
-        runpy.run_path(name + ".py", run_name="__main__")
-    """)
 
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     folder = tmp_path_factory.mktemp("function_homes")
-    for name in FIXTURES:
-        output = (GOLDEN / f"{name}.out.py").read_text()
-        assert migrate_text((GOLDEN / f"{name}.in.py").read_text())[0] == output
-        (folder / name).mkdir()
-        (folder / name / f"{name}.py").write_text(output)
-    (folder / "driver.py").write_text(DRIVER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
-        env.pop(key, None)
-    command = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", "driver.py", *FIXTURES]
-    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
-    parts = done.stdout.split("=== ")
-    return folder, {name: next(p for p in parts if p.startswith(name)) for name in FIXTURES}
+    return folder, launch_in_turn(folder, FIXTURES)
 
 
 def test_module_loaders_with_the_network_made_in_train(launched):

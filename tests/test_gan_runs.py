@@ -6,15 +6,11 @@ facts the GAN refusals rest on."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from migrator.engine import migrate_text
-from tests.fixtures import GOLDEN, ROOT
+from tests.golden_runs import launch_in_turn
 
 pytestmark = pytest.mark.slow
 
@@ -77,38 +73,12 @@ DDP_FACTS = textwrap.dedent("""\
         print(f"two backward passes through one forward: {twice}", flush=True)
         print(f"gradients equal across processes: method {method}, forward {forward}", flush=True)
     """)
-DRIVER = textwrap.dedent("""\
-    import os, runpy, sys
-    for name in sys.argv[1:]:
-        os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), name))
-        sys.argv = [name + ".py"]
-        if os.environ["RANK"] == "0":  # the fixtures print on the main process only
-            print(f"=== {name}", flush=True)
-        runpy.run_path(name + ".py", run_name="__main__")
-    """)
 
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gans")
-    for name in FIXTURES:
-        output = (GOLDEN / f"{name}.out.py").read_text()
-        assert migrate_text((GOLDEN / f"{name}.in.py").read_text())[0] == output
-        (folder / name).mkdir()
-        (folder / name / f"{name}.py").write_text(output)
-    (folder / "ddp_facts").mkdir()
-    (folder / "ddp_facts" / "ddp_facts.py").write_text(DDP_FACTS)
-    (folder / "driver.py").write_text(DRIVER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
-        env.pop(key, None)
-    names = [*FIXTURES, "ddp_facts"]
-    command = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", "driver.py", *names]
-    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
-    parts = done.stdout.split("=== ")
-    return folder, {name: next(p for p in parts if p.startswith(name)) for name in names}
+    return folder, launch_in_turn(folder, FIXTURES, {"ddp_facts": DDP_FACTS})
 
 
 def state_keys(path) -> list[str]:

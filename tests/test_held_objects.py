@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from migrator.engine import migrate_text
+from tests.test_class_objects import lines_of, warnings
 from tests.test_idioms_objects import launch, migrated
 
 HEADER = """\
@@ -21,14 +22,6 @@ import torch.nn as nn
 
 def migrate(body: str):
     return migrate_text(HEADER + textwrap.dedent(body))
-
-
-def lines_of(output: str) -> list[str]:
-    return [line.strip() for line in output.splitlines()]
-
-
-def warnings(findings) -> list[str]:
-    return [f.message for f in findings if f.level == "warning"]
 
 
 def notes(findings) -> list[str]:

@@ -5,11 +5,11 @@ MIG020's handling (the refusal naming both calls)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from migrator.engine import migrate_text
 from tests.test_idioms_objects import launch
+from tests.test_owners import changed
 
 OMITTED = """\
 import torch
@@ -81,16 +81,11 @@ main()
 """
 
 
-def _changed(source: str, output: str) -> tuple[list[str], list[str]]:
-    diff = list(difflib.ndiff(source.splitlines(), output.splitlines()))
-    return [x[2:] for x in diff if x.startswith("- ")], [x[2:] for x in diff if x.startswith("+ ")]
-
-
 def test_a_scheduler_one_call_leaves_out_is_prepared_where_the_objects_meet():
     output, findings = migrate_text(OMITTED)
     assert output is not None, [f.message for f in findings]
     assert not [f for f in findings if f.needs_human]
-    removed, added = _changed(OMITTED, output)
+    removed, added = changed(OMITTED, output)
     assert removed == [
         "            loss.backward()",
         '        print("batches", batches)',

@@ -22,6 +22,11 @@ def _changed_lines(name: str) -> tuple[list[str], list[str]]:
     source = (GOLDEN / f"{name}.in.py").read_text()
     output, _findings = migrate_text(source)
     assert output == (GOLDEN / f"{name}.out.py").read_text()
+    return changed(source, output)
+
+
+def changed(source: str, output: str) -> tuple[list[str], list[str]]:
+    """(removed, added) lines from `source` to `output`."""
     diff = list(difflib.ndiff(source.splitlines(), output.splitlines()))
     removed = [line[2:] for line in diff if line.startswith("- ")]
     added = [line[2:] for line in diff if line.startswith("+ ")]
