@@ -17,7 +17,7 @@ from migrator.rules.base import AcceleratorNeed, RuleContext
 
 
 def callers_arguments(context: RuleContext, owner: Scope) -> bool:
-    """An argument _reading the owner's parameter (`amp` of `train_model(..., amp=False)`) where
+    """An argument reading the owner's parameter (`amp` of `train_model(..., amp=False)`) where
     the Accelerator must be made at module level: every call of the owner, at module level,
     passes the same module value there (`amp=args.amp`), so the Accelerator reads that. True
     if every argument now reads module values."""
@@ -31,12 +31,12 @@ def callers_arguments(context: RuleContext, owner: Scope) -> bool:
         for name in dict.fromkeys(kwarg.depends_on):
             if name not in owner.params or owner.assigns(name):
                 continue
-            passed = {_argument_text(context, site, owner, name) for site in sites}
-            text = passed.pop() if len(passed) == 1 else None
-            if text is None:
+            passed = {_module_value(context, site, owner, name) for site in sites}
+            value = passed.pop() if len(passed) == 1 else None
+            if value is None:
                 return False  # nothing rewritten: the caller refuses
+            text, root = value
             code = _reading(code, name, text)
-            root = root_name(ast.parse(text, mode="eval").body)
             depends = tuple(root if d == name else d for d in depends)
         rewritten.append((kwarg, code, depends))
     for kwarg, code, depends in rewritten:
@@ -45,8 +45,9 @@ def callers_arguments(context: RuleContext, owner: Scope) -> bool:
                    for d in k.depends_on)  # fmt: skip
 
 
-def _argument_text(context: RuleContext, site, owner: Scope, name: str) -> str | None:
-    """The text of a plain module value (`args.amp`, `amp`) the call passes as `name`."""
+def _module_value(context: RuleContext, site, owner: Scope, name: str) -> tuple | None:
+    """(text, root name) of a plain module value (`args.amp`, `amp`) the call passes as
+    `name`."""
     argument = argument_for(site.node, owner, name)
     if (
         argument is None
@@ -56,17 +57,17 @@ def _argument_text(context: RuleContext, site, owner: Scope, name: str) -> str |
         return None
     if not isinstance(argument, (ast.Name, ast.Attribute)) or root_name(argument) is None:
         return None
-    module = context.facts.index.module_scope
-    bindings = module.bindings.get(root_name(argument), [])
+    root = root_name(argument)
+    bindings = context.facts.index.module_scope.bindings.get(root, [])
     if not bindings or any(
         b.kind not in ("assign", "param") or b.loop is not None for b in bindings
     ):
         return None
-    return context.source.text_of(argument)
+    return context.source.text_of(argument), root
 
 
 def read_parameters(context: RuleContext, block: Block) -> bool:
-    """An argument _reading a copy of a parameter made after code that already needs the
+    """An argument reading a copy of a parameter made after code that already needs the
     accelerator (`self.steps = config.steps` after `self.device = torch.device(device)`) reads
     the parameter itself (`config.steps`): the function's parameters exist from its start and
     the copy is its one binding, the parameter never rebound. True if an argument changed."""
@@ -111,7 +112,7 @@ def definitions(block: Block, name: str):
 
 
 def _reading(code: str, name: str, text: str) -> str:
-    """An Accelerator argument's `code` _reading `text` where it read `name` (a name or an
+    """An Accelerator argument's `code` reading `text` where it read `name` (a name or an
     attribute chain, whole), each condition once."""
     pattern = rf"(?<![\w.]){re.escape(name)}(?!\w)"
     return _once_each(re.sub(pattern, lambda _match: text, code))
