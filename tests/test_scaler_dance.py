@@ -59,3 +59,38 @@ def test_a_load_state_dict_sharing_its_line_is_left_to_a_human():
         "if accelerator.scaler is not None:\n    accelerator.scaler.load_state_dict(state)\n"
         in output
     )
+
+
+OFF = """\
+import torch
+from torch.amp.grad_scaler import GradScaler
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = GradScaler(enabled={enabled})
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+"""
+
+
+def test_a_scaler_switched_off_goes_with_its_dance_and_asks_for_no_fp16():
+    """`GradScaler(enabled=False)` scales nothing: the original trains in fp32, so must the
+    migrated script (before, the Accelerator got fp16 on CUDA machines)."""
+    output, findings = migrate_text(OFF.format(enabled="False"))
+    assert output is not None, [f.message for f in findings]
+    assert "accelerator = Accelerator()\n" in output
+    assert "mixed_precision" not in output and "GradScaler" not in output
+    assert "scaler" not in output
+    assert "    accelerator.backward(loss)\n    optimizer.step()\n" in output
+
+
+def test_a_scaler_switched_on_still_asks_for_fp16_on_cuda():
+    output, _ = migrate_text(OFF.format(enabled="True"))
+    assert 'mixed_precision="fp16" if torch.cuda.is_available() else "no"' in output
+    assert "GradScaler" not in output

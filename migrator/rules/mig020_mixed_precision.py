@@ -224,8 +224,9 @@ class MixedPrecision(Rule):
                 if not self._rewrite_uses(context, scope, name):
                     return None
                 for binding in calls:
-                    if not self._enabled(context, scope, binding.value, conditions, depends):
-                        continue
+                    # `GradScaler(enabled=False)`: its dance goes all the same, and no fp16
+                    if self._enabled(context, scope, binding.value, conditions, depends):
+                        found = True
                     if self.handed:  # passed to a function: it gets the accelerator's scaler
                         context.edits.replace_with(
                             binding.value, context.accelerator_expr("scaler")
@@ -234,7 +235,6 @@ class MixedPrecision(Rule):
                     else:
                         context.edits.remove(binding.small)
                     self.rewritten.add(imports.qualify(binding.value.func) or "")
-                found = True
         return found
 
     def _rewrite_uses(self, context: RuleContext, scope: Scope, name: str, depth=0) -> bool:
