@@ -95,15 +95,24 @@ class LoopSources:
         found: list[LoopSource] = []
         for binding in bindings:
             value = binding.value
-            if not isinstance(value, ast.Call) or not self._wrapped(value, origin.scope):
+            # `dataloader = train_dataloader` / `= val_dataloader`, by phase; one alias (and
+            # `self.loader = loader`) is the loader itself
+            alias = isinstance(value, ast.Name) and len(bindings) > 1 and "." not in name
+            if not alias and (
+                not isinstance(value, ast.Call) or not self._wrapped(value, origin.scope)
+            ):
                 return None
             source = self._unwrap(value, origin.scope, seen)
-            if source is None:
+            if source is None or (alias and source.inline is not None):
                 return NOT_LOADER_ITEMS if len(found) == 0 and len(bindings) == 1 else None
             found.append(source)
         first = found[0]
-        if any(f.scope is not first.scope or f.loaders != first.loaders for f in found):
+        if any(f.scope is not first.scope or f.inline is not None or f.batches is not None
+               or f.through_enumerate != first.through_enumerate for f in found[1:]):  # fmt: skip
             return None
+        if any(f.loaders != first.loaders for f in found):  # by phase: `if train: dl = train_dl`
+            loaders = list(dict.fromkeys(n for f in found for n in f.loaders))
+            return LoopSource(first.scope, loaders, first.through_enumerate)
         return first
 
     def _wrapped(self, call: ast.Call, scope: Scope) -> list[ast.expr] | None:

@@ -55,8 +55,10 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     schedulers = [s for s in facts.schedulers if s.name not in already]
     # `scheduler = StepLR(optimizer)` stepped once per epoch is never prepared: it may hold the
     # plain optimizer (the prepared one shares its param_groups), built before the loaders.
-    kept_plain = {id(r.binding.statement) for r in schedulers
-                  if r.binding is not None and (r.plateau or not r.per_step)}  # fmt: skip
+    # Every binding of it counts (`if kind == "step": scheduler = StepLR(optimizer)` / `elif`).
+    kept_plain = {id(b.statement) for r in schedulers
+                  if r.binding is not None and (r.plateau or not r.per_step)
+                  for b in r.binding.statement.block.scope.assigns(r.name)}  # fmt: skip
     for role in schedulers:
         if role.plateau:
             plan.notes.append(_note(role.binding, role.name, PLATEAU, role.site))
@@ -78,7 +80,8 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
         plan.reloaded = _reloaded(facts, block, facts.models, defs)
         return plan
     early = _early_loaders(facts, owner, mandatory) + _late_loaders(facts, owner, mandatory)
-    early += _loaders_before_a_loop(facts, owner, mandatory, early)
+    in_turn = _loaders_before_a_loop(facts, owner, mandatory, early)
+    early += in_turn
     if early:
         plan.early = early
         mandatory = [n for n in mandatory if not any(e[0] == n for e in early)]
@@ -97,6 +100,9 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
                       for b in owner.assigns(n)]  # fmt: skip
         defs[name] += [b.statement for n in _holders(name) for b in owner.assigns(n)]
         defs[name] += [b.statement for b in facts.chain_bindings(owner, name)]
+        # `model = train(model, loader, optimizer)` hands the objects to training: a use,
+        # and the model it returns is the one it was given
+        defs[name] = [s for s in defs[name] if not _trains_and_rebinds(facts, s)]
     def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
     for name in names:
         uses = [u for n in facts.distributed.names_for(owner, name) for u in owner.uses.get(n, [])]
@@ -113,6 +119,8 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
                     runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
                 soft.append(use.statement)
+    if in_turn:  # `return model` after the loop reads the last pass's prepared model
+        hard, soft = (_within_loop(owner.body, in_turn[0][2], found) for found in (hard, soft))
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
     # Nothing made here (parameters, a class's `self.x`): prepared once, before the loops, not
     # in the epoch loop that holds every use.
@@ -190,6 +198,15 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     return plan
 
 
+def _trains_and_rebinds(facts: TrainingFacts, statement: Statement) -> bool:
+    node = statement.node
+    if not isinstance(node, Line) or len(node.body) != 1:
+        return False
+    small = node.body[0]
+    value = small.value if isinstance(small, (ast.Assign, ast.AnnAssign)) else None
+    return isinstance(value, ast.Call) and calls_training(facts, value)
+
+
 def definitions(facts: TrainingFacts, scope, name: str) -> list[Statement]:
     found = [b.statement for n in facts.distributed.names_for(scope, name)
              for b in scope.assigns(n)]  # fmt: skip
@@ -230,22 +247,28 @@ def training_statements(facts: TrainingFacts, block: Block) -> set[int]:
     """Indexes of `block`'s statements that hold a training loop or call the function that
     does (by name: `train(...)`, `self.fit(...)`)."""
     found: set[int] = set()
-    names = {loop.scope.name for loop in facts.training_loops if loop.scope.kind == "function"}
     for loop in facts.training_loops:
         statement = loop.statement.ancestor_in(block)
         if statement is not None:
             found.add(statement.index)
     for index, node in enumerate(block.statements):
-        if index in found or not names:
-            continue
-        parts = node.body if isinstance(node, Line) else [node]
-        for inner in (n for part in parts for n in ast.walk(part)):
-            func = inner.func if isinstance(inner, ast.Call) else None
-            called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-            if called is not None and called in names:
-                found.add(index)
-                break
+        if index not in found and calls_training(facts, node):
+            found.add(index)
     return found
+
+
+def calls_training(facts: TrainingFacts, node: ast.AST) -> bool:
+    """`node` calls a function holding a training loop, by name (`train(...)`, `self.fit()`)."""
+    names = {loop.scope.name for loop in facts.training_loops if loop.scope.kind == "function"}
+    if not names:
+        return False
+    parts = node.body if isinstance(node, Line) else [node]
+    for inner in (n for part in parts for n in ast.walk(part)):
+        func = inner.func if isinstance(inner, ast.Call) else None
+        called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if called is not None and called in names:
+            return True
+    return False
 
 
 def _wrapper_use(use, owner) -> str | None:
@@ -323,6 +346,17 @@ def _loaders_before_a_loop(facts: TrainingFacts, owner, mandatory: list[str], ea
         if not defs or any(d is None or d.index >= loop.index for d in defs):
             return []
     return [(name, block, loop.index) for name in loaders]
+
+
+def _within_loop(block: Block, index: int, statements: list[Statement]) -> list[Statement]:
+    """The uses inside `block.statements[index]` (the loop making a model per pass), dropping
+    those after it; uses before it stay, to be found too early."""
+    found = []
+    for statement in statements:
+        ancestor = statement.ancestor_in(block)
+        if ancestor is None or ancestor.index <= index:
+            found.append(statement)
+    return found
 
 
 def _late_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
