@@ -140,3 +140,17 @@ def test_a_loop_target_named_underscore_is_not_the_accumulating_method():
     ) in output
     assert "gather_for_metrics" not in output and "_, hits" not in output
     assert findings == []
+
+
+def test_tensors_a_mixed_metric_left_per_process_are_not_gathered_half_later():
+    """`total += loss.item() * y.size(0)` leaves `y` this process's batch (a finding); a
+    later `correct += (predicted == y)` must not gather `predicted` alone: the shapes would
+    no longer match on two processes."""
+    output, findings = _migrate(
+        "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "        total += loss.item() * y.size(0)\n"
+        "        correct += (predicted == y).sum().item()\n"
+    )
+    assert [f.code for f in findings] == ["MIG031", "MIG031"], findings
+    assert "`y` is this process's batch" in findings[1].message
+    assert "gather_for_metrics" not in output

@@ -84,6 +84,7 @@ class _Walker:
         self.gathered: set[str] = set()  # names whole on every process after a gather
         self.metrics: set[str] = set()  # accumulators of gathered values
         self.collections: set[str] = set()  # per-process Python sets: never gathered
+        self.ungathered: set[str] = set()  # batch tensors a finding left per-process
 
     def block(self, block: Block, local: set[str]) -> None:
         """Walk statements in order; `local` holds the names that are still per-process."""
@@ -130,6 +131,17 @@ class _Walker:
                 code="MIG031", node=small,
                 message=f"`{numbers[0]}` (one value for this process's batch) is combined "
                 "with its tensors in a metric; gather what it is computed from by hand",
+            ))  # fmt: skip
+            local.difference_update(names)
+            self.ungathered.update(n for n in names if n not in numbers)
+            return
+        spoiled = [n for n in _names_in_all(accumulated) if n in self.ungathered]
+        if spoiled and not numbers:  # `labels` left per-process: gathering `logits` alone
+            self.context.findings.append(Finding(
+                code="MIG031", node=small,
+                message=f"this metric counts only this process's batches: `{spoiled[0]}` is "
+                "this process's batch (a metric above keeps it so), so the others cannot be "
+                "gathered beside it; gather them together by hand",
             ))  # fmt: skip
             local.difference_update(names)
             return
