@@ -207,3 +207,56 @@ def test_replicas_the_process_group_was_not_told_are_still_refused():
     output, findings = migrate(source)
     assert output is None
     assert "passes `num_replicas=` at line" in findings[0].message
+
+
+FACTORY = """\
+    def setup(rank, world_size):
+        dist.init_process_group("gloo", rank=rank, world_size=world_size)
+
+
+    def get_loader(rank, world_size):
+        data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+        sampler = DistributedSampler(data, num_replicas={replicas}, rank=rank, shuffle=True)
+        loader = DataLoader(data, batch_size=8, sampler=sampler)
+        return loader, sampler
+
+
+    def train(rank, world_size):
+        setup(rank, world_size)
+        loader, sampler = get_loader(rank, world_size)
+        model = DDP(torch.nn.Linear(4, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                loss = (model(x) - y).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+    if __name__ == "__main__":
+        mp.spawn(train, args=(2,), nprocs=2)
+"""
+
+
+def test_a_sampler_made_by_a_loader_factory_from_its_callers_rank_goes_with_it():
+    """`get_loader(rank, world_size)` is called only by the worker that tells the process
+    group the same two names; it returns its sampler, which the caller only `set_epoch`s:
+    the factory returns None in its place and the calls go."""
+    output, findings = migrate(script(FACTORY.format(replicas="world_size")))
+    assert [f.code for f in findings if f.needs_human] == [], findings
+    assert "DistributedSampler" not in output and "set_epoch" not in output
+    assert "    loader = DataLoader(data, batch_size=8, shuffle=True)\n" in output
+    assert "    return loader, None\n" in output
+    assert "    loader, sampler = get_loader(" in output
+
+
+def test_a_factory_sampler_the_group_was_not_told_or_used_beyond_set_epoch_is_refused():
+    output, findings = migrate(script(FACTORY.format(replicas="world_size + 1")))
+    assert output is None and "passes `num_replicas=` at line" in findings[0].message
+    used = FACTORY.format(replicas="world_size").replace(
+        "sampler.set_epoch(epoch)", "print(len(sampler))"
+    )
+    output, findings = migrate(script(used))
+    assert output is None and "DistributedSampler `sampler` is used at line" in findings[0].message

@@ -99,6 +99,8 @@ class Sampler:
     fallbacks: list[Binding] = field(default_factory=list)
     # `BatchSampler(sampler, ...)` feeding `DataLoader(batch_sampler=...)`: BatchLoader
     batch_loaders: list[Any] = field(default_factory=list)
+    # `return loader, sampler` of a loader factory whose callers only `set_epoch` it: None
+    returned: list[ast.expr] = field(default_factory=list)
 
 
 @dataclass(eq=False)

@@ -23,7 +23,7 @@ from migrator.analysis.distributed_facts import (
     whole_statement,
 )
 from migrator.analysis.imports import dotted_name
-from migrator.analysis.index import CallSite, ModuleIndex, Scope
+from migrator.analysis.index import CallSite, Line, ModuleIndex, Scope
 from migrator.analysis.sampler_shapes import (
     batch_loader,
     constant,
@@ -199,6 +199,8 @@ class ObjectReader:
                     continue
             if self._in_loader_shuffle(use, name) or _guards_set_epoch(use, name):
                 continue
+            if self._returned_to_set_epoch(use, scope, sampler):
+                continue
             shown = logging_print(use, self.sites)  # `print("Sampler = %s" % str(sampler))`
             if shown is not None:
                 self.facts.removed_calls.append(shown)
@@ -214,6 +216,36 @@ class ObjectReader:
             if not child.is_local(name) and child.uses.get(name):
                 return f"`{name}` is used inside `{child.name}`"
         return None
+
+    def _returned_to_set_epoch(self, use, scope: Scope, sampler: Sampler) -> bool:
+        """`return train_loader, train_sampler` of a loader factory whose every caller
+        unpacks the sampler into a name it only `set_epoch`s (`loader, sampler = get_data()`;
+        `sampler.set_epoch(epoch)`): the factory returns None there and the calls go."""
+        small = use.statement.node.body[0] if isinstance(use.statement.node, Line) else None
+        value = small.value if isinstance(small, ast.Return) else None
+        if not isinstance(value, ast.Tuple) or scope.kind != "function":
+            return False
+        position = next((i for i, e in enumerate(value.elts) if e is use.node), None)
+        callers = [site for site, _ in self.sites
+                   if self.index.functions.get(name_value(site.node.func) or "") is scope]  # fmt: skip
+        if position is None or not callers:
+            return False
+        removed = []
+        for site in callers:
+            target = _unpacked_into(site, len(value.elts), position)
+            if target is None or len(site.scope.assigns(target)) != 1:
+                return False
+            for other in site.scope.uses.get(target, []):
+                call = other.call if other.kind == "attr" and other.attr == "set_epoch" else None
+                found = next((s for s, _ in self.sites if s.node is call), None)
+                if found is None or not whole_statement(found):
+                    return False
+                removed.append(found)
+            if any(not c.is_local(target) and c.uses.get(target) for c in site.scope.children):
+                return False
+        self.facts.removed_calls.extend(removed)
+        sampler.returned.append(use.node)
+        return True
 
     def _in_loader_shuffle(self, use, name: str) -> bool:
         """`shuffle=(sampler is None)` in the loader the sampler feeds (rewritten with it)."""
@@ -324,6 +356,19 @@ def _sampler_or_none(value: ast.expr, sampler: ast.Call) -> bool:
         return False
     branches = (value.body, value.orelse)
     return any(b is sampler for b in branches) and any(name_value(b) == "None" for b in branches)
+
+
+def _unpacked_into(site: CallSite, size: int, position: int) -> str | None:
+    """The name `a, b, c = f(...)` binds at `position` of `size` targets, if the call is so."""
+    small = site.small
+    if not isinstance(small, ast.Assign) or small.value is not site.node or len(small.targets) != 1:
+        return None
+    target = small.targets[0]
+    if not isinstance(target, ast.Tuple) or len(target.elts) != size:
+        return None
+    return (
+        name_value(target.elts[position]) if isinstance(target.elts[position], ast.Name) else None
+    )
 
 
 def _guards_set_epoch(use, name: str) -> bool:

@@ -106,10 +106,13 @@ class GroupArguments:
         self.functions = functions
         self.imports = imports
 
-    def told(self, expr: ast.expr, scope: Scope, keyword: str) -> bool:
+    def told(self, expr: ast.expr, scope: Scope, keyword: str, depth: int = 0) -> bool:
         """`expr` is what an init_process_group call was told as `keyword`: the same call
-        (`torch.cuda.device_count()`), the same name in the same function, or a name this
-        function hands to a parameter of a function of the file that tells it."""
+        (`torch.cuda.device_count()`), the same name in the same function, a name this
+        function hands to a parameter of a function of the file that tells it, or a
+        parameter every caller of this function passes such a value
+        (`get_dataloader(rank, nprocs)` called from the worker that also calls
+        `setup(rank, nprocs)`)."""
         for init in self.inits:
             told = keyword_value(init.node, keyword, 2 if keyword == "world_size" else 3)
             if told is None:
@@ -123,7 +126,21 @@ class GroupArguments:
                 return True
             if self._handed(scope, name, init.scope, told.id):
                 return True
-        return False
+        name = name_value(expr) if isinstance(expr, ast.Name) else None
+        if name is None or name not in scope.params or depth > 2 or scope.assigns(name):
+            return False
+        return self._passed_by_every_caller(scope, name, keyword, depth)
+
+    def _passed_by_every_caller(self, scope: Scope, name: str, keyword: str, depth: int):
+        from migrator.analysis.facts import argument_for  # facts reads this module's package
+
+        callers = [site for site, _qualified in self.sites
+                   if self.functions.get(name_value(site.node.func)) is scope]  # fmt: skip
+        return bool(callers) and all(
+            (argument := argument_for(site.node, scope, name)) is not None
+            and self.told(argument, site.scope, keyword, depth + 1)
+            for site in callers
+        )
 
     def returned(self, expr: ast.expr, scope: Scope, facts: DistributedFacts, expected) -> bool:
         """`rank, world, local_rank = setup_dist()`: a name unpacked from a call of a function

@@ -20,6 +20,8 @@ class SamplerMigration:
     def _drop_sampler(self, sampler: Sampler) -> None:
         if sampler.binding is not None:
             self._remove(sampler.binding.small, sampler.binding.statement)
+        for returned in sampler.returned:  # `return loader, sampler`: its callers get None
+            self.edits.replace_with(returned, "None")
         for fallback in sampler.fallbacks:  # `else: sampler = None` (or RandomSampler(ds))
             self._remove(fallback.small, fallback.statement)
         source = self.source
