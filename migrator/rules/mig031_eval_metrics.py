@@ -36,6 +36,7 @@ from migrator.analysis.index import Block, Line, Loop, Scope
 from migrator.analysis.patterns import name_of, preorder
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.epoch_sums import reduce_epoch_sums
 from migrator.rules.metric_values import (
     PerBatchValues,
     averaged_per_batch,
@@ -58,6 +59,7 @@ class EvalMetrics(Rule):
 
     def apply(self, context: RuleContext) -> None:
         facts = context.facts
+        reduce_epoch_sums(context)  # training loops: sums divided by the dataset's size
         for region in facts.regions:
             loop = region.loop
             if loop is None or loop not in facts.eval_loops:

@@ -1,0 +1,128 @@
+"""MIG031 on training loops: a running sum divided by the whole dataset's size after the loop
+(`epoch_loss = running_loss / len(train_loader.dataset)`) is all-reduced right after the
+loop, so the quotient is the whole dataset's on every process, not 1/N of it. A sum divided
+by `len(loader)` (this process's batches) is a per-process average already and stays."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from migrator.engine import migrate_text
+from tests.test_idioms_objects import launch
+
+TEMPLATE = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+train_set = TensorDataset(torch.randn(32, 3), torch.randint(0, 2, (32,)))
+sizes = {{"train": len(train_set)}}
+model = torch.nn.Linear(3, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr={lr})
+train_loader = DataLoader(train_set, batch_size=4)
+for epoch in range(2):
+    running_loss = 0.0
+    running_corrects = 0
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        out = model(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item() * x.size(0)
+        running_corrects += torch.sum(out.argmax(1) == y.data)
+    epoch_loss = running_loss / {divisor}
+    epoch_acc = running_corrects.double() / len(train_set)
+    print(f"epoch {{epoch}} loss {{epoch_loss:.6f}} acc {{epoch_acc:.6f}}")
+"""
+
+LOSS_REDUCED = (
+    "        running_corrects += torch.sum(out.argmax(1) == y.data)\n"
+    "    running_loss = accelerator.reduce(torch.tensor(running_loss, "
+    'device=accelerator.device), "sum").item()\n'
+)
+CORRECTS_REDUCED = '    running_corrects = accelerator.reduce(running_corrects, "sum")\n'
+
+
+def _migrate(divisor: str, lr: str = "0.1") -> str:
+    output, findings = migrate_text(TEMPLATE.format(divisor=divisor, lr=lr))
+    assert output is not None, [f.message for f in findings]
+    return output
+
+
+def test_a_number_and_a_tensor_divided_by_the_dataset_are_reduced_after_the_loop():
+    output = _migrate("len(train_loader.dataset)")
+    assert LOSS_REDUCED + CORRECTS_REDUCED + "    epoch_loss = running_loss / " in output
+    assert output.count("accelerator.reduce(") == 2
+
+
+def test_a_dict_of_dataset_lengths_is_the_whole_dataset():
+    output = _migrate('sizes["train"]')
+    assert LOSS_REDUCED + CORRECTS_REDUCED in output
+
+
+def test_a_sum_divided_by_the_batches_this_process_saw_stays_per_process():
+    output = _migrate("len(train_loader)")
+    assert "running_loss = accelerator.reduce(" not in output
+    assert CORRECTS_REDUCED in output  # still divided by len(train_set)
+
+
+def test_a_sum_not_zeroed_before_the_loop_is_not_touched():
+    source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(
+        "    running_loss = 0.0\n", "    running_loss = float(epoch)\n"
+    )
+    output, _ = migrate_text(source)
+    assert output is not None
+    assert "running_loss = accelerator.reduce(" not in output
+    assert CORRECTS_REDUCED in output
+
+
+def test_a_sum_rebound_in_the_loop_is_not_touched():
+    source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(
+        "        running_loss += loss.item() * x.size(0)\n",
+        "        running_loss += loss.item() * x.size(0)\n        running_loss = running_loss\n",
+    )
+    output, _ = migrate_text(source)
+    assert output is not None
+    assert "running_loss = accelerator.reduce(" not in output
+
+
+def test_a_numpy_sum_is_not_taken_for_a_tensor():
+    source = (
+        TEMPLATE.format(divisor="len(train_set)", lr="0.1")
+        .replace("torch.sum(out.argmax(1) == y.data)", "np.sum(out.argmax(1).numpy() == y.numpy())")
+        .replace("import torch\n", "import numpy as np\nimport torch\n")
+    )
+    output, _ = migrate_text(source)
+    assert output is not None
+    assert "running_corrects = accelerator.reduce(" not in output
+    assert "running_loss = accelerator.reduce(" in output
+
+
+def _epochs(text: str) -> list[tuple[float, float]]:
+    found = re.findall(r"^epoch \d loss ([\d.]+) acc ([\d.]+)$", text, re.MULTILINE)
+    return [(float(loss), float(acc)) for loss, acc in found]
+
+
+def test_two_processes_print_the_one_process_epoch_values(tmp_path):
+    # lr=0: the model never changes, so an epoch's summed loss does not depend on how the
+    # samples are split; 32 samples in batches of 4 split evenly, nothing is repeated
+    source = TEMPLATE.format(divisor="len(train_loader.dataset)", lr="0.0")
+    original = tmp_path / "original.py"
+    original.write_text(source)
+    single = subprocess.run([sys.executable, str(original)], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120, check=True)  # fmt: skip
+    expected = _epochs(single.stdout)
+    assert len(expected) == 2
+
+    script = tmp_path / "migrated.py"
+    script.write_text(migrate_text(source)[0])
+    printed = _epochs(launch(script, tmp_path).stdout)
+    assert printed, "no epoch line printed"
+    for loss, acc in printed:  # every process prints (no main-process guard on print)
+        assert abs(loss - expected[0][0]) < 1e-5 and abs(acc - expected[0][1]) < 1e-9, (
+            printed,
+            expected,
+        )
