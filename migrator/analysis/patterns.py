@@ -103,7 +103,7 @@ def parameter_roots(expr: ast.AST) -> list[str]:
     feeds those models; one over anything else names none (`unnamed_parameter_owners`)."""
     elements = _comprehension_elements(expr)
     roots: list[str] = []
-    for node in _parameter_calls(expr):
+    for node in parameter_calls(expr):
         root = root_name(node.func.value)
         found = elements.get(root, [root]) if root is not None else []
         for name in found or []:
@@ -119,14 +119,14 @@ def unnamed_parameter_owners(expr: ast.AST) -> list[tuple[str, ast.expr]]:
     elements = _comprehension_elements(expr)
     iterables = {name: node for name, node in _comprehension_iterables(expr)}
     owners = []
-    for node in _parameter_calls(expr):
+    for node in parameter_calls(expr):
         root = root_name(node.func.value)
         if root in elements and elements[root] is None and root not in dict(owners):
             owners.append((root, iterables[root]))
     return owners
 
 
-def _parameter_calls(expr: ast.AST) -> list[ast.Call]:
+def parameter_calls(expr: ast.AST) -> list[ast.Call]:
     return [
         node
         for node in preorder(expr)

@@ -147,7 +147,7 @@ class TrainedModels:
         value = bindings[0].value
         if self._models_unnamed(name, bindings[0].statement.node, value):
             return None
-        roots = patterns.parameter_roots(value)
+        roots = patterns.parameter_roots(value) or self._filled_from_parameters(owner, value)
         parts = [
             self.index.source.text_of(node.func.value)
             for node in ast.walk(value)
@@ -165,6 +165,39 @@ class TrainedModels:
                           "would make DDP wait for gradients the optimizer does not use; "
                           "migrate by hand")  # fmt: skip
             return None
+        return roots
+
+    def _filled_from_parameters(self, owner: Scope, value: ast.expr) -> list[str]:
+        """The models behind parameter groups of lists filled in a loop over a model's
+        parameters (Barlow Twins' weight/bias split, the usual weight-decay split):
+
+            decay, no_decay = [], []                      # (or one `= []` each)
+            for name, p in model.named_parameters():
+                if p.ndim == 1: no_decay.append(p)
+                else: decay.append(p)
+            groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+        Every list named in `value` must be bound once to `[]` and grown only by `.append` in
+        loops over whole named models' parameters; [] otherwise."""
+        lists = _group_lists(value)
+        if not lists:
+            return []
+        roots: list[str] = []
+        for name in dict.fromkeys(lists):
+            bindings = owner.assigns(name)
+            if len(bindings) != 1 or not _empty_list(bindings[0]):
+                return []
+            appends = [c for c in owner.calls if c.method == "append"
+                       and patterns.name_of(c.receiver) == name]  # fmt: skip
+            uses = [u for u in owner.uses.get(name, []) if u.kind == "attr"]
+            if not appends or len(uses) != len(appends):
+                return []  # grown some other way (`extend`, `+=`): not told apart here
+            for call in appends:
+                root = _parameters_loop_root(call.loop)
+                if root is None:
+                    return []
+                if root not in roots:
+                    roots.append(root)
         return roots
 
     def _models_unnamed(self, name: str, node: ast.AST, expr: ast.expr) -> bool:
@@ -206,3 +239,36 @@ def _constructions(binding) -> list[ast.Call]:
     if isinstance(value, ast.IfExp) and not (binding.unpacked and binding.element is None):
         return [side for side in (value.body, value.orelse) if isinstance(side, ast.Call)]
     return []
+
+
+def _group_lists(value: ast.expr) -> list[str]:
+    """The names a parameter-group literal lists: `[w, b]`, `[{"params": w}, {"params": b,
+    ...}]`; [] when any element is something else."""
+    if not isinstance(value, (ast.List, ast.Tuple)) or not value.elts:
+        return []
+    names = []
+    for element in value.elts:
+        if isinstance(element, ast.Dict):
+            keys = [k.value if isinstance(k, ast.Constant) else None for k in element.keys]
+            element = element.values[keys.index("params")] if "params" in keys else None
+        if not isinstance(element, ast.Name):
+            return []
+        names.append(element.id)
+    return names
+
+
+def _empty_list(binding) -> bool:
+    value = binding.element if binding.unpacked else binding.value
+    return isinstance(value, ast.List) and not value.elts
+
+
+def _parameters_loop_root(loop) -> str | None:
+    """The model `m` of the innermost enclosing `for ... in m.parameters()` (or
+    `m.named_parameters()`); None when there is none or it runs over a part of a model."""
+    while loop is not None:
+        calls = patterns.parameter_calls(loop.iter) if loop.iter is not None else []
+        if calls:
+            roots = {patterns.name_of(c.func.value) for c in calls}
+            return roots.pop() if len(roots) == 1 and None not in roots else None
+        loop = loop.parent
+    return None
