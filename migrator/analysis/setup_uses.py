@@ -70,6 +70,8 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
         return True  # `StepLR(optimizer, ...)`: the scheduler holds the object prepare wraps
     if use.callee in NEUTRAL_CALLEES:
         return True
+    if use.callee == "copy.deepcopy":
+        return _copied_as_placed(use)
     name = patterns.last_part(use.callee)
     if PARAMETER_COUNT.search(name.lower()) or CHECKPOINT_LOAD.search(name.lower()):
         return True
@@ -84,6 +86,26 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
         return True
     helper = facts.index.functions.get(func.id) if isinstance(func, ast.Name) else None
     return helper is not None and _reads_only(helper, call, use.node, facts, seen)
+
+
+def _copied_as_placed(use) -> bool:
+    """`ema = deepcopy(model)` before prepare copies the plain model, as the original did
+    before its DDP wrap (DiT) - where the copy is as placed as the original's was: the copy is
+    moved itself (`deepcopy(model).to(device)`), or the original had not moved the model to a
+    device yet (the migrated script no longer moves it before prepare)."""
+    line = use.statement.node
+    parts = line.body if isinstance(line, Line) else []
+    for node in (n for part in parts for n in ast.walk(part)):
+        if isinstance(node, ast.Attribute) and node.value is use.call and node.attr in (
+            "to", "cuda"
+        ):  # fmt: skip
+            return True
+    scope = use.statement.block.scope
+    here = use.node.lineno
+    return not any(
+        u.kind == "attr" and u.attr in ("to", "cuda") and u.node.lineno < here
+        for u in scope.uses.get(use.name, [])
+    )
 
 
 def _alias(use, facts, seen) -> bool:
