@@ -210,6 +210,38 @@ def test_with_the_device_still_read_the_accelerator_reads_the_parameter_once():
     ]
 
 
+def test_a_copy_computed_from_local_copies_of_a_parameter_is_spelt_out_from_the_parameter():
+    # `train = config.training` then `self.steps = max(train.accumulation_steps, 1)`, both after
+    # `self.device = device`: the Accelerator at the start of __init__ reads what the function
+    # could compute there, the local copy spelt out
+    source = ACCUMULATING.replace(
+        "        self.steps = config.accumulation_steps\n",
+        "        train = config.training\n        self.steps = max(train.accumulation_steps, 1)\n",
+    ).replace(
+        "SimpleNamespace(accumulation_steps=2)",
+        "SimpleNamespace(training=SimpleNamespace(accumulation_steps=2))",
+    )
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    assert (
+        "        self.accelerator = Accelerator(\n"
+        "            gradient_accumulation_steps=max(config.training.accumulation_steps, 1),\n"
+        "        )\n"
+        "        self.model = model\n"
+    ) in output
+
+
+def test_a_copy_computed_by_this_files_code_is_not_spelt_out():
+    source = ACCUMULATING.replace(
+        "        self.steps = config.accumulation_steps\n",
+        "        self.steps = steps_of(config)\n",
+    ).replace("\n\nclass Trainer:", "\n\ndef steps_of(config):\n    return 2\n\n\nclass Trainer:")
+    output, findings = migrate_text(source)
+    assert output is None
+    [refusal] = [f for f in findings if f.needs_human]
+    assert "gradient_accumulation_steps= reads `self.steps`" in refusal.message
+
+
 def test_a_copy_read_through_self_is_not_moved_before_what_it_reads():
     # `self.steps = self.config.accumulation_steps`: reading it at the start of __init__ would
     # meet no `self.config` yet, so the late Accelerator is refused, naming both lines
@@ -224,3 +256,59 @@ def test_a_copy_read_through_self_is_not_moved_before_what_it_reads():
         "the Accelerator's gradient_accumulation_steps= reads `self.steps`, defined at line 13, "
         "but `self.device = device` at line 11 already uses the accelerator; migrate by hand"
     )
+
+
+AMP_FROM_CONFIG = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Trainer:
+    def __init__(self, model, config, device):
+        self.model = model.to(device)
+        self.device = device
+        tcfg = config["training"]
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=tcfg["lr"])
+        self.use_amp = tcfg["amp"] and torch.cuda.is_available()
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
+
+    def train(self, loader):
+        for inputs, labels in loader:
+            inputs, labels = inputs.to(self.device), labels.to(self.device)
+            self.optimizer.zero_grad()
+            with torch.autocast("cuda", enabled=self.use_amp):
+                loss = nn.functional.cross_entropy(self.model(inputs), labels)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        print("loss", round(loss.item(), 4) >= 0)
+
+
+if __name__ == "__main__":
+    data = TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,)))
+    config = {"training": {"lr": 0.1, "amp": True}}
+    Trainer(nn.Linear(4, 2), config, "cpu").train(DataLoader(data, batch_size=8))
+"""
+
+
+def test_an_amp_switch_computed_from_a_config_copy_reads_the_config_each_condition_once():
+    output, findings = migrate_text(AMP_FROM_CONFIG)
+    assert output is not None, [f.message for f in findings]
+    init = output[output.index("    def __init__") : output.index("    def train")]
+    assert init.splitlines()[1:5] == [
+        "        self.accelerator = Accelerator(",
+        (
+            '            mixed_precision="fp16" if config["training"]["amp"] and '
+            'torch.cuda.is_available() else "no",'
+        ),
+        "        )",
+        "        self.model = model",
+    ]
+    assert "GradScaler" not in output and "with self.accelerator.autocast():" in output
+
+
+def test_the_config_amp_trainer_runs_on_two_processes(tmp_path):
+    script = tmp_path / "amp_config.py"
+    script.write_text(migrate_text(AMP_FROM_CONFIG)[0])
+    assert re.findall(r"^loss (\w+)$", launch(script, tmp_path).stdout, re.MULTILINE) == ["True"]

@@ -66,6 +66,10 @@ def _module_value(context: RuleContext, site, owner: Scope, name: str) -> tuple 
     return context.source.text_of(argument), root
 
 
+# Builtins a copy's value may call: they read their arguments and nothing else.
+PURE_BUILTINS = frozenset({"int", "float", "bool", "str", "max", "min", "abs", "len", "round"})
+
+
 def read_parameters(context: RuleContext, block: Block) -> bool:
     """An argument reading a copy of a parameter made after code that already needs the
     accelerator (`self.steps = config.steps` after `self.device = torch.device(device)`) reads
@@ -83,23 +87,90 @@ def read_parameters(context: RuleContext, block: Block) -> bool:
                 continue
             binding = bindings[0]
             statement = binding.statement.ancestor_in(block)
-            value = binding.value
-            root = root_name(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
-            if (
-                binding.kind != "assign"
-                or binding.unpacked
-                or binding.loop is not None
-                or statement is None
-                or statement.index < min(hard)
-                or root not in scope.params
-                or (is_method(scope) and root == scope.params[0])  # `self.cfg` may come later
-                or scope.assigns(root)
-            ):
+            if statement is None or statement.index < min(hard):
                 continue
-            kwarg.code = _reading(kwarg.code, name, context.source.text_of(value))
-            kwarg.depends_on = tuple(root if d == name else d for d in kwarg.depends_on)
+            inlined = _from_the_start(context, scope, binding)
+            if inlined is None:
+                continue
+            text, roots = inlined
+            kwarg.code = _reading(kwarg.code, name, text)
+            names = [r for d in kwarg.depends_on for r in (roots if d == name else [d])]
+            kwarg.depends_on = tuple(dict.fromkeys(names))
             changed = True
     return changed
+
+
+def _from_the_start(context: RuleContext, scope: Scope, binding, depth: int = 0):
+    """(text, names read) of a copy's value as the function could compute it at its start:
+    the parameters it reads (`config.steps` for `self.steps = config.steps`), the copies of
+    them it reads spelt out (`config["training"]["mixed_precision"] and
+    torch.cuda.is_available()` for `self.use_amp = tcfg["mixed_precision"] and
+    torch.cuda.is_available()` after `tcfg = config["training"]`), and imported modules; None
+    when it reads anything else (a call of this file's code, a name bound several times, in a
+    loop, by unpacking, or a parameter that is rebound)."""
+    value = binding.value
+    if (
+        depth > 4
+        or binding.kind != "assign"
+        or binding.unpacked
+        or binding.loop is not None
+        or value is None
+    ):
+        return None
+    imports = context.facts.index.imports
+    replaced: list[tuple[ast.Name, str]] = []
+    roots: list[str] = []
+    for node in ast.walk(value):
+        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.comprehension, ast.Await)):
+            return None
+        if isinstance(node, ast.Call):
+            head = root_name(node.func)
+            if head is None or scope.is_local(head) or head in scope.params:
+                return None
+            if not imports.imported(head) and not (
+                isinstance(node.func, ast.Name) and head in PURE_BUILTINS
+            ):  # fmt: skip
+                return None  # imported modules (`torch.cuda.is_available()`), `max(...)`
+        if not isinstance(node, ast.Name):
+            continue
+        name = node.id
+        if name in scope.params:
+            if scope.assigns(name) or (is_method(scope) and name == scope.params[0]):
+                return None  # rebound, or `self.x` (it may be set later)
+            roots.append(name)
+        elif scope.is_local(name):
+            local = scope.assigns(name)
+            inner = (
+                _from_the_start(context, scope, local[0], depth + 1) if len(local) == 1 else None
+            )
+            if inner is None:
+                return None
+            text, names = inner
+            replaced.append((node, text if _atom(local[0].value) else f"({text})"))
+            roots.extend(names)
+        elif name in PURE_BUILTINS and not context.facts.index.module_scope.is_local(name):
+            continue
+        elif not imports.imported(name):
+            return None  # a module-level name: it may be bound after the function is defined
+        else:
+            roots.append(name)
+    text = context.source.text_of(value)
+    if replaced:
+        if value.lineno != value.end_lineno:
+            return None
+        raw = text.encode()
+        start = value.col_offset
+        for node, inner in sorted(replaced, key=lambda r: r[0].col_offset, reverse=True):
+            left, right = node.col_offset - start, node.end_col_offset - start
+            raw = raw[:left] + inner.encode() + raw[right:]
+        text = raw.decode()
+    if not _atom(value) and depth == 0:
+        text = f"({text})"
+    return text, list(dict.fromkeys(roots))
+
+
+def _atom(value: ast.expr) -> bool:
+    return isinstance(value, (ast.Name, ast.Attribute, ast.Subscript, ast.Call, ast.Constant))
 
 
 def definitions(block: Block, name: str):
@@ -127,10 +198,19 @@ def _once_each(code: str) -> str:
     test = expression.test if isinstance(expression, ast.IfExp) else None
     if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
         return code
-    parts = dict.fromkeys(ast.get_source_segment(code, value) for value in test.values)
+    parts = dict.fromkeys(ast.get_source_segment(code, value) for value in _conjuncts(test))
     joined = " and ".join(part for part in parts if part is not None)
     raw = code.encode()  # offsets count bytes
     return (raw[: test.col_offset] + joined.encode() + raw[test.end_col_offset :]).decode()
+
+
+def _conjuncts(test: ast.BoolOp) -> list[ast.expr]:
+    """The operands of `a and (b and c)`, flattened: a, b, c."""
+    found = []
+    for value in test.values:
+        nested = isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And)
+        found.extend(_conjuncts(value) if nested else [value])
+    return found
 
 
 def need_line(need: AcceleratorNeed) -> int:
