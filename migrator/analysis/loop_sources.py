@@ -95,9 +95,11 @@ class LoopSources:
         found: list[LoopSource] = []
         for binding in bindings:
             value = binding.value
-            # `dataloader = train_dataloader` / `= val_dataloader`, by phase; one alias (and
+            # `dataloader = train_dataloader` / `= val_dataloader`, by phase, or
+            # `bar = tqdm(self.loader)` / `bar = self.loader` by a flag; one alias (and
             # `self.loader = loader`) is the loader itself
-            alias = isinstance(value, ast.Name) and len(bindings) > 1 and "." not in name
+            named = isinstance(value, (ast.Name, ast.Attribute)) and patterns.name_of(value)
+            alias = bool(named) and len(bindings) > 1 and "." not in name
             if not alias and (
                 not isinstance(value, ast.Call) or not self._wrapped(value, origin.scope)
             ):

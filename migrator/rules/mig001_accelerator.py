@@ -12,9 +12,11 @@ stop the migration (a finding) when they are not.
 
 from __future__ import annotations
 
+import ast
+
 from migrator.analysis.explain import where
 from migrator.analysis.facts import call_sites_of, class_methods, is_method
-from migrator.analysis.index import Block, Scope
+from migrator.analysis.index import Block, Line, Scope
 from migrator.analysis.statement_points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
 from migrator.rules.accelerator_guard import guard_point
@@ -254,7 +256,27 @@ class CreateAccelerator(Rule):
 
 
 def _body_start(block: Block) -> int:
-    return 1 if block.statements and is_docstring(block.statements[0]) else 0
+    """After a docstring and a leading `super().__init__(...)` (an nn.Module's attributes
+    are set after it)."""
+    start = 1 if block.statements and is_docstring(block.statements[0]) else 0
+    if start < len(block.statements) and _calls_super_init(block.statements[start]):
+        start += 1
+    return start
+
+
+def _calls_super_init(statement) -> bool:
+    body = statement.body if isinstance(statement, Line) else []
+    if len(body) != 1 or not isinstance(body[0], ast.Expr):
+        return False
+    call = body[0].value
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "__init__"
+        and isinstance(call.func.value, ast.Call)
+        and isinstance(call.func.value.func, ast.Name)
+        and call.func.value.func.id == "super"
+    )
 
 
 def _first_need(context: RuleContext, block: Block) -> int:

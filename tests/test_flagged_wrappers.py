@@ -1,0 +1,71 @@
+"""A loop over a name bound by a flag to a progress bar around the Trainer's loader or to the
+loader itself (`if use_tqdm: it = tqdm(self.loader)` / `else: it = self.loader`) draws from
+that loader: it is prepared, and the Accelerator of a Trainer whose `__init__` starts with
+`super().__init__()` is made after that call."""
+
+from __future__ import annotations
+
+from migrator.engine import migrate_text
+from tests.test_idioms_objects import launch
+
+SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from tqdm import tqdm
+
+
+class Trainer(object):
+    def __init__(self, model, optimizer, loader):
+        super(Trainer, self).__init__()
+        self.model = model
+        self.optimizer = optimizer
+        self.loader = loader
+
+    def train_epoch(self, use_tqdm=True):
+        self.model.train()
+        if use_tqdm:
+            batches = tqdm(self.loader)
+            batches.set_description("train")
+        else:
+            batches = self.loader
+        steps = 0
+        for x, y in batches:
+            loss = torch.nn.functional.cross_entropy(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            steps += 1
+        return steps
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    data = TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,)))
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), DataLoader(data, 4))
+    print("steps", trainer.train_epoch(), trainer.train_epoch(use_tqdm=False))
+"""
+
+
+def test_the_loader_behind_the_flagged_bar_is_prepared_after_super_init():
+    output, findings = migrate_text(SCRIPT)
+    assert output is not None, [f.message for f in findings]
+    assert (
+        "        super(Trainer, self).__init__()\n"
+        "        self.accelerator = Accelerator()\n"
+        "        self.model = model\n"
+    ) in output
+    assert (
+        "        self.model, self.optimizer, self.loader = self.accelerator.prepare(\n"
+        "            self.model, self.optimizer, self.loader\n"
+        "        )\n"
+    ) in output
+    assert "            batches = self.loader\n" in output
+    assert "self.accelerator.backward(loss)" in output and ".backward()" not in output
+
+
+def test_both_branches_draw_this_process_shard_on_two_processes(tmp_path):
+    script = tmp_path / "flagged.py"
+    script.write_text(migrate_text(SCRIPT)[0])
+    # 32 samples in batches of 4 over two processes: 4 batches each, bar or not
+    assert "steps 4 4" in launch(script, tmp_path).stdout
