@@ -23,6 +23,7 @@ from migrator.analysis import patterns
 from migrator.analysis.index import Block, Line, Loop, Scope
 from migrator.analysis.syntax import keyword_value
 from migrator.rules.base import RuleContext
+from migrator.rules.metric_values import insert_reduction
 
 
 def reduce_epoch_sums(context: RuleContext) -> None:
@@ -44,15 +45,7 @@ def _reduce_after(context: RuleContext, loop: Loop) -> None:
         return
     divided = _divided_by_dataset(context, block, index, loop.scope, set(sums))
     for name in [n for n in sums if n in divided]:
-        accelerator = context.accelerator
-        if sums[name] == "number":
-            torch = context.torch_name()
-            device = context.accelerator_expr("device")
-            code = (f'{name} = {accelerator}.reduce({torch}.tensor({name}, device={device}), '
-                    f'"sum").item()\n')  # fmt: skip
-        else:
-            code = f'{name} = {accelerator}.reduce({name}, "sum")\n'
-        context.edits.insert(block, index + 1, context.statement(code), priority=20)
+        insert_reduction(context, block, index + 1, name, "sum", sums[name] == "tensor")
         context.need_accelerator_before(block, index + 1, "accelerator.reduce(...)")
 
 

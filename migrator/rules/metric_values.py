@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.index import Loop, Scope
+from migrator.analysis.index import Block, Loop, Scope
 from migrator.analysis.patterns import name_of
 from migrator.rules.base import RuleContext
 
@@ -277,6 +277,25 @@ def reduce_in_place(context: RuleContext, small: ast.AugAssign, reduction: str) 
         )
         return True
     return False
+
+
+def insert_reduction(
+    context: RuleContext, block: Block, index: int, name: str, reduction: str, tensor: bool
+) -> None:
+    """`name = accelerator.reduce(name, "sum")` at `index` of `block`; a Python number goes
+    through a tensor on the accelerator's device and back (`....reduce(torch.tensor(name,
+    device=accelerator.device), "sum").item()`)."""
+    accelerator = context.accelerator
+    if tensor:
+        code = f'{name} = {accelerator}.reduce({name}, "{reduction}")\n'
+    else:
+        torch = context.torch_name()
+        device = context.accelerator_expr("device")
+        code = (
+            f"{name} = {accelerator}.reduce("
+            f'{torch}.tensor({name}, device={device}), "{reduction}").item()\n'
+        )
+    context.edits.insert(block, index, context.statement(code), priority=20)
 
 
 def _counts(expr: ast.AST) -> bool:

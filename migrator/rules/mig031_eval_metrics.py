@@ -40,6 +40,7 @@ from migrator.rules.epoch_sums import reduce_epoch_sums
 from migrator.rules.metric_values import (
     PerBatchValues,
     averaged_per_batch,
+    insert_reduction,
     is_collection,
     itemised_names,
     read_after,
@@ -208,17 +209,8 @@ class _Walker:
         listed = isinstance(small, ast.Expr)  # `values.append(x)`: averaged (np.mean) later
         mean = listed or averaged_per_batch(context, self.region.scope, self.loop, accumulator)
         reduction = "mean" if mean else "sum"
-        for name in numbers:
-            if name in self.values.scalars:  # a tensor already: reduced as it is
-                code = f'{name} = {context.accelerator}.reduce({name}, "{reduction}")\n'
-            else:
-                torch = context.torch_name()
-                device = context.accelerator_expr("device")
-                code = (
-                    f"{name} = {context.accelerator}.reduce("
-                    f'{torch}.tensor({name}, device={device}), "{reduction}").item()\n'
-                )
-            context.edits.insert(block, index, context.statement(code), priority=20)
+        for name in numbers:  # a tensor already (`self.values.scalars`): reduced as it is
+            insert_reduction(context, block, index, name, reduction, name in self.values.scalars)
         context.need_accelerator_before(block, index, "accelerator.reduce(...)")
 
     def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
