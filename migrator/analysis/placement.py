@@ -95,6 +95,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
     how: dict = {}  # id(statement) -> that use
     runs: set[int] = set()  # ids of statements that run a model or hand it over
+    training = _training_functions(facts)
     for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
         defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
                       for b in owner.assigns(n)]  # fmt: skip
@@ -102,7 +103,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
         defs[name] += [b.statement for b in facts.chain_bindings(owner, name)]
         # `model = train(model, loader, optimizer)` hands the objects to training: a use,
         # and the model it returns is the one it was given
-        defs[name] = [s for s in defs[name] if not _trains_and_rebinds(facts, s)]
+        defs[name] = [s for s in defs[name] if not _trains_and_rebinds(s, training)]
     def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
     for name in names:
         uses = [u for n in facts.distributed.names_for(owner, name) for u in owner.uses.get(n, [])]
@@ -198,13 +199,14 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     return plan
 
 
-def _trains_and_rebinds(facts: TrainingFacts, statement: Statement) -> bool:
+def _trains_and_rebinds(statement: Statement, training: set[str]) -> bool:
+    """`model = train(model, ...)`: one assignment of a call of a function in `training`."""
     node = statement.node
     if not isinstance(node, Line) or len(node.body) != 1:
         return False
     small = node.body[0]
     value = small.value if isinstance(small, (ast.Assign, ast.AnnAssign)) else None
-    return isinstance(value, ast.Call) and calls_training(facts, value)
+    return isinstance(value, ast.Call) and _calls_any(value, training)
 
 
 def definitions(facts: TrainingFacts, scope, name: str) -> list[Statement]:
@@ -251,15 +253,20 @@ def training_statements(facts: TrainingFacts, block: Block) -> set[int]:
         statement = loop.statement.ancestor_in(block)
         if statement is not None:
             found.add(statement.index)
+    names = _training_functions(facts)
     for index, node in enumerate(block.statements):
-        if index not in found and calls_training(facts, node):
+        if index not in found and _calls_any(node, names):
             found.add(index)
     return found
 
 
-def calls_training(facts: TrainingFacts, node: ast.AST) -> bool:
-    """`node` calls a function holding a training loop, by name (`train(...)`, `self.fit()`)."""
-    names = {loop.scope.name for loop in facts.training_loops if loop.scope.kind == "function"}
+def _training_functions(facts: TrainingFacts) -> set[str]:
+    """The names of the functions holding a training loop (`train`, `fit`)."""
+    return {loop.scope.name for loop in facts.training_loops if loop.scope.kind == "function"}
+
+
+def _calls_any(node: ast.AST, names: set[str]) -> bool:
+    """`node` calls one of `names`, by name (`train(...)`, `self.fit()`)."""
     if not names:
         return False
     parts = node.body if isinstance(node, Line) else [node]
