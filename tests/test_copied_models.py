@@ -6,7 +6,7 @@ prepare may come after it - where the copy is as placed as the original's: moved
 from __future__ import annotations
 
 from migrator.engine import migrate_text
-from tests.test_idioms_objects import launch
+from tests.test_idioms_objects import launch_each_writing
 
 SCRIPT = """\
 from copy import deepcopy
@@ -59,12 +59,5 @@ def test_a_copy_made_after_the_model_was_moved_still_needs_a_human():
 
 
 def test_the_copy_follows_the_synchronised_model_on_two_processes(tmp_path):
-    output = migrate_text(SCRIPT)[0]
-    assert 'accelerator.print("ema"' in output
-    script = tmp_path / "ema.py"
-    # each process writes its own file: two processes printing to one pipe interleave
-    each = 'open(f"ema{accelerator.process_index}.txt", "w").write(str(('
-    script.write_text(output.replace('accelerator.print("ema", ', each).rstrip() + "))\n")
-    launch(script, tmp_path)
-    printed = [(tmp_path / f"ema{rank}.txt").read_text() for rank in range(2)]
+    printed = launch_each_writing(migrate_text(SCRIPT)[0], '"ema"', tmp_path)
     assert printed[0] == printed[1], printed

@@ -32,6 +32,20 @@ def launch(script: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
+def launch_each_writing(output: str, printed: str, cwd: Path) -> list[str]:
+    """Run the migrated `output` on two processes with its last line,
+    `accelerator.print(<printed>, <values>)`, turned into each process writing `str((<values>))`
+    to a file of its own (two processes printing to one pipe interleave); the files' texts,
+    by rank."""
+    call = f"accelerator.print({printed}, "
+    assert call in output
+    each = 'open(f"out{accelerator.process_index}.txt", "w").write(str(('
+    script = cwd / "each.py"
+    script.write_text(output.replace(call, each).rstrip() + "))\n")
+    launch(script, cwd)
+    return [(cwd / f"out{rank}.txt").read_text() for rank in range(2)]
+
+
 def migrated(name: str) -> Path:
     """The reviewed output, checked to be what the migrator makes today."""
     output = GOLDEN / f"{name}.out.py"

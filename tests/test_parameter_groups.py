@@ -5,7 +5,7 @@ prepared with the optimizer, where it was "could not tell which model the optimi
 from __future__ import annotations
 
 from migrator.engine import migrate_text
-from tests.test_idioms_objects import launch
+from tests.test_idioms_objects import launch_each_writing
 
 SCRIPT = """\
 import torch
@@ -59,13 +59,6 @@ def test_a_loop_over_part_of_a_model_is_not_the_whole_model():
 
 
 def test_grouped_parameters_train_in_step_on_two_processes(tmp_path):
-    script = tmp_path / "groups.py"
-    output = migrate_text(SCRIPT)[0]
-    assert 'accelerator.print("weights", ' in output
-    # each process writes its own file: two processes printing to one pipe interleave
-    each = 'open(f"w{accelerator.process_index}.txt", "w").write(str(('
-    script.write_text(output.replace('accelerator.print("weights", ', each).rstrip() + "))\n")
-    launch(script, tmp_path)
-    printed = [(tmp_path / f"w{rank}.txt").read_text() for rank in range(2)]
+    printed = launch_each_writing(migrate_text(SCRIPT)[0], '"weights"', tmp_path)
     # each process drew its own 4 batches; DDP averaged their gradients, so the weights agree
     assert printed[0] == printed[1] and printed[0].startswith("(4, "), printed
