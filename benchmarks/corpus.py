@@ -176,7 +176,7 @@ def program_pass(root: Path, results: list[FileOutcome]) -> list[FileOutcome]:
     whose outcomes replace its files' (idempotence: the migrated program, in a copy, migrated
     again changes nothing)."""
     from migrator.engine import Options
-    from migrator.program import migrate_program
+    from migrator.program.unit import migrate_program
 
     by_path = {(root / r.set / r.name).resolve(): r for r in results}
     for entry in [r for r in results if any(f["code"] == "MIG910" for f in r.findings)]:
@@ -212,9 +212,9 @@ def _program_stable(entry: Path, program) -> bool:
     """The migrated program, in a temporary copy of its project, migrates to itself."""
     import tempfile
 
-    from migrator.analysis.program_imports import project_root
     from migrator.engine import Options
-    from migrator.program import migrate_program
+    from migrator.program.imports import project_root
+    from migrator.program.unit import migrate_program
     from migrator.verify.program_copy import copy_python_files
 
     paths = [Path(r.path).resolve() for r in program.results]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from migrator.analysis.syntax import call_args
+from migrator.analysis.syntax.views import call_args
 from migrator.source import Source, skip_space_and_comments
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
-from migrator.analysis.distributed import is_pure
-from migrator.analysis.index import Block
+from migrator.analysis.distributed.reader import is_pure
+from migrator.analysis.syntax.index import Block
 
 FLIPPED = {ast.In: "not in", ast.NotIn: "in", ast.Is: "is not", ast.IsNot: "is",
            ast.Eq: "!=", ast.NotEq: "=="}  # fmt: skip

@@ -81,7 +81,7 @@ def run_fix(request: FixRequest) -> int:
         from migrator.cache import prune
 
         prune(cache)
-    from migrator.program_runs import group_programs
+    from migrator.program.runs import group_programs
 
     single = len(found.files) == 1 and len(request.paths) == 1
     run = group_programs(outcome.results, options, single)
@@ -161,7 +161,7 @@ def _report(
 
 def _write_programs(run, results) -> dict[str, str]:
     """Each program's files written together (all or none); {path: error}."""
-    from migrator.program_runs import write_program
+    from migrator.program.runs import write_program
 
     errors: dict[str, str] = {}
     by_path = {r.path: r for r in results}

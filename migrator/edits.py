@@ -25,7 +25,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from migrator.analysis.index import Line
+from migrator.analysis.syntax.index import Line
 
 Render = Callable[[str, "object"], str]
 

@@ -85,8 +85,8 @@ def migrate_tree(
     text: str, tree: ast.Module, options: Options = Options(), index=None
 ) -> tuple[str | None, list[Finding]]:
     """`migrate_text` for a module already parsed from `text` (and indexed, if `index`)."""
-    from migrator.analysis.index import ModuleIndex
-    from migrator.analysis.on_target import is_on_target
+    from migrator.analysis.roles.on_target import is_on_target
+    from migrator.analysis.syntax.index import ModuleIndex
     from migrator.source import Source
 
     source = index.source if index is not None else Source(text)
@@ -110,10 +110,10 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
     its own). `migrate_tree` finishes the text; a program (`migrator/program.py`) splits it
     into its files first and edits each file's imports on its own."""
     from migrator.analysis import analyse
-    from migrator.analysis.index import ModuleIndex
-    from migrator.analysis.on_target import is_on_target
-    from migrator.analysis.placement import plan_prepare
-    from migrator.analysis.prepare_plan import PreparePlan
+    from migrator.analysis.placement.plan import plan_prepare
+    from migrator.analysis.placement.prepare_plan import PreparePlan
+    from migrator.analysis.roles.on_target import is_on_target
+    from migrator.analysis.syntax.index import ModuleIndex
     from migrator.edits import EditSet
     from migrator.render import Renderer
     from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext
@@ -163,7 +163,7 @@ def check_parses(output: str) -> None:
 def _complete_half_migration(text: str, index, options: Options) -> str | None:
     """Code already on the target (analysis/on_target.py): only plain `loss.backward()` calls
     in loops over loaders it prepared become `accelerator.backward(loss)` (MIG005's edit)."""
-    from migrator.analysis.on_target import half_migrated_backward
+    from migrator.analysis.roles.on_target import half_migrated_backward
     from migrator.edits import EditSet
     from migrator.render import Renderer
     from migrator.rules.mig005_backward import backward_render
@@ -229,7 +229,7 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
             if not prefilter.could_step(data, present):
                 result.skipped = True
                 return result
-            from migrator.analysis.index import ModuleIndex
+            from migrator.analysis.syntax.index import ModuleIndex
             from migrator.source import Source
 
             index = ModuleIndex(tree, Source(text))

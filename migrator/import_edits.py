@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.index import COMPOUND, Block, Line
-from migrator.analysis.indexer import group_statements
+from migrator.analysis.syntax.index import COMPOUND, Block, Line
+from migrator.analysis.syntax.indexer import group_statements
 from migrator.arglists import Item, has_comma
 from migrator.layout import Layout, blocks_in_order, first_line, is_suite, semicolon_end
 from migrator.name_usage import NameUsage

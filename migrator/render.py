@@ -18,7 +18,7 @@ import ast
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from migrator.analysis.index import COMPOUND, Block, Line, ModuleIndex
+from migrator.analysis.syntax.index import COMPOUND, Block, Line, ModuleIndex
 from migrator.arglists import parameter_parens
 from migrator.branches import branches_emptied, tidy_if
 from migrator.edits import EditSet, NewStatement, ParamList

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from migrator.analysis.index import Line, ModuleIndex
+from migrator.analysis.syntax.index import Line, ModuleIndex
 from migrator.edits import EditSet, NewStatement
 from migrator.import_edits import add_module_imports, remove_unused_imports
 from migrator.render import Renderer

@@ -11,9 +11,9 @@ import textwrap
 import pytest
 
 from migrator.analysis import analyse
-from migrator.analysis.distributed import env_kind, read_distributed
-from migrator.analysis.imports import ImportTable
-from migrator.analysis.index import ModuleIndex
+from migrator.analysis.distributed.reader import env_kind, read_distributed
+from migrator.analysis.syntax.imports import ImportTable
+from migrator.analysis.syntax.index import ModuleIndex
 from migrator.engine import Options, migrate_text
 from migrator.rules.catalogue import RULE_CODES
 from migrator.source import Source

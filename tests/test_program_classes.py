@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from migrator.engine import Options
-from migrator.program import ProgramError, migrate_program
-from migrator.program_classes import reach_in_classes
+from migrator.program.classes import reach_in_classes
+from migrator.program.unit import ProgramError, migrate_program
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "programs" / "loss_scaler_class"

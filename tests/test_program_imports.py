@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from migrator.analysis.program_imports import (
+from migrator.program.imports import (
     local_imports,
     program_names,
     project_root,

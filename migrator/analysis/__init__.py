@@ -9,11 +9,11 @@ __all__ = ["TrainingFacts", "analyse"]
 
 def __getattr__(name: str):
     if name == "analyse":
-        from migrator.analysis.roles import analyse
+        from migrator.analysis.roles.analyser import analyse
 
         return analyse
     if name == "TrainingFacts":
-        from migrator.analysis.facts import TrainingFacts
+        from migrator.analysis.roles.facts import TrainingFacts
 
         return TrainingFacts
     raise AttributeError(f"module 'migrator.analysis' has no attribute {name!r}")

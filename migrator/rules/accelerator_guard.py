@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.facts import call_sites_of
-from migrator.analysis.index import Block, Line, Scope
+from migrator.analysis.roles.facts import call_sites_of
+from migrator.analysis.syntax.index import Block, Line, Scope
 
 
 def guard_point(context, module: Block, dependencies: set[str]) -> tuple | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import ast
 import re
 
-from migrator.analysis.facts import argument_for, call_sites_of, is_method
-from migrator.analysis.index import Block, Scope
-from migrator.analysis.patterns import root_name
+from migrator.analysis.catalogue.patterns import root_name
+from migrator.analysis.roles.facts import argument_for, call_sites_of, is_method
+from migrator.analysis.syntax.index import Block, Scope
 from migrator.rules.base import AcceleratorNeed, RuleContext
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from migrator.analysis.imports import ImportTable
-from migrator.analysis.index import Block, ModuleIndex
+from migrator.analysis.syntax.imports import ImportTable
+from migrator.analysis.syntax.index import Block, ModuleIndex
 from migrator.layout import Layout
 from migrator.source import Source
 

@@ -10,11 +10,11 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from migrator.analysis.facts import INLINE_LOADER, TrainingFacts, class_methods, is_method
-from migrator.analysis.imports import ImportEntry, import_entries
-from migrator.analysis.index import Block, Scope, Statement
-from migrator.analysis.patterns import expression_for, root_name
-from migrator.analysis.prepare_plan import PreparePlan
+from migrator.analysis.catalogue.patterns import expression_for, root_name
+from migrator.analysis.placement.prepare_plan import PreparePlan
+from migrator.analysis.roles.facts import INLINE_LOADER, TrainingFacts, class_methods, is_method
+from migrator.analysis.syntax.imports import ImportEntry, import_entries
+from migrator.analysis.syntax.index import Block, Scope, Statement
 from migrator.edits import EditSet, NewStatement, Render
 from migrator.findings import Finding
 from migrator.source import Source

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.distributed_facts import LOCAL_PROCESS_INDEX, NUM_PROCESSES, PROCESS_INDEX
-from migrator.analysis.launch_attributes import DISTRIBUTED
+from migrator.analysis.distributed.facts import LOCAL_PROCESS_INDEX, NUM_PROCESSES, PROCESS_INDEX
+from migrator.analysis.distributed.launch_attributes import DISTRIBUTED
 
 # Parents under which `accelerator.num_processes > 1` reads right without parentheses.
 BARE = (ast.If, ast.IfExp, ast.While, ast.BoolOp, ast.Assign, ast.Assert, ast.keyword, ast.Return)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.distributed_facts import Wrap
-from migrator.analysis.syntax import call_args
+from migrator.analysis.distributed.facts import Wrap
+from migrator.analysis.syntax.views import call_args
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 

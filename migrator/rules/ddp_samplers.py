@@ -5,8 +5,8 @@ kept in its own module for size."""
 
 from __future__ import annotations
 
-from migrator.analysis.distributed_facts import Sampler
-from migrator.analysis.syntax import call_args
+from migrator.analysis.distributed.facts import Sampler
+from migrator.analysis.syntax.views import call_args
 from migrator.arglists import call_items
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.distributed_facts import Spawn
-from migrator.analysis.facts import is_method
-from migrator.analysis.index import Line, Scope
-from migrator.analysis.syntax import call_args, integer_text, name_value
+from migrator.analysis.distributed.facts import Spawn
+from migrator.analysis.roles.facts import is_method
+from migrator.analysis.syntax.index import Line, Scope
+from migrator.analysis.syntax.views import call_args, integer_text, name_value
 from migrator.arglists import call_items, parameter_items
 from migrator.rules.ddp_syntax import without_params
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.syntax import integer_text
+from migrator.analysis.syntax.views import integer_text
 from migrator.arglists import Item, ItemList
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.index import Block, Line, Loop, Scope
-from migrator.analysis.syntax import keyword_value
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.syntax.index import Block, Line, Loop, Scope
+from migrator.analysis.syntax.views import keyword_value
 from migrator.rules.base import RuleContext
 from migrator.rules.metric_values import insert_reduction
 

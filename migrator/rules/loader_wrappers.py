@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from migrator.analysis import patterns
-from migrator.analysis.index import Binding, Scope
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.syntax.index import Binding, Scope
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 

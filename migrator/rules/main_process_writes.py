@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.facts import scopes_seeing
-from migrator.analysis.index import CallSite, Line, Scope, Statement
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.roles.facts import scopes_seeing
+from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 from migrator.source import continuation_lines, split_lines

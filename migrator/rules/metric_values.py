@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.index import Block, Loop, Scope
-from migrator.analysis.patterns import name_of
+from migrator.analysis.catalogue.patterns import name_of
+from migrator.analysis.syntax.index import Block, Loop, Scope
 from migrator.rules.base import RuleContext
 
 

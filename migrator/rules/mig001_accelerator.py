@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.explain import where
-from migrator.analysis.facts import call_sites_of, class_methods, is_method
-from migrator.analysis.index import Block, Line, Scope
-from migrator.analysis.statement_points import after_imports, is_docstring, is_import
+from migrator.analysis.roles.explain import where
+from migrator.analysis.roles.facts import call_sites_of, class_methods, is_method
+from migrator.analysis.syntax.index import Block, Line, Scope
+from migrator.analysis.syntax.points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
 from migrator.rules.accelerator_guard import guard_point
 from migrator.rules.accelerator_needs import (

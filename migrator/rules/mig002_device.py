@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.facts import (
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.roles.facts import (
     argument_for,
     class_methods,
     handed_to_parameter,
@@ -15,9 +15,9 @@ from migrator.analysis.facts import (
     scopes_seeing,
     visible_scopes,
 )
-from migrator.analysis.imports import dotted_name
-from migrator.analysis.index import Binding, Line, Scope
-from migrator.analysis.syntax import call_args, contains
+from migrator.analysis.syntax.imports import dotted_name
+from migrator.analysis.syntax.index import Binding, Line, Scope
+from migrator.analysis.syntax.views import call_args, contains
 from migrator.arglists import call_items
 from migrator.rules.base import Rule, RuleContext
 

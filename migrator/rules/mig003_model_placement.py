@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.chains import chain_text
-from migrator.analysis.patterns import name_of
+from migrator.analysis.catalogue.patterns import name_of
+from migrator.analysis.model.chains import chain_text
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.dataflow import data_root
-from migrator.analysis.facts import DataRegion
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.dataflow import data_root
+from migrator.analysis.roles.facts import DataRegion
 from migrator.branches import quiet
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement

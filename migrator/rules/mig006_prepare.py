@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 import re
 
-from migrator.analysis.chains import chain_text, received_chain, split_chain
-from migrator.analysis.public_entries import outside_entry_note
+from migrator.analysis.model.chains import chain_text, received_chain, split_chain
+from migrator.analysis.roles.public_entries import outside_entry_note
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.loader_wrappers import rewrapped_loaders

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.chains import chain_uses, read_chains
-from migrator.analysis.facts import class_methods, is_method
-from migrator.analysis.patterns import MODULE_API, SELF
+from migrator.analysis.catalogue.patterns import MODULE_API, SELF
+from migrator.analysis.model.chains import chain_uses, read_chains
+from migrator.analysis.roles.facts import class_methods, is_method
 from migrator.rules.base import Rule, RuleContext
 
 NAMED = {"named_parameters", "named_buffers", "named_children", "named_modules"}

@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.distributed import is_pure
-from migrator.analysis.distributed_facts import (
+from migrator.analysis.catalogue.patterns import SELF, is_device_constructor
+from migrator.analysis.distributed.facts import (
     LOCAL_PROCESS_INDEX,
     MAIN_PROCESS,
     RANK_KINDS,
     DistributedFacts,
 )  # fmt: skip
-from migrator.analysis.facts import class_methods, visible_scopes
-from migrator.analysis.index import Scope, Statement
-from migrator.analysis.patterns import SELF, is_device_constructor
-from migrator.analysis.syntax import call_args
+from migrator.analysis.distributed.reader import is_pure
+from migrator.analysis.roles.facts import class_methods, visible_scopes
+from migrator.analysis.syntax.index import Scope, Statement
+from migrator.analysis.syntax.views import call_args
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.ddp_launch_attributes import rewrite_launch_attributes

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import explain, patterns
-from migrator.analysis.facts import bindings_of, class_methods, handed_to_parameter, is_method
-from migrator.analysis.index import Line, Scope
-from migrator.analysis.syntax import call_args, name_value
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.roles import explain
+from migrator.analysis.roles.facts import bindings_of, class_methods, handed_to_parameter, is_method
+from migrator.analysis.syntax.index import Line, Scope
+from migrator.analysis.syntax.views import call_args, name_value
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 

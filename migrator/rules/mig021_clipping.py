@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from migrator.analysis import patterns
+from migrator.analysis.catalogue import patterns
 from migrator.rules.base import Rule, RuleContext
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.index import Loop, Statement
-from migrator.analysis.patterns import root_name
+from migrator.analysis.catalogue.patterns import root_name
+from migrator.analysis.syntax.index import Loop, Statement
 from migrator.findings import Finding
 from migrator.rules.accumulation_patterns import (
     NoSyncBranches,

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.chains import chain_text
-from migrator.analysis.index import CallSite, Line, Scope
-from migrator.analysis.syntax import name_value
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.chains import chain_text
+from migrator.analysis.syntax.index import CallSite, Line, Scope
+from migrator.analysis.syntax.views import name_value
 from migrator.arglists import call_items
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.main_process_writes import epoch_helpers, guard_writes

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.distributed_facts import NUM_PROCESSES
-from migrator.analysis.facts import DataRegion
-from migrator.analysis.index import Block, Line, Loop, Scope
-from migrator.analysis.patterns import name_of, preorder
+from migrator.analysis.catalogue.patterns import name_of, preorder
+from migrator.analysis.distributed.facts import NUM_PROCESSES
+from migrator.analysis.roles.facts import DataRegion
+from migrator.analysis.syntax.index import Block, Line, Loop, Scope
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.epoch_sums import reduce_epoch_sums

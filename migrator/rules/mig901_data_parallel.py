@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.imports import dotted_name
-from migrator.analysis.index import CallSite, Line
-from migrator.analysis.syntax import call_args
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.syntax.imports import dotted_name
+from migrator.analysis.syntax.index import CallSite, Line
+from migrator.analysis.syntax.views import call_args
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 

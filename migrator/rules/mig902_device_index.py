@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.syntax import integer_text
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.syntax.views import integer_text
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.mig901_data_parallel import data_parallel_calls

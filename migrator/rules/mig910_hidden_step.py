@@ -17,10 +17,10 @@ from __future__ import annotations
 import ast
 import re
 
-from migrator.analysis import patterns
-from migrator.analysis.facts import TrainingFacts, bindings_of, value_call
-from migrator.analysis.imports import dotted_name
-from migrator.analysis.index import CallSite, Scope
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.roles.facts import TrainingFacts, bindings_of, value_call
+from migrator.analysis.syntax.imports import dotted_name
+from migrator.analysis.syntax.index import CallSite, Scope
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 

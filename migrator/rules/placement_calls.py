@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis import patterns
-from migrator.analysis.imports import ImportTable
-from migrator.analysis.syntax import Arg, call_args
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.syntax.imports import ImportTable
+from migrator.analysis.syntax.views import Arg, call_args
 from migrator.arglists import call_items
 
 PLACEMENT_KEYWORDS = {"device", "non_blocking", "copy"}

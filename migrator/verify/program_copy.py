@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from migrator.analysis.program_imports import project_root
+from migrator.program.imports import project_root
 
 SKIPPED_FOLDERS = {".git", "__pycache__", ".venv", "venv", "node_modules", "site-packages"}
 
@@ -20,7 +20,7 @@ def migrated_program(script: Path, target: str, work_dir: Path):
     """None when `script` is one file; else (the entry's migrated copy or None when the
     program does not change, the findings rendered with their paths)."""
     from migrator.engine import Options
-    from migrator.program import migrate_program
+    from migrator.program.unit import migrate_program
 
     program = migrate_program(script, Options(target=target))
     if program is None:

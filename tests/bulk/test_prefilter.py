@@ -9,7 +9,7 @@ import pytest
 from bulk_support import HERE, REPO, TRAIN_SCRIPT
 
 from migrator import prefilter
-from migrator.analysis.index import ModuleIndex
+from migrator.analysis.syntax.index import ModuleIndex
 from migrator.engine import MigrationError, Options, migrate_bytes, migrate_text
 from migrator.rules import ALL_RULES
 from migrator.rules.catalogue import RULE_CODES
@@ -175,7 +175,7 @@ def test_a_trigger_other_than_backward_bypasses_the_ast_stage():
 
 
 def test_the_hidden_step_gate_knows_every_loader_class():
-    from migrator.analysis.patterns import LOADER_CLASSES
+    from migrator.analysis.catalogue.patterns import LOADER_CLASSES
 
     assert all(name.endswith(prefilter.LOADER_SUFFIX) for name in LOADER_CLASSES)
     assert prefilter.HIDDEN_STEP_TRIGGER.encode() in {

@@ -1,0 +1,448 @@
+"""Where the one `accelerator.prepare(...)` call goes, and what it prepares.
+
+After the last definition of the prepared objects, before their first real use (iteration,
+forward, stepping, handing them to a helper, and `len(loader)` used for step counts), in the
+seeds' order: models, optimizers, loaders, schedulers. A scheduler defined after that point
+(sized from the prepared loader, as in the transformers recipe) or stepped once per epoch is
+left unprepared, with a note saying why.
+
+A loader wrapped into an iterator or a generator before the model or the optimizer exists
+(`data_iter = cycle(train_loader)`, `it = iter(loader)`: the wrapper holds the loader object
+from then on) is prepared on its own just before that statement
+(`train_loader = accelerator.prepare(train_loader)`), the rest in the one call after.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from migrator.analysis.model.chains import chain_uses
+from migrator.analysis.placement.branches import branch_points, order_words
+from migrator.analysis.placement.prepare_plan import PreparePlan
+from migrator.analysis.placement.setup_uses import (
+    NEUTRAL_ATTRIBUTES,
+    NEUTRAL_CALLEES,
+    runs_object,
+    use_words,
+)
+from migrator.analysis.roles.facts import TrainingFacts
+from migrator.analysis.syntax.index import Block, Line, Statement
+from migrator.analysis.syntax.points import after_imports
+from migrator.findings import Finding
+
+
+def _mandatory(facts: TrainingFacts) -> list[str]:
+    return [*facts.models, *facts.optimizers, *facts.train_loaders, *facts.eval_loaders]
+
+
+def plan_prepare(facts: TrainingFacts) -> PreparePlan:
+    plan = _plan(facts)
+    if plan.conflict is None and facts.homes:  # objects at module level and in a function
+        from migrator.analysis.roles.function_homes import check_function_homes
+
+        plan.conflict = check_function_homes(facts, plan)
+    return plan
+
+
+def _plan(facts: TrainingFacts) -> PreparePlan:
+    plan = PreparePlan()
+    owner = facts.owner
+    if owner is None or owner.body is None:
+        return plan
+    already = facts.prepared_already
+    mandatory = [n for n in _mandatory(facts) if n not in already]
+    schedulers = [s for s in facts.schedulers if s.name not in already]
+    # `scheduler = StepLR(optimizer)` stepped once per epoch is never prepared: it may hold the
+    # plain optimizer (the prepared one shares its param_groups), built before the loaders.
+    # Every binding of it counts (`if kind == "step": scheduler = StepLR(optimizer)` / `elif`).
+    kept_plain = {id(b.statement) for r in schedulers
+                  if r.binding is not None and (r.plateau or not r.per_step)
+                  for b in r.binding.statement.block.scope.assigns(r.name)}  # fmt: skip
+    for role in schedulers:
+        if role.plateau:
+            plan.notes.append(_note(role.binding, role.name, PLATEAU, role.site))
+        elif not role.per_step:
+            plan.notes.append(_note(role.binding, role.name, "steps once per epoch"))
+    schedulers = [s for s in schedulers if s.per_step and not s.plateau]
+    if facts.homes:
+        at_home = [*mandatory, *(s.name for s in schedulers)]
+        at_home = [n for n in at_home if facts.homes.get(n, owner) is not owner]
+        from migrator.analysis.placement.homes import plan_homes  # it reads this module
+
+        if not plan_homes(facts, plan, at_home):
+            return plan
+        mandatory = [n for n in mandatory if n not in at_home]
+        schedulers = [s for s in schedulers if s.name not in at_home]
+    if not mandatory:  # migrated already: a model re-created after training stays plain
+        block = owner.body
+        defs = {name: [b.statement for b in owner.assigns(name)] for name in facts.models}
+        plan.reloaded = _reloaded(facts, block, facts.models, defs)
+        return plan
+    early = _early_loaders(facts, owner, mandatory) + _late_loaders(facts, owner, mandatory)
+    in_turn = _loaders_before_a_loop(facts, owner, mandatory, early)
+    early += in_turn
+    if early:
+        plan.early = early
+        mandatory = [n for n in mandatory if not any(e[0] == n for e in early)]
+    scheduler_names = [s.name for s in schedulers]
+    names = mandatory + scheduler_names
+
+    defs: dict[str, list[Statement]] = {}
+    hard: list[Statement] = []
+    hard_of: dict[str, list[Statement]] = {}
+    soft: list[Statement] = []  # len(loader)
+    used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
+    how: dict = {}  # id(statement) -> that use
+    runs: set[int] = set()  # ids of statements that run a model or hand it over
+    training = _training_functions(facts)
+    for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
+        defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
+                      for b in owner.assigns(n)]  # fmt: skip
+        defs[name] += [b.statement for n in _holders(name) for b in owner.assigns(n)]
+        defs[name] += [b.statement for b in facts.chain_bindings(owner, name)]
+        # `model = train(model, loader, optimizer)` hands the objects to training: a use,
+        # and the model it returns is the one it was given
+        defs[name] = [s for s in defs[name] if not _trains_and_rebinds(s, training)]
+    def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
+    for name in names:
+        uses = [u for n in facts.distributed.names_for(owner, name) for u in owner.uses.get(n, [])]
+        for use in uses + chain_uses(owner, name, facts.index.imports):  # `self.cfg.model`
+            kind = use_kind(use, name, def_nodes, facts)
+            if id(use.statement) in kept_plain and use.kind == "arg":
+                kind = None
+            if kind == "hard":
+                hard.append(use.statement)
+                hard_of.setdefault(name, []).append(use.statement)
+                used.setdefault(id(use.statement), name)
+                how.setdefault(id(use.statement), use)
+                if name in mandatory and runs_object(use, name, facts):
+                    runs.add(id(use.statement))  # a forward or a hand-over: never set-up
+            elif kind == "soft":
+                soft.append(use.statement)
+    if in_turn:  # `return model` after the loop reads the last pass's prepared model
+        hard, soft = (_within_loop(owner.body, in_turn[0][2], found) for found in (hard, soft))
+    events = [s for stmts in defs.values() for s in stmts] + hard + soft
+    # Nothing made here (parameters, a class's `self.x`): prepared once, before the loops, not
+    # in the epoch loop that holds every use.
+    block = common_block(events, owner.body) if any(defs.values()) else owner.body
+    if block is None:
+        lines = ", ".join(str(line) for line in sorted({line_of(s) for s in events}))
+        plan.conflict = conflict_finding(facts, "looked for one block holding the definitions and uses "
+                                  "of the training objects; found them in different branches "
+                                  f"(lines {lines})")  # fmt: skip
+        return plan
+
+    def position(statement: Statement) -> int:
+        found = statement.ancestor_in(block)
+        return found.index if found is not None else -1
+
+    plan.reloaded = _reloaded(facts, block, mandatory, defs)  # trims `defs` to before training
+    training = training_statements(facts, block)
+
+    def last_def(name: str) -> int:
+        return max((position(s) for s in defs[name]), default=-1)
+
+    last_mandatory = max((last_def(n) for n in mandatory), default=-1)
+    # Uses before the last definition that run no training (`model.crop_block_size(n)`, a
+    # loader inspected before the model exists) stay on the plain objects; a forward or a
+    # model handed to a function before then still needs a human.
+    hard = [s for s in hard
+            if position(s) >= last_mandatory or position(s) in training or id(s) in runs]  # fmt: skip
+    # The same inside the statement that holds the last definition (`if resume: opt = ...;
+    # load_checkpoint(cp, model, opt)` / `else: opt = ...`): prepare goes after it.
+    loaders = facts.loaders
+    hard = [s for s in hard if last_mandatory < 0 or position(s) != last_mandatory
+            or position(s) in training or id(s) in runs or used.get(id(s)) in loaders]  # fmt: skip
+    first_hard = min((position(s) for s in hard), default=len(block.statements))
+    first_soft = min((position(s) for s in soft), default=len(block.statements))
+    if last_mandatory == first_hard:  # met in one `if`: prepared in each branch using them
+        found = branch_points(facts, block, first_hard, names, defs, hard_of, runs)
+        if found is not None:
+            plan.block, plan.index, plan.branches = block, first_hard, found
+            return plan
+    if last_mandatory >= first_hard:
+        use = min(hard, key=lambda s: (position(s), line_of(s)))
+        late = max(mandatory, key=last_def)
+        late_def = max(defs[late], key=position)
+        shared = block.statements[position(use)] if position(use) == last_mandatory else None
+        found = order_words(used.get(id(use), "?"), line_of(use), use_words(how.get(id(use))),
+                            late, line_of(late_def), shared)  # fmt: skip
+        plan.conflict = conflict_finding(
+            facts, "looked for a point after the last definition of the training objects and "
+            f"before their first use; {found}"
+        )  # fmt: skip
+        return plan
+    limit = first_hard if first_soft <= last_mandatory else min(first_hard, first_soft)
+    included = []
+    for role in schedulers:
+        if last_def(role.name) < limit:
+            included.append(role.name)
+        else:
+            plan.notes.append(
+                _note(role.binding, role.name, "is created after the loaders are prepared "
+                      "(sized by the prepared loader), so it steps once per optimizer step")
+            )  # fmt: skip
+    start = max([last_mandatory, *(last_def(n) for n in included)]) + 1
+    plan.block = block
+    plan.index = max(start, after_imports(block, first_hard))
+    plan.objects = [*mandatory, *included]
+    if facts.loaderless:
+        loop = facts.training_loops[0]
+        plan.notes.append(Finding(
+            code="MIG905", level="note", node=loop.node,
+            message=f"the training loop at line {loop.node.lineno} draws no batches from a "
+            "DataLoader, so its data is not sharded: each process samples its own batches, as "
+            "the same script under torchrun DDP would (batches go where the script's own "
+            "`.to(device)` puts them)",
+        ))  # fmt: skip
+    return plan
+
+
+def _trains_and_rebinds(statement: Statement, training: set[str]) -> bool:
+    """`model = train(model, ...)`: one assignment of a call of a function in `training`."""
+    node = statement.node
+    if not isinstance(node, Line) or len(node.body) != 1:
+        return False
+    small = node.body[0]
+    value = small.value if isinstance(small, (ast.Assign, ast.AnnAssign)) else None
+    return isinstance(value, ast.Call) and _calls_any(value, training)
+
+
+def definitions(facts: TrainingFacts, scope, name: str) -> list[Statement]:
+    found = [b.statement for n in facts.distributed.names_for(scope, name)
+             for b in scope.assigns(n)]  # fmt: skip
+    found += [b.statement for n in _holders(name) for b in scope.assigns(n)]
+    return found + [b.statement for b in facts.chain_bindings(scope, name)]
+
+
+def _holders(name: str) -> list[str]:
+    """`self.cfg` for `self.cfg.optimiser`: an object held on another object (an attribute
+    chain, facts.chain_origin) exists once its holder is bound."""
+    cuts = [m.start() for m in re.finditer(r"[.\[]", name)]
+    first = 1 if name.startswith("self.") else 0
+    return [name[:cut] for cut in cuts[first:]]
+
+
+def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) -> list:
+    """(name, block, index) of objects re-created after the last statement of `block` that
+    trains (a model reloaded for inference); their later definitions leave `defs`."""
+    training = training_statements(facts, block)
+    if not training:
+        return []
+    end = max(training)
+    found = []
+
+    def position(statement: Statement) -> int:
+        ancestor = statement.ancestor_in(block)
+        return ancestor.index if ancestor is not None else -1
+
+    for name in names:
+        late = [s for s in defs[name] if position(s) > end]
+        if late and len(late) < len(defs[name]):
+            defs[name] = [s for s in defs[name] if position(s) <= end]
+            found.append((name, block, min(position(s) for s in late)))
+    return found
+
+
+def training_statements(facts: TrainingFacts, block: Block) -> set[int]:
+    """Indexes of `block`'s statements that hold a training loop or call the function that
+    does (by name: `train(...)`, `self.fit(...)`)."""
+    found: set[int] = set()
+    for loop in facts.training_loops:
+        statement = loop.statement.ancestor_in(block)
+        if statement is not None:
+            found.add(statement.index)
+    names = _training_functions(facts)
+    for index, node in enumerate(block.statements):
+        if index not in found and _calls_any(node, names):
+            found.add(index)
+    return found
+
+
+def _training_functions(facts: TrainingFacts) -> set[str]:
+    """The names of the functions holding a training loop (`train`, `fit`)."""
+    return {loop.scope.name for loop in facts.training_loops if loop.scope.kind == "function"}
+
+
+def _calls_any(node: ast.AST, names: set[str]) -> bool:
+    """`node` calls one of `names`, by name (`train(...)`, `self.fit()`)."""
+    if not names:
+        return False
+    parts = node.body if isinstance(node, Line) else [node]
+    for inner in (n for part in parts for n in ast.walk(part)):
+        func = inner.func if isinstance(inner, ast.Call) else None
+        called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if called is not None and called in names:
+            return True
+    return False
+
+
+def _wrapper_use(use, owner) -> str | None:
+    """The name `use` binds if its statement is `name = wrapper(loader, ...)` (one assignment
+    in the owner's body, the loader its first argument), else None."""
+    line = use.statement.node
+    if use.kind != "arg" or not isinstance(line, Line) or len(line.body) != 1:
+        return None
+    if use.callee == "len" or use.callee in NEUTRAL_CALLEES:
+        return None  # `steps = len(loader)` holds no loader
+    small = line.body[0]
+    if not isinstance(small, ast.Assign) or len(small.targets) != 1:
+        return None
+    target = small.targets[0]
+    call = small.value
+    if not isinstance(target, ast.Name) or not isinstance(call, ast.Call) or not call.args:
+        return None
+    if call.args[0] is not use.node or use.call is not call:
+        return None
+    return target.id
+
+
+def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
+    """Loaders bound into a wrapper before the last model/optimizer definition, in the same
+    block: (name, block, index) to prepare each on its own just before its wrapper."""
+    every = facts.loaders
+    loaders = [n for n in mandatory if n in every]
+    others = [n for n in mandatory if n not in loaders]
+    found = []
+    for name in loaders:
+        wraps = [u for u in owner.uses.get(name, []) if _wrapper_use(u, owner) is not None]
+        if not wraps:
+            continue
+        first = min(wraps, key=lambda u: (u.statement.node.lineno, u.statement.node.col_offset))
+        block = first.statement.block
+        if block.scope is not owner:
+            continue
+        later = [b for n in others for b in owner.assigns(n)
+                 if b.statement.ancestor_in(block) is not None
+                 and b.statement.ancestor_in(block).index > first.statement.index]  # fmt: skip
+        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
+        if not later or any(d is None or d.index >= first.statement.index for d in defs):
+            continue
+        found.append((name, block, first.statement.index))
+    return found
+
+
+def _loaders_before_a_loop(facts: TrainingFacts, owner, mandatory: list[str], early) -> list:
+    """Loaders made before a loop of the owner's body that makes every model and optimizer
+    (`for name in model_names: model = build(name); optimizer = ...; train(...)`, folds
+    sharing one loader): (name, block, index) to prepare each loader once, before that loop;
+    the models and optimizers are prepared in each pass, where they are made."""
+    block = owner.body
+    taken = {e[0] for e in early}
+    every = facts.loaders
+    loaders = [n for n in mandatory if n not in taken and n in every]
+    others = [n for n in mandatory if n not in taken and n not in loaders]
+    if not loaders or not others:
+        return []
+    holders = {
+        id(s.node): s
+        for n in others
+        for b in owner.assigns(n)
+        if (s := b.statement.ancestor_in(block)) is not None
+    }
+    if len(holders) != 1:
+        return []
+    loop = next(iter(holders.values()))
+    if not isinstance(loop.node, (ast.For, ast.While)) or any(
+        t.node is loop.node for t in facts.training_loops
+    ):
+        return []
+    for name in loaders:
+        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
+        if not defs or any(d is None or d.index >= loop.index for d in defs):
+            return []
+    return [(name, block, loop.index) for name in loaders]
+
+
+def _within_loop(block: Block, index: int, statements: list[Statement]) -> list[Statement]:
+    """The uses inside `block.statements[index]` (the loop making a model per pass), dropping
+    those after it; uses before it stay, to be found too early."""
+    found = []
+    for statement in statements:
+        ancestor = statement.ancestor_in(block)
+        if ancestor is None or ancestor.index <= index:
+            found.append(statement)
+    return found
+
+
+def _late_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
+    """Evaluation loaders made once, in the owner's own body, after its last training statement
+    (a sample sentence run through the trained model): (name, block, index) to prepare each on
+    its own right after it is made, as the others are prepared before training."""
+    block = owner.body
+    training = training_statements(facts, block)
+    if not training:
+        return []
+    found = []
+    for name in mandatory:
+        if name in facts.train_loaders or name not in facts.eval_loaders:
+            continue
+        bindings = owner.assigns(name)
+        made = bindings[0].statement if len(bindings) == 1 else None
+        if made is not None and made.block is block and made.index > max(training):
+            found.append((name, block, made.index + 1))
+    return found
+
+
+def use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:
+    if id(use.statement.node) in def_nodes and use.kind != "iter":
+        return None  # `optimizer = AdamW(model.parameters())`, `model = model.to(device)`
+    line = use.statement.node
+    if isinstance(line, Line) and len(line.body) == 1 and facts.distributed.plain_alias(
+        use.statement.block.scope, line.body[0]
+    ):  # fmt: skip
+        return None  # `model_without_ddp = model`: the plain model, on purpose
+    if use.kind == "attr":
+        return None if use.attr in NEUTRAL_ATTRIBUTES else "hard"
+    if use.kind == "arg":
+        if use.callee == "len" and name in facts.loaders:
+            return "soft"
+        if use.callee in NEUTRAL_CALLEES:
+            return None
+        return "hard"
+    return "hard"
+
+
+def common_block(events: list[Statement], body: Block) -> Block | None:
+    """The deepest block that holds every event (in possibly different statements)."""
+    if not events:
+        return body
+    chains = [event.chain() for event in events]
+    depth = 0
+    while all(len(chain) > depth + 1 for chain in chains) and all(
+        chain[depth] is chains[0][depth] for chain in chains
+    ):
+        depth += 1
+    blocks = {id(chain[depth].block) for chain in chains}
+    if len(blocks) != 1:
+        return None
+    return chains[0][depth].block
+
+
+PLATEAU = (
+    "steps on a metric (ReduceLROnPlateau-style `.step(metric)`), like a per-epoch scheduler; "
+    "every process must pass it the same value (gather a metric computed on a prepared loader "
+    "first)"
+)
+
+
+def _note(binding, name: str, why: str, site: ast.AST | None = None) -> Finding:
+    return Finding(
+        code="MIG006",
+        message=f"scheduler `{name}` is not prepared: it {why}",
+        level="note",
+        node=binding.statement.node if binding is not None else site,
+    )
+
+
+def line_of(statement: Statement) -> int:
+    return statement.node.lineno
+
+
+def conflict_finding(facts: TrainingFacts, why: str) -> Finding:
+    return Finding(
+        code="MIG900",
+        message=f"cannot place accelerator.prepare(...): {why}; migrate by hand",
+        node=facts.training_loops[0].node if facts.training_loops else None,
+    )

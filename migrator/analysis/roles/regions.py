@@ -1,0 +1,190 @@
+"""Eval loops and data regions: which other loops draw from the owner's loaders, and the code
+that holds loader batches (a training or eval loop, a helper called with batch data), which the
+batch-placement and metric rules read.
+
+A mixin of roles._Analyser, kept in its own module for size: it reads `self.index`,
+`self.imports`, `self.facts` and the loop analysis (`_loop_source`, `_callee_scope`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.dataflow import derive
+from migrator.analysis.model.drivers import calls_reaching
+from migrator.analysis.roles import explain
+from migrator.analysis.roles.facts import (
+    INLINE_LOADER,
+    DataRegion,
+    Origin,
+    TrainingFacts,
+    argument_for,
+    bindings_of,
+    call_sites_of,
+    class_methods,
+    is_method,
+    value_call,
+)  # fmt: skip
+from migrator.analysis.syntax.index import ModuleIndex
+
+# Attributes a tensor batch has (`batch.shape`): read as fields, they say nothing of its type.
+TENSOR_FIELDS = {"shape", "dtype", "device", "data", "T", "mT", "ndim", "is_cuda", "grad", "real",
+                 "imag", "layout", "requires_grad", "is_leaf", "names", "nbytes", "itemsize"}  # fmt: skip
+
+
+class DataRegions:
+    facts: TrainingFacts
+    index: ModuleIndex
+    imports: object
+
+    def _field_batches(self, loaders: list[Origin]) -> bool:
+        """MIG900 when a loop reads its batches' fields (`batch.text`, `batch.label`) from a
+        loader this file receives rather than builds: a torchtext-style iterator, which
+        prepare neither shards nor places on the device, while the rewrite would drop the
+        batches' own `.cuda()`."""
+        received = {o.name for o in loaders if not any(  # a parameter, `self.x = x`
+            isinstance(b.value, ast.Call) for b in self._bindings(o))}  # fmt: skip
+        for loop in self.facts.training_loops:
+            source = self._loop_source(loop)
+            if source is None or not received.intersection(
+                self.facts.origin(source.scope, n).name for n in source.loaders
+                if self.facts.origin(source.scope, n) is not None):  # fmt: skip
+                continue
+            names = source.batches if source.batches is not None else set(loop.target_names)
+            for name in sorted(names):
+                for use in loop.scope.uses.get(name, []):
+                    if (
+                        use.kind == "attr"
+                        and use.call is None
+                        and use.attr not in TENSOR_FIELDS
+                        and loop.contains(use.loop)
+                    ):
+                        loader = ", ".join(f"`{n}`" for n in source.loaders)
+                        self._finding(loop.node, "MIG900", (
+                            f"{explain.loop_words(loop)} reads `{name}.{use.attr}` (line "
+                            f"{use.statement.node.lineno}) from {loader}, which this file "
+                            "receives rather than builds: batches read by field come from "
+                            "torchtext-style iterators, which prepare neither shards nor places "
+                            "on the device; migrate by hand"))  # fmt: skip
+                        return True
+        return False
+
+    # -- eval loops and data regions ---------------------------------------------------------
+    def _is_loader(self, origin: Origin) -> bool:
+        if origin.name in self.facts.train_loaders:
+            return True
+        for binding in bindings_of(origin):
+            call = value_call(binding)
+            if call is not None and patterns.is_loader_call(call, self.imports):
+                return True
+        return False
+
+    def _find_eval_loops(self) -> None:
+        facts = self.facts
+        for scope in self.index.scopes:
+            for loop in scope.loops:
+                if loop in facts.training_loops or any(loop.contains(t) or t.contains(loop)
+                                                       for t in facts.training_loops):  # fmt: skip
+                    continue
+                source = self._loop_source(loop)
+                if source is None or not source.loaders:  # a loader built in place stays plain
+                    continue
+                if scope is not facts.owner and not call_sites_of(self.index, scope):
+                    continue
+                if facts.distributed.one_process_only(loop.statement):
+                    continue  # `if rank == 0:` evaluates the whole set on one process
+                origins = [facts.origin(source.scope, name) for name in source.loaders]
+                if any(found is None or found.scope is not facts.owner
+                       or not self._is_loader(found) for found in origins):  # fmt: skip
+                    continue
+                if any(found.name in shared.evaluated and found.scope is shared.caller
+                       for shared in facts.shared_epochs for found in origins):  # fmt: skip
+                    continue  # a train/eval epoch function evaluates it too: it stays plain
+                facts.eval_loops.append(loop)
+                for found in origins:
+                    if found.name not in facts.train_loaders + facts.eval_loaders:
+                        facts.eval_loaders.append(found.name)
+
+    def _find_regions(self, per_batch: set[int]) -> None:
+        facts = self.facts
+        for loop in [*facts.training_loops, *facts.eval_loops]:
+            source = self._loop_source(loop)
+            if source is None:  # loader-less training: no batches to follow
+                continue
+            target = loop.node.target if not isinstance(loop.node, ast.While) else None
+            seeds = set(loop.target_names) if source.batches is None else set(source.batches)
+            if (
+                source.batches is None
+                and source.through_enumerate
+                and (isinstance(target, ast.Tuple) and target.elts)
+            ):
+                first = target.elts[0]
+                if isinstance(first, ast.Name):
+                    seeds.discard(first.id)
+            if source.loaders:
+                loader = facts.origin(source.scope, source.loaders[0])
+            else:  # a DataLoader built in place (MIG006 names and prepares it)
+                loader = Origin(source.scope, INLINE_LOADER)
+            region = DataRegion(scope=loop.scope, loop=loop, loader=loader, seeds=seeds,
+                                seed_statements=source.batch_statements)  # fmt: skip
+            facts.regions.append(region)
+        # Helpers called with batch data inside a region receive it as a parameter.
+        queue = list(facts.regions)
+        seen_helpers: set[tuple[int, str]] = set()
+        while queue:
+            region = queue.pop()
+            region.names = derive(region)
+            for site in region.scope.calls:
+                callee = self._callee_scope(site)
+                if callee is None or not region.contains(site):
+                    continue
+                for param in callee.params:
+                    argument = argument_for(site.node, callee, param)
+                    if not isinstance(argument, ast.Name) or argument.id not in region.names:
+                        continue
+                    if (id(callee), param) in seen_helpers:
+                        continue
+                    seen_helpers.add((id(callee), param))
+                    helper = DataRegion(scope=callee, loop=None, loader=region.loader,
+                                        seeds={param})  # fmt: skip
+                    facts.regions.append(helper)
+                    queue.append(helper)
+        for region in facts.regions:
+            if region.scope not in facts.training_scopes:
+                facts.training_scopes.append(region.scope)
+        for loop in facts.training_loops:  # loader-less loops have no region
+            if loop.scope not in facts.training_scopes:
+                facts.training_scopes.append(loop.scope)
+        if facts.owner not in facts.training_scopes:
+            facts.training_scopes.insert(0, facts.owner)
+        for home in facts.homes.values():  # where a class's other objects are made and prepared
+            if home not in facts.training_scopes:
+                facts.training_scopes.append(home)
+        for scope in self.index.scopes:
+            if id(scope) in per_batch and scope not in facts.training_scopes:
+                facts.training_scopes.append(scope)
+        looping = {id(loop.scope) for loop in [*facts.training_loops, *facts.eval_loops]}
+        for scope in self.index.scopes:  # a Trainer's fit(): it drives the loops
+            if scope not in facts.training_scopes and any(
+                id(self._callee_scope(c)) in looping
+                for c in scope.calls
+                if self._callee_scope(c) is not None
+            ):
+                facts.training_scopes.append(scope)
+        callers = list(calls_reaching(self.index, facts.owner))
+        if any(caller.loop is not None for caller in callers):  # a sweep over folds, widths
+            for caller in callers:  # the drivers, whose device reaches the owner
+                if caller.scope.kind == "function" and caller.scope not in facts.training_scopes:
+                    facts.training_scopes.append(caller.scope)
+        if is_method(facts.owner):  # a Trainer's `_save_checkpoint()`, called from `train()`
+            methods = {id(m) for m in class_methods(facts.owner)}
+            for scope in list(facts.training_scopes):
+                for call in scope.calls:
+                    callee = self._callee_scope(call)
+                    if (
+                        callee is not None
+                        and id(callee) in methods
+                        and callee not in facts.training_scopes
+                    ):
+                        facts.training_scopes.append(callee)
