@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from migrator.analysis.syntax.index import COMPOUND, Block, Line
+from migrator.analysis.syntax.nodes import COMPOUND, Block, Line
 from migrator.source import Source
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from migrator.engine import migrate_text
 from migrator.findings import Finding
+from migrator.program.files import ProgramFile
 from migrator.program.findings import unchanged
-from migrator.program.unit import ProgramFile
 
 LOOP = """\
     for epoch in range(2):

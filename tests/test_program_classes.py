@@ -17,7 +17,8 @@ import pytest
 
 from migrator.engine import Options
 from migrator.program.classes import reach_in_classes
-from migrator.program.unit import ProgramError, migrate_program
+from migrator.program.files import ProgramError
+from migrator.program.unit import migrate_program
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "programs" / "loss_scaler_class"

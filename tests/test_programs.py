@@ -348,8 +348,8 @@ def test_a_helper_passed_around_as_a_value_is_refused(tmp_path):
 
 
 def test_an_accelerator_made_global_in_main_reaches_the_entrys_other_functions(tmp_path):
+    from migrator.program.files import ProgramError, read_file
     from migrator.program.reach import check_reach
-    from migrator.program.unit import ProgramError, read_file
 
     entry = tmp_path / "main.py"
     helper = tmp_path / "engine.py"
@@ -379,8 +379,8 @@ def test_an_unparsable_file_named_alone_is_not_a_crash(tmp_path, monkeypatch, ca
 def test_lines_a_finding_names_are_counted_in_their_own_files():
     """The analysis sees the joined module (helpers first): a line its message names is put
     back in the finding's file, or named with its file when it is in another one."""
+    from migrator.program.files import ProgramFile
     from migrator.program.findings import lines_in_files
-    from migrator.program.unit import ProgramFile
 
     def member(name: str, start: int, lines: int) -> ProgramFile:
         return ProgramFile(Path(name), b"", "", "utf-8", ast.parse(""), start, lines)

@@ -20,7 +20,8 @@ import ast
 from pathlib import Path
 
 from migrator.engine import parse
-from migrator.program.unit import ProgramError
+from migrator.program.files import ProgramError
+from migrator.program.text_edits import has_param, offset, parameter_insert, reads_free
 from migrator.source import Source
 
 ACCELERATOR = "accelerator"
@@ -31,13 +32,12 @@ def reach_in_classes(text: str, path: Path, bases: set[str]) -> tuple[str, set[s
     """`text` with each class that reads the free name `accelerator` given it at
     construction, and the names of those classes (whose constructions must pass it).
     `bases`: the names every class of the program derives from."""
-    from migrator.program.reach import _reads_free
 
     tree = parse(text)
     inserts: list[tuple[int, int, str]] = []  # (start, end, new text): end > start replaces
     classes: set[str] = set()
     for node in tree.body:
-        if isinstance(node, ast.ClassDef) and _reads_free(node, ACCELERATOR):
+        if isinstance(node, ast.ClassDef) and reads_free(node, ACCELERATOR):
             inserts += _class_edits(text, node, path, bases)
             classes.add(node.name)
     for start, end, new in sorted(inserts, reverse=True):
@@ -46,7 +46,6 @@ def reach_in_classes(text: str, path: Path, bases: set[str]) -> tuple[str, set[s
 
 
 def _class_edits(text: str, node: ast.ClassDef, path: Path, bases: set[str]) -> list:
-    from migrator.program.reach import _has_param, _offset, _parameter_insert, _reads_free
 
     where = f"class `{node.name}` of {path.name} (line {node.lineno})"
     if node.name in bases:
@@ -56,12 +55,12 @@ def _class_edits(text: str, node: ast.ClassDef, path: Path, bases: set[str]) -> 
         raise ProgramError(f"the accelerator is needed in {where}, which already has an "
                            "`accelerator` attribute; pass it to the class by hand")  # fmt: skip
     methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    if any(_reads_free(n, ACCELERATOR) for n in node.body if n not in methods):
+    if any(reads_free(n, ACCELERATOR) for n in node.body if n not in methods):
         raise ProgramError(f"the accelerator is needed in the body of {where}; migrate this "
                            "program by hand")  # fmt: skip
     edits: list[tuple[int, int, str]] = []
     for method in methods:
-        if _reads_free(method, ACCELERATOR):
+        if reads_free(method, ACCELERATOR):
             edits += _read_through_self(text, method, where)
     init = next((m for m in methods if m.name == "__init__"), None)
     newline = Source(text).newline
@@ -71,21 +70,20 @@ def _class_edits(text: str, node: ast.ClassDef, path: Path, bases: set[str]) -> 
                                "but no __init__ of its own; pass it to the class by hand")  # fmt: skip
         first = methods[0]
         line = (first.decorator_list[0] if first.decorator_list else first).lineno
-        at = _offset(text, line, 0)
+        at = offset(text, line, 0)
         indent = text[at : at + len(text[at:]) - len(text[at:].lstrip(" \t"))]
         added = (f"{indent}def __init__(self, *, {ACCELERATOR}):{newline}{indent}    "
                  f"{ATTRIBUTE} = {ACCELERATOR}{newline}{newline}")  # fmt: skip
         return [*edits, (at, at, added)]
-    if _self_name(init) != "self" or _has_param(init, ACCELERATOR):
+    if _self_name(init) != "self" or has_param(init, ACCELERATOR):
         raise ProgramError(f"the accelerator is needed in {where}, whose __init__ cannot take "
                            "it as a parameter; pass it to the class by hand")  # fmt: skip
-    at, new = _parameter_insert(text, init)
+    at, new = parameter_insert(text, init)
     edits.append((at, at, new))
     return [*edits, _store_in_init(text, init, newline)]
 
 
 def _read_through_self(text: str, method, where: str) -> list[tuple[int, int, str]]:
-    from migrator.program.reach import _offset
 
     decorators = {getattr(d, "id", getattr(d, "attr", None)) for d in method.decorator_list}
     own = _self_name(method)
@@ -95,7 +93,7 @@ def _read_through_self(text: str, method, where: str) -> list[tuple[int, int, st
     edits = []
     for inner in ast.walk(method):
         if isinstance(inner, ast.Name) and inner.id == ACCELERATOR:
-            at = _offset(text, inner.lineno, inner.col_offset)
+            at = offset(text, inner.lineno, inner.col_offset)
             edits.append((at, at, f"{own}."))
     return edits
 
@@ -103,17 +101,16 @@ def _read_through_self(text: str, method, where: str) -> list[tuple[int, int, st
 def _store_in_init(text: str, init, newline: str) -> tuple[int, int, str]:
     """`self.accelerator = accelerator` as the first statement of `__init__` (after its
     docstring; in place of a lone `pass`)."""
-    from migrator.program.reach import _offset
 
     body = init.body
     store = f"{ATTRIBUTE} = {ACCELERATOR}"
     first = body[0]
-    start = _offset(text, first.lineno, first.col_offset)
+    start = offset(text, first.lineno, first.col_offset)
     indent = _indent(text, start)
     if isinstance(first, ast.Pass) and len(body) == 1:
-        return start, _offset(text, first.end_lineno, first.end_col_offset), store
+        return start, offset(text, first.end_lineno, first.end_col_offset), store
     if _is_docstring(first):
-        end = _offset(text, first.end_lineno, first.end_col_offset)
+        end = offset(text, first.end_lineno, first.end_col_offset)
         return end, end, f"{newline}{indent}{store}"
     return start, start, f"{store}{newline}{indent}"
 

@@ -7,13 +7,10 @@ own get a note pointing at the file that holds the refusal.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from migrator.engine import FileResult
 from migrator.findings import Finding
-
-if TYPE_CHECKING:
-    from migrator.program.unit import ProgramFile
+from migrator.program.files import ProgramFile
 
 CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
 LINE_REFERENCE = re.compile(r"\b(lines?|line\(s\)) (\d+(?:(?:, | and |-)\d+)*)")

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from migrator.program.files import ProgramFile
 from migrator.source import Source
-
-if TYPE_CHECKING:
-    from migrator.program.unit import ProgramFile
 
 
 def joinable_problem(files: list[ProgramFile]) -> str | None:

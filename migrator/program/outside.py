@@ -15,8 +15,8 @@ from pathlib import Path
 
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.engine import MigrationError
+from migrator.program.files import ProgramError, ProgramFile, read_file
 from migrator.program.imports import local_imports, program_names, search_path
-from migrator.program.unit import ProgramError, ProgramFile, read_file
 
 MAX_FILES = 400
 MAX_FOLDERS = 2000  # a project root found far up (a .git at home) is not walked whole

@@ -39,37 +39,31 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrator.analysis.syntax.index import ModuleIndex
 from migrator.engine import (
     FileResult,
     MigrationError,
     Options,
     check_parses,
-    decode,
+    edit_imports,
     encode,
     parse,
     render_migration,
 )
 from migrator.findings import Finding
+from migrator.import_edits import add_module_imports
+from migrator.program.files import ProgramError, ProgramFile, read_file
 from migrator.program.findings import CODE, assign, finding_at, in_program, unchanged
 from migrator.program.imports import local_imports, program_names, search_path
 from migrator.program.joinable import joinable_problem
+from migrator.program.outside import check_outside_callers
+from migrator.program.reach import check_reach, reach_accelerator
 from migrator.source import Source
 
 MARKER = "__migrator_program_file__ = {}"
 MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
 STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
 MAX_SCANNED = 400  # project modules read to find them
-
-
-@dataclass
-class ProgramFile:
-    path: Path
-    data: bytes
-    text: str
-    encoding: str
-    tree: ast.Module
-    start_line: int = 0  # first line of this file in the joined module (1-based)
-    lines: int = 0
 
 
 @dataclass
@@ -83,16 +77,6 @@ class ProgramResult:
     @property
     def paths(self) -> list[Path]:
         return [f.path for f in self.files]
-
-
-class ProgramError(Exception):
-    """A program that cannot be joined; the message is the cause."""
-
-
-def read_file(path: Path) -> ProgramFile:
-    data = path.read_bytes()
-    text, encoding = decode(data)
-    return ProgramFile(path, data, text, encoding, parse(text))
 
 
 def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
@@ -172,7 +156,6 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
     if output is None:
         program.results = unchanged(files, per_file)
         return program
-    from migrator.program.reach import check_reach, reach_accelerator
 
     texts = _split(output, files)
     try:
@@ -193,7 +176,6 @@ def _joined_index(tree: ast.Module, joined: str, files: list[ProgramFile]):
     definitions (`engine.train_one_epoch` after `import engine`, `g` after `from engine import
     train_one_epoch as g`), so that roles flow through those calls too. A name two files use
     for different definitions is left out."""
-    from migrator.analysis.syntax.index import ModuleIndex
 
     index = ModuleIndex(tree, Source(joined))
     modules = [(file.path, file.tree) for file in files]
@@ -210,7 +192,6 @@ def refuse_for_outsiders(program: ProgramResult, exempt: set[Path]) -> None:
     """The program left as it is, with a finding in the entry, when a script outside it (not
     in `exempt`: entries of the run's other programs, which the run checks against this one)
     calls a helper that now needs the accelerator (`program_outside.py`)."""
-    from migrator.program.outside import check_outside_callers
 
     if not any(result.changed for result in program.results):
         return
@@ -223,7 +204,6 @@ def refuse_for_outsiders(program: ProgramResult, exempt: set[Path]) -> None:
 
 
 def _finish(file: ProgramFile, text: str, context, findings: list[Finding]) -> FileResult:
-    from migrator.engine import edit_imports
 
     result = FileResult(path=str(file.path), source=file.data, findings=findings)
     if text == file.text:
@@ -268,7 +248,6 @@ def _drop_misplaced_import(text: str, original: str, context) -> str:
 def _add_missing_imports(text: str, context) -> str:
     """`from runtime import Accelerator` and the modules rules asked for (`import torch`) in
     the file that reads them without having them."""
-    from migrator.import_edits import add_module_imports
 
     tree = parse(text)
     bound, read = _module_names(tree)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.roles.facts import call_sites_of
+from migrator.analysis.model.origins import call_sites_of
 from migrator.analysis.syntax.index import Block, Line, Scope
 
 

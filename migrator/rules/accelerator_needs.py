@@ -11,7 +11,7 @@ import ast
 import re
 
 from migrator.analysis.catalogue.patterns import root_name
-from migrator.analysis.roles.facts import argument_for, call_sites_of, is_method
+from migrator.analysis.model.origins import argument_for, call_sites_of, is_method
 from migrator.analysis.syntax.index import Block, Scope
 from migrator.rules.base import AcceleratorNeed, RuleContext
 

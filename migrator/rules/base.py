@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from migrator.analysis.catalogue.patterns import expression_for, root_name
+from migrator.analysis.model.origins import class_methods, is_method
 from migrator.analysis.placement.prepare_plan import PreparePlan
-from migrator.analysis.roles.facts import INLINE_LOADER, TrainingFacts, class_methods, is_method
+from migrator.analysis.roles.facts import INLINE_LOADER, TrainingFacts
 from migrator.analysis.syntax.imports import ImportEntry, import_entries
 from migrator.analysis.syntax.index import Block, Scope, Statement
 from migrator.edits import EditSet, NewStatement, Render

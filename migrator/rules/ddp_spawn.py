@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.distributed.facts import Spawn
-from migrator.analysis.roles.facts import is_method
+from migrator.analysis.model.origins import is_method
 from migrator.analysis.syntax.index import Line, Scope
 from migrator.analysis.syntax.views import call_args, integer_text, name_value
 from migrator.arglists import call_items, parameter_items

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import scopes_seeing
+from migrator.analysis.model.origins import scopes_seeing
 from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.model.origins import call_sites_of, class_methods, is_method
 from migrator.analysis.roles.explain import where
-from migrator.analysis.roles.facts import call_sites_of, class_methods, is_method
 from migrator.analysis.syntax.index import Block, Line, Scope
 from migrator.analysis.syntax.points import after_imports, is_docstring, is_import
 from migrator.findings import Finding

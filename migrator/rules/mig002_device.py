@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import (
+from migrator.analysis.model.origins import (
     argument_for,
     class_methods,
     handed_to_parameter,

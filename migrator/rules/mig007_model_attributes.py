@@ -23,7 +23,7 @@ import ast
 
 from migrator.analysis.catalogue.patterns import MODULE_API, SELF
 from migrator.analysis.model.chains import chain_uses, read_chains
-from migrator.analysis.roles.facts import class_methods, is_method
+from migrator.analysis.model.origins import class_methods, is_method
 from migrator.rules.base import Rule, RuleContext
 
 NAMED = {"named_parameters", "named_buffers", "named_children", "named_modules"}

@@ -28,7 +28,7 @@ from migrator.analysis.distributed.facts import (
     DistributedFacts,
 )  # fmt: skip
 from migrator.analysis.distributed.reader import is_pure
-from migrator.analysis.roles.facts import class_methods, visible_scopes
+from migrator.analysis.model.origins import class_methods, visible_scopes
 from migrator.analysis.syntax.index import Scope, Statement
 from migrator.analysis.syntax.views import call_args
 from migrator.findings import Finding

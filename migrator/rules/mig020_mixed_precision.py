@@ -19,8 +19,13 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.origins import (
+    bindings_of,
+    class_methods,
+    handed_to_parameter,
+    is_method,
+)
 from migrator.analysis.roles import explain
-from migrator.analysis.roles.facts import bindings_of, class_methods, handed_to_parameter, is_method
 from migrator.analysis.syntax.index import Line, Scope
 from migrator.analysis.syntax.views import call_args, name_value
 from migrator.findings import Finding

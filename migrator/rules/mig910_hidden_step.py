@@ -18,7 +18,8 @@ import ast
 import re
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import TrainingFacts, bindings_of, value_call
+from migrator.analysis.model.origins import bindings_of, value_call
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import CallSite, Scope
 from migrator.findings import Finding

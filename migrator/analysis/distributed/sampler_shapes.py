@@ -20,6 +20,7 @@ from migrator.analysis.distributed.facts import (
     contains,
     whole_statement,
 )
+from migrator.analysis.model.origins import argument_for
 from migrator.analysis.syntax.index import Binding, CallSite, Scope
 from migrator.analysis.syntax.views import Arg, call_args, keyword_value, name_value
 
@@ -132,8 +133,6 @@ class GroupArguments:
         return self._passed_by_every_caller(scope, name, keyword, depth)
 
     def _passed_by_every_caller(self, scope: Scope, name: str, keyword: str, depth: int):
-        from migrator.analysis.roles.facts import argument_for  # facts reads this module's package
-
         callers = [site for site, _qualified in self.sites
                    if self.functions.get(name_value(site.node.func)) is scope]  # fmt: skip
         return bool(callers) and all(
@@ -167,8 +166,6 @@ class GroupArguments:
 
     def _handed(self, scope: Scope, name: str, callee: Scope, parameter: str) -> bool:
         """`setup(rank, world_size)` in `scope` hands `name` to `callee`'s `parameter`."""
-        from migrator.analysis.roles.facts import argument_for  # facts reads this module's package
-
         for site, _qualified in self.sites:
             if site.scope is not scope or self.functions.get(name_value(site.node.func)) is not (
                 callee

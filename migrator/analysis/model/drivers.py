@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.analysis.roles.facts import call_sites_of
+from migrator.analysis.model.origins import call_sites_of
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.roles.facts import argument_for, call_sites_of, value_call
+from migrator.analysis.model.origins import argument_for, call_sites_of, value_call
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 

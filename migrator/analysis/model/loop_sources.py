@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass, field
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import argument_for, is_method
+from migrator.analysis.model.origins import argument_for, is_method
 from migrator.analysis.syntax.index import (
     Line,
     Loop,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.placement.reading import training_statements
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import Block, Statement
 
@@ -70,7 +71,6 @@ def _branches(facts: TrainingFacts, node: ast.If) -> list[Block]:
 
 
 def _point(facts, branch: Block | None, names, defs, hard, runs) -> list | None:
-    from migrator.analysis.placement.plan import training_statements
 
     if branch is None or branch.kind != "body":
         return None  # `if train: loop()` on one line: nowhere to insert

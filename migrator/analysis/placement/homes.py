@@ -16,11 +16,12 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.placement import plan as placement
+from migrator.analysis.model.origins import class_methods, is_method
+from migrator.analysis.placement import reading
 from migrator.analysis.placement.prepare_plan import PreparePlan
 from migrator.analysis.placement.setup_uses import runs_object, use_words
 from migrator.analysis.roles import explain
-from migrator.analysis.roles.facts import TrainingFacts, class_methods, is_method
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import Statement
 from migrator.analysis.syntax.points import after_imports, binds_on_every_path, flat
 
@@ -34,12 +35,12 @@ def plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> boo
         home = facts.homes[name]
         by_home.setdefault(id(home), (home, []))[1].append(name)
     for home, held in by_home.values():
-        defs = {name: placement.definitions(facts, home, name) for name in held}
+        defs = {name: reading.definitions(facts, home, name) for name in held}
         def_nodes = {id(s.node) for stmts in defs.values() for s in stmts}
         hard, uses, runs = [], {}, set()
         for name in held:
             for use in home.uses.get(name, []):
-                if placement.use_kind(use, name, def_nodes, facts) == "hard":
+                if reading.use_kind(use, name, def_nodes, facts) == "hard":
                     hard.append(use.statement)
                     uses.setdefault(id(use.statement), (name, use))
                     if runs_object(use, name, facts):
@@ -47,7 +48,7 @@ def plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> boo
         block = home.body  # at the method's top level, once every branch has made them
         if home.kind == "module":  # (module code: in the block holding them all, such as
             # `if __name__ == "__main__":`)
-            block = placement.common_block([*(s for d in defs.values() for s in d), *hard],
+            block = reading.common_block([*(s for d in defs.values() for s in d), *hard],
                                            home.body) or home.body  # fmt: skip
 
         def position(statement: Statement, block=block) -> int:
@@ -67,9 +68,9 @@ def plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> boo
                 continue
             branches = _branch_points(defs[name]) if maker is home else None
             if branches is None:
-                made = ", ".join(str(placement.line_of(d)) for d in defs[name])
+                made = ", ".join(str(reading.line_of(d)) for d in defs[name])
                 where = f" (line {made}), not in the branches of an `if`" if made else ""
-                plan.conflict = placement.conflict_finding(facts, f"looked for a point {_where(home)} where "
+                plan.conflict = reading.conflict_finding(facts, f"looked for a point {_where(home)} where "
                                           f"`{name}` always exists; found it made only under "
                                           f"a condition or in a loop{where}")  # fmt: skip
                 return False
@@ -81,23 +82,23 @@ def plan_homes(facts: TrainingFacts, plan: PreparePlan, names: list[str]) -> boo
         # `print(self.model)`) keeps the plain model, as at function level (placement.py); a
         # forward or a hand-over before then still needs a human.
         last = max(last_of.values(), default=-1)
-        training = placement.training_statements(facts, block)
+        training = reading.training_statements(facts, block)
         hard = [s for s in hard
                 if position(s) >= last or position(s) in training or id(s) in runs]  # fmt: skip
         first = min((position(s) for s in hard), default=len(block.statements))
         if last >= first:
-            use = min(hard, key=lambda s: (position(s), placement.line_of(s)))
+            use = min(hard, key=lambda s: (position(s), reading.line_of(s)))
             late = max(held, key=lambda n: last_of[n])
             name, how = uses[id(use)]
-            made = placement.line_of(max(defs[late], key=position))
+            made = reading.line_of(max(defs[late], key=position))
             shared = block.statements[position(use)]  # the top-level statement holding the use
             where = (f"inside the `{_keyword(shared)}` at line {shared.lineno}, which also makes "
                      f"`{late}` (line {made}): they are made and used in one branch"
                      if position(use) == last and position(use) >= 0 else
                      f"before `{late}`, made at line {made}")  # fmt: skip
-            plan.conflict = placement.conflict_finding(
+            plan.conflict = reading.conflict_finding(
                 facts, f"looked for a point {_where(home)} after the objects it makes and "
-                f"before their first use; found `{name}` used at line {placement.line_of(use)}"
+                f"before their first use; found `{name}` used at line {reading.line_of(use)}"
                 f"{use_words(how)} {where}"
             )  # fmt: skip
             return False

@@ -15,18 +15,28 @@ from then on) is prepared on its own just before that statement
 from __future__ import annotations
 
 import ast
-import re
 
 from migrator.analysis.model.chains import chain_uses
 from migrator.analysis.placement.branches import branch_points, order_words
+from migrator.analysis.placement.homes import plan_homes
 from migrator.analysis.placement.prepare_plan import PreparePlan
+from migrator.analysis.placement.reading import (
+    calls_any,
+    common_block,
+    conflict_finding,
+    holders,
+    line_of,
+    training_functions,
+    training_statements,
+    use_kind,
+)
 from migrator.analysis.placement.setup_uses import (
-    NEUTRAL_ATTRIBUTES,
     NEUTRAL_CALLEES,
     runs_object,
     use_words,
 )
 from migrator.analysis.roles.facts import TrainingFacts
+from migrator.analysis.roles.function_homes import check_function_homes
 from migrator.analysis.syntax.index import Block, Line, Statement
 from migrator.analysis.syntax.points import after_imports
 from migrator.findings import Finding
@@ -39,8 +49,6 @@ def _mandatory(facts: TrainingFacts) -> list[str]:
 def plan_prepare(facts: TrainingFacts) -> PreparePlan:
     plan = _plan(facts)
     if plan.conflict is None and facts.homes:  # objects at module level and in a function
-        from migrator.analysis.roles.function_homes import check_function_homes
-
         plan.conflict = check_function_homes(facts, plan)
     return plan
 
@@ -68,7 +76,6 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     if facts.homes:
         at_home = [*mandatory, *(s.name for s in schedulers)]
         at_home = [n for n in at_home if facts.homes.get(n, owner) is not owner]
-        from migrator.analysis.placement.homes import plan_homes  # it reads this module
 
         if not plan_homes(facts, plan, at_home):
             return plan
@@ -95,11 +102,11 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     used: dict[int, str] = {}  # id(statement) -> the object it uses (for the finding)
     how: dict = {}  # id(statement) -> that use
     runs: set[int] = set()  # ids of statements that run a model or hand it over
-    training = _training_functions(facts)
+    training = training_functions(facts)
     for name in names:  # a model's DDP wrappers (MIG010) define and use the same object
         defs[name] = [b.statement for n in facts.distributed.names_for(owner, name)
                       for b in owner.assigns(n)]  # fmt: skip
-        defs[name] += [b.statement for n in _holders(name) for b in owner.assigns(n)]
+        defs[name] += [b.statement for n in holders(name) for b in owner.assigns(n)]
         defs[name] += [b.statement for b in facts.chain_bindings(owner, name)]
         # `model = train(model, loader, optimizer)` hands the objects to training: a use,
         # and the model it returns is the one it was given
@@ -206,22 +213,7 @@ def _trains_and_rebinds(statement: Statement, training: set[str]) -> bool:
         return False
     small = node.body[0]
     value = small.value if isinstance(small, (ast.Assign, ast.AnnAssign)) else None
-    return isinstance(value, ast.Call) and _calls_any(value, training)
-
-
-def definitions(facts: TrainingFacts, scope, name: str) -> list[Statement]:
-    found = [b.statement for n in facts.distributed.names_for(scope, name)
-             for b in scope.assigns(n)]  # fmt: skip
-    found += [b.statement for n in _holders(name) for b in scope.assigns(n)]
-    return found + [b.statement for b in facts.chain_bindings(scope, name)]
-
-
-def _holders(name: str) -> list[str]:
-    """`self.cfg` for `self.cfg.optimiser`: an object held on another object (an attribute
-    chain, facts.chain_origin) exists once its holder is bound."""
-    cuts = [m.start() for m in re.finditer(r"[.\[]", name)]
-    first = 1 if name.startswith("self.") else 0
-    return [name[:cut] for cut in cuts[first:]]
+    return isinstance(value, ast.Call) and calls_any(value, training)
 
 
 def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) -> list:
@@ -243,39 +235,6 @@ def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) 
             defs[name] = [s for s in defs[name] if position(s) <= end]
             found.append((name, block, min(position(s) for s in late)))
     return found
-
-
-def training_statements(facts: TrainingFacts, block: Block) -> set[int]:
-    """Indexes of `block`'s statements that hold a training loop or call the function that
-    does (by name: `train(...)`, `self.fit(...)`)."""
-    found: set[int] = set()
-    for loop in facts.training_loops:
-        statement = loop.statement.ancestor_in(block)
-        if statement is not None:
-            found.add(statement.index)
-    names = _training_functions(facts)
-    for index, node in enumerate(block.statements):
-        if index not in found and _calls_any(node, names):
-            found.add(index)
-    return found
-
-
-def _training_functions(facts: TrainingFacts) -> set[str]:
-    """The names of the functions holding a training loop (`train`, `fit`)."""
-    return {loop.scope.name for loop in facts.training_loops if loop.scope.kind == "function"}
-
-
-def _calls_any(node: ast.AST, names: set[str]) -> bool:
-    """`node` calls one of `names`, by name (`train(...)`, `self.fit()`)."""
-    if not names:
-        return False
-    parts = node.body if isinstance(node, Line) else [node]
-    for inner in (n for part in parts for n in ast.walk(part)):
-        func = inner.func if isinstance(inner, ast.Call) else None
-        called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-        if called is not None and called in names:
-            return True
-    return False
 
 
 def _wrapper_use(use, owner) -> str | None:
@@ -385,41 +344,6 @@ def _late_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
     return found
 
 
-def use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str | None:
-    if id(use.statement.node) in def_nodes and use.kind != "iter":
-        return None  # `optimizer = AdamW(model.parameters())`, `model = model.to(device)`
-    line = use.statement.node
-    if isinstance(line, Line) and len(line.body) == 1 and facts.distributed.plain_alias(
-        use.statement.block.scope, line.body[0]
-    ):  # fmt: skip
-        return None  # `model_without_ddp = model`: the plain model, on purpose
-    if use.kind == "attr":
-        return None if use.attr in NEUTRAL_ATTRIBUTES else "hard"
-    if use.kind == "arg":
-        if use.callee == "len" and name in facts.loaders:
-            return "soft"
-        if use.callee in NEUTRAL_CALLEES:
-            return None
-        return "hard"
-    return "hard"
-
-
-def common_block(events: list[Statement], body: Block) -> Block | None:
-    """The deepest block that holds every event (in possibly different statements)."""
-    if not events:
-        return body
-    chains = [event.chain() for event in events]
-    depth = 0
-    while all(len(chain) > depth + 1 for chain in chains) and all(
-        chain[depth] is chains[0][depth] for chain in chains
-    ):
-        depth += 1
-    blocks = {id(chain[depth].block) for chain in chains}
-    if len(blocks) != 1:
-        return None
-    return chains[0][depth].block
-
-
 PLATEAU = (
     "steps on a metric (ReduceLROnPlateau-style `.step(metric)`), like a per-epoch scheduler; "
     "every process must pass it the same value (gather a metric computed on a prepared loader "
@@ -433,16 +357,4 @@ def _note(binding, name: str, why: str, site: ast.AST | None = None) -> Finding:
         message=f"scheduler `{name}` is not prepared: it {why}",
         level="note",
         node=binding.statement.node if binding is not None else site,
-    )
-
-
-def line_of(statement: Statement) -> int:
-    return statement.node.lineno
-
-
-def conflict_finding(facts: TrainingFacts, why: str) -> Finding:
-    return Finding(
-        code="MIG900",
-        message=f"cannot place accelerator.prepare(...): {why}; migrate by hand",
-        node=facts.training_loops[0].node if facts.training_loops else None,
     )

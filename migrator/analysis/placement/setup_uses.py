@@ -138,7 +138,7 @@ def _read(use, facts, seen) -> bool:
 def _reads_only(helper: Scope, call: ast.Call, argument: ast.AST, facts, seen) -> bool:
     """Does this file's `helper` only read the parameter `argument` is passed as (its
     parameters, children and state, a count, a log line, a checkpoint loaded into it)?"""
-    from migrator.analysis.roles.facts import argument_for
+    from migrator.analysis.model.origins import argument_for
 
     if id(helper) in seen or helper.kind != "function":
         return id(helper) in seen  # recursion: what the first visit decides

@@ -13,16 +13,15 @@ import ast
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.distributed.reader import read_distributed
-from migrator.analysis.roles import explain
-from migrator.analysis.roles.bypassed_forwards import BypassedForwards
-from migrator.analysis.roles.facts import (
+from migrator.analysis.model.origins import (  # fmt: skip
     Origin,
-    TrainingFacts,
-    chain_text,
     class_methods,
     is_method,
     value_call,
-)  # fmt: skip
+)
+from migrator.analysis.roles import explain
+from migrator.analysis.roles.bypassed_forwards import BypassedForwards
+from migrator.analysis.roles.facts import TrainingFacts, chain_text
 from migrator.analysis.roles.held_objects import HeldObjects
 from migrator.analysis.roles.homes import ClassHomes
 from migrator.analysis.roles.loops import LoopAnalysis

@@ -8,13 +8,8 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import (
-    TrainingFacts,
-    argument_for,
-    call_sites_of,
-    is_method,
-    param_default,
-)
+from migrator.analysis.model.origins import argument_for, call_sites_of, is_method, param_default
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import CallSite, Loop, Scope
 
 

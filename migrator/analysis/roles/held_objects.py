@@ -18,7 +18,8 @@ import re
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.chains import chain_text, split_chain
-from migrator.analysis.roles.facts import Origin, TrainingFacts, value_call
+from migrator.analysis.model.origins import Origin, value_call
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.roles.trained_models import (
     PLACING,
 )  # calls that show a chain holds the model

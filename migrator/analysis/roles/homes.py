@@ -20,8 +20,9 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.origins import Origin, is_method
 from migrator.analysis.roles import explain
-from migrator.analysis.roles.facts import Origin, TrainingFacts, is_method
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.roles.function_homes import function_home, module_function
 from migrator.analysis.syntax.index import Scope
 

@@ -22,12 +22,7 @@ from migrator.analysis.model.drivers import (
 )
 from migrator.analysis.model.instances import called_method
 from migrator.analysis.model.loop_sources import LoopSources
-from migrator.analysis.roles.facts import (
-    call_sites_of,
-    class_methods,
-    is_method,
-    value_call,
-)
+from migrator.analysis.model.origins import call_sites_of, class_methods, is_method, value_call
 from migrator.analysis.roles.shared_epochs import SharedEpochs
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import (

@@ -17,14 +17,8 @@ import ast
 import re
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import (
-    Origin,
-    SchedulerRole,
-    TrainingFacts,
-    bindings_of,
-    is_method,
-    value_call,
-)  # fmt: skip
+from migrator.analysis.model.origins import Origin, bindings_of, is_method, value_call  # fmt: skip
+from migrator.analysis.roles.facts import SchedulerRole, TrainingFacts
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
 EPOCH_ARGUMENT = re.compile(r"epoch|step|iter", re.IGNORECASE)

@@ -18,7 +18,8 @@ import ast
 import re
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import Origin, TrainingFacts, is_method
+from migrator.analysis.model.origins import Origin, is_method
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
 SETTING_NAME = re.compile(

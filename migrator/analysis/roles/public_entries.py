@@ -9,7 +9,8 @@ file cannot see that driver, so a note names the methods and what their callers 
 
 from __future__ import annotations
 
-from migrator.analysis.roles.facts import TrainingFacts, call_sites_of, class_methods, is_method
+from migrator.analysis.model.origins import call_sites_of, class_methods, is_method
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.findings import Finding
 
 

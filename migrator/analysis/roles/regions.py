@@ -13,19 +13,17 @@ import ast
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.dataflow import derive
 from migrator.analysis.model.drivers import calls_reaching
-from migrator.analysis.roles import explain
-from migrator.analysis.roles.facts import (
-    INLINE_LOADER,
-    DataRegion,
+from migrator.analysis.model.origins import (  # fmt: skip
     Origin,
-    TrainingFacts,
     argument_for,
     bindings_of,
     call_sites_of,
     class_methods,
     is_method,
     value_call,
-)  # fmt: skip
+)
+from migrator.analysis.roles import explain
+from migrator.analysis.roles.facts import INLINE_LOADER, DataRegion, TrainingFacts
 from migrator.analysis.syntax.index import ModuleIndex
 
 # Attributes a tensor batch has (`batch.shape`): read as fields, they say nothing of its type.

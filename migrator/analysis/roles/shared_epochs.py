@@ -22,14 +22,14 @@ import re
 from dataclasses import dataclass
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import (
+from migrator.analysis.model.origins import (
     Origin,
-    TrainingFacts,
     argument_for,
     call_sites_of,
     none_default,
     param_default,
 )
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
 
 TRAIN_FLAG = re.compile(r"^(is_)?train(ing)?(_mode)?$")

@@ -8,7 +8,8 @@ A mixin of roles._Analyser: it reads `self.facts`, `self.index` and `self.import
 from __future__ import annotations
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import Origin, SchedulerRole, bindings_of, value_call
+from migrator.analysis.model.origins import Origin, bindings_of, value_call
+from migrator.analysis.roles.facts import SchedulerRole
 from migrator.analysis.syntax.index import CallSite, Scope
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.roles.facts import Origin, TrainingFacts, value_call
+from migrator.analysis.model.origins import Origin, value_call
+from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
 # Attribute calls that show a name holds the model: placed, switched to training, or read for

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.syntax.index import CallSite, Use
+from migrator.analysis.syntax.nodes import CallSite, Use
 from migrator.analysis.syntax.views import SELF, call_args
 
 # Slots: (kind, call, attr, callee). STORE and EXCLUDED record no use.

@@ -14,13 +14,12 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.syntax.expressions import EXCLUDED, ITER, OTHER, STORE, ExpressionWalk
-from migrator.analysis.syntax.index import (
+from migrator.analysis.syntax.nodes import (
     COMPOUND,
     Binding,
     Block,
     Line,
     Loop,
-    ModuleIndex,
     Scope,
     Statement,
     param_names,
@@ -32,7 +31,7 @@ from migrator.source import Source
 
 
 class Indexer(ExpressionWalk):
-    def __init__(self, index: ModuleIndex) -> None:
+    def __init__(self, index) -> None:  # a ModuleIndex being filled
         self.index = index
         self.source = index.source
         self.imports = index.imports
