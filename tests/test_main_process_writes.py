@@ -41,6 +41,7 @@ def test_a_log_file_and_its_writes_are_guarded_whatever_other_functions_call_f()
     output, _ = migrate_text(SCRIPT)
     assert (
         "    if accelerator.is_main_process:\n"
+        "        log_weights(writer, model)\n"
         '        f = open("done.txt", "w")\n'
         '        f.write("finished")\n'
         "        f.close()\n"
@@ -48,13 +49,21 @@ def test_a_log_file_and_its_writes_are_guarded_whatever_other_functions_call_f()
     assert "    with open(path) as f:\n        return yaml.safe_load(f)\n" in output  # a read
 
 
-def test_a_writer_passed_to_a_helper_is_left_with_a_note():
+def test_a_writer_handed_to_a_helper_is_made_and_handed_on_the_main_process():
     output, findings = migrate_text(SCRIPT)
-    assert "    writer = SummaryWriter()\n    for x in loader:" in output.replace(
-        "\n    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n", ""
-    )
-    assert [(f.code, f.level) for f in findings] == [("MIG030", "note")]
-    assert "`writer`" in findings[0].message
+    assert "    if accelerator.is_main_process:\n        writer = SummaryWriter()\n" in output
+    assert "    if accelerator.is_main_process:\n        log_weights(writer, model)\n" in output
+    assert findings == []
+
+
+def test_a_writer_used_beyond_calls_is_left_and_the_program_refused():
+    """`summaries.append(writer)`: neither a method call nor a helper's argument; guarding
+    its making would leave the other processes without it, and leaving it writes on every
+    process: MIG030's note, then the soundness check's refusal."""
+    script = SCRIPT.replace("    log_weights(writer, model)\n", "    summaries = [writer]\n")
+    output, findings = migrate_text(script)
+    assert output is None
+    assert [(f.code, f.level) for f in findings][:2] == [("MIG030", "note"), ("MIG952", "warning")]
 
 
 def test_the_log_files_golden_writes_its_file_from_the_main_process_only(tmp_path):

@@ -231,29 +231,36 @@ class _PerFile:
         return self.context.unused_imports
 
 
+def _target_names(context) -> list[str]:
+    """What MIG001's import line brings from the target: `Accelerator`, and the names rules
+    asked for with it (`PartialState`, `DistributedDataParallelKwargs`)."""
+    return list(dict.fromkeys(["Accelerator", *context.accelerator_imports]))
+
+
 def _drop_misplaced_import(text: str, original: str, context) -> str:
-    """MIG001 puts `from runtime import Accelerator` after the joined module's first imports,
-    which are a helper's: gone from a file that does not read `Accelerator` (and did not have
-    the line before); `_add_missing_imports` puts it where it is read."""
+    """MIG001 puts `from runtime import Accelerator` (with the names rules asked for) after
+    the joined module's first imports, which are a helper's: gone from a file that did not
+    have the line before; `_add_missing_imports` puts what each file reads where it reads it."""
     source = "accelerate" if context.target == "accelerate" else "runtime"
-    line = f"from {source} import Accelerator"
+    line = f"from {source} import {', '.join(_target_names(context))}"
     lines = text.splitlines(keepends=True)
     if line not in (item.rstrip("\r\n") for item in original.splitlines()):
         kept = [item for item in lines if item.rstrip("\r\n") != line]
-        if len(kept) != len(lines) and "Accelerator" not in _module_names(parse(text))[1]:
+        if len(kept) != len(lines):
             return "".join(kept)
     return text
 
 
 def _add_missing_imports(text: str, context) -> str:
-    """`from runtime import Accelerator` and the modules rules asked for (`import torch`) in
-    the file that reads them without having them."""
+    """`from runtime import Accelerator` (and the other target names it reads) and the
+    modules rules asked for (`import torch`) in the file that reads them without having them."""
 
     tree = parse(text)
     bound, read = _module_names(tree)
     source = "accelerate" if context.target == "accelerate" else "runtime"
-    if "Accelerator" in read and "Accelerator" not in bound:
-        text = _insert_import(text, tree, f"from {source} import Accelerator")
+    wanted = [name for name in _target_names(context) if name in read and name not in bound]
+    if wanted:
+        text = _insert_import(text, tree, f"from {source} import {', '.join(wanted)}")
         tree = parse(text)
     modules = [module for module, _ in context.extra_imports if module.split(".")[0] in read]
     missing = [module for module in modules if module.split(".")[0] not in bound]

@@ -7,10 +7,12 @@ it never re-derives roles and never mutates the tree.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from migrator.analysis.catalogue.patterns import expression_for, root_name
+from migrator.analysis.effects.processes import Processes
 from migrator.analysis.model.origins import class_methods, is_method
 from migrator.analysis.placement.prepare_plan import PreparePlan
 from migrator.analysis.roles.facts import INLINE_LOADER, TrainingFacts
@@ -36,6 +38,9 @@ class AcceleratorNeed:
     index: int
     soft: ast.AST | None = None
     inserted: str = ""  # the code put before `block.statements[index]` that needs it
+    # where no accelerator can be seen: re-registers the edit on the process-wide state
+    # (`PartialState().is_main_process`) instead of dropping it or refusing the file
+    fallback: Callable[[], None] | None = None
 
 
 @dataclass(eq=False)
@@ -67,6 +72,14 @@ class RuleContext:
     accelerator_imports: list[str] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all
     unwrapped_nodes: set[int] = field(default_factory=set)  # ids `unwrap` already wrapped
+    _processes: Processes | None = field(default=None, repr=False)
+
+    @property
+    def processes(self) -> Processes:
+        """Which code of the input runs on every process (analysis/effects/processes.py)."""
+        if self._processes is None:
+            self._processes = Processes(self.facts.index)
+        return self._processes
 
     @property
     def accelerator(self) -> str:
@@ -95,10 +108,19 @@ class RuleContext:
     def statement(self, code: str, blank_line_before: bool = False) -> NewStatement:
         return NewStatement(code, blank_line_before)
 
-    def need_accelerator_at(self, statement: Statement, soft=None) -> None:
-        self.needs.append(
-            AcceleratorNeed(statement.block.scope, statement.block, statement.index, soft)
-        )
+    def need_accelerator_at(self, statement: Statement, soft=None, fallback=None) -> None:
+        self.needs.append(AcceleratorNeed(
+            statement.block.scope, statement.block, statement.index, soft, fallback=fallback
+        ))  # fmt: skip
+
+    def main_process_flag(self, through_state: bool = False) -> str:
+        """`accelerator.is_main_process`, or the process-wide state's where code cannot see
+        the accelerator (`PartialState().is_main_process`, imported with the Accelerator)."""
+        if not through_state:
+            return self.accelerator_expr("is_main_process")
+        if "PartialState" not in self.accelerator_imports:
+            self.accelerator_imports.append("PartialState")
+        return "PartialState().is_main_process"
 
     def add_kwarg(self, name: str, code: str, depends_on=()) -> None:
         if all(kwarg.name != name for kwarg in self.kwargs):

@@ -1,73 +1,47 @@
-"""MIG030's file writes and trackers: in training code every process would write the same file
-at the same time (torn files) and log the same run twice (duplicate runs in trackers). These
-statements go under `if accelerator.is_main_process:`:
+"""MIG030's side effects: on N processes every process would write the same file at the same
+time (torn files), log the same run twice (duplicate runs in trackers), download into one
+folder at once. In code that runs on every process (analysis/effects/processes.py: module
+code, and every function it reaches, at any depth, outside a main-process guard), the
+catalogue's effects (analysis/catalogue/effects.py) are made safe:
 
-- `with open(path, "w" | "a" | "x" ...) as f:` (any writing mode; its whole body), unless the
-  body trains or evaluates (a loop over a loader, a backward or optimizer step);
-- a statement that is a call writing a file: `np.save` / `np.savez` / `np.savetxt`,
-  `torchvision.utils.save_image`, `json.dump`, `pickle.dump`, `plt.savefig`,
-  `torch.onnx.export`, and the methods `.to_csv(...)`, `.savefig(...)`, `.write_text(...)`,
-  `.write_bytes(...)`, `.save_pretrained(...)` (a model's or a tokenizer's files);
-- log files: `logging.basicConfig(filename=...)`, `logger.addHandler(logging.FileHandler(...))`;
-- trackers: `wandb.init / log / finish / watch / save(...)` statements, and a
-  `writer = SummaryWriter(...)` (or `run = wandb.init(...)`, `log = open(path, "w")`) with
-  every statement that calls its methods, when nothing else uses it (otherwise it is left,
-  with a note: the name would not exist on the other processes).
+- a statement that is a call writing a file (`np.save`, `save_image`, `plt.savefig`,
+  `shutil.copy`, `.to_csv(...)`, `.savefig(...)`, `.save_pretrained(...)`, ...), a
+  `with open(path, "w" | "a" | "x" ...) as f:` (its whole body, unless it trains or
+  evaluates), a log file (`logging.basicConfig(filename=...)`,
+  `logger.addHandler(logging.FileHandler(...))`) and tracker calls (`wandb.init / log /
+  finish`, `mlflow.log_metric`...) go under `if accelerator.is_main_process:`;
+- a tracker object (`writer = SummaryWriter(...)`, `run = wandb.init(...)`, `log = open(path,
+  "w")`) goes there with every statement that calls its methods, when nothing else uses it
+  (otherwise it is left, with a note: the name would not exist on the other processes);
+- `os.makedirs(path)` / `os.mkdir(path)` / `Path(...).mkdir()` get `exist_ok=True`: every
+  process may create the folder, none fails because another did first;
+- a data set downloaded where it is made (`MNIST(root, download=True)`) is made inside
+  `with accelerator.main_process_first():`: the main process downloads, then the others read.
 
-Adjacent statements share one `if`. Statements already under a guard that reads the process
-rank (`if accelerator.is_main_process:`, `if rank == 0:`, `if args.local_rank in [-1, 0]:`)
-are left. Reads, and writes outside training code, stay as they are. `torch.save` is MIG030's
-own (checkpoints of prepared models).
+Adjacent statements share one `if`. Statements already under a main-process guard are left.
+`torch.save` is MIG030's own (accelerator.save).
 """
 
 from __future__ import annotations
 
 import ast
 
-from migrator.analysis.catalogue import patterns
+from migrator.analysis.catalogue import effects, patterns
+from migrator.analysis.effects.processes import EVERY
 from migrator.analysis.model.origins import scopes_seeing
 from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
+from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 from migrator.source import continuation_lines, split_lines
 
-WRITING_CALLS = {
-    "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt",
-    "torchvision.utils.save_image", "json.dump", "pickle.dump", "matplotlib.pyplot.savefig",
-    "torch.onnx.export",
-}  # fmt: skip
-WRITING_METHODS = {"to_csv", "savefig", "write_text", "write_bytes", "save_pretrained"}
-TRACKER_CALLS = {"wandb.init", "wandb.log", "wandb.finish", "wandb.watch", "wandb.save"}
-TRACKER_OBJECTS = ("SummaryWriter", "wandb.init")  # callee suffixes making a tracker object
-WRITE_MODES = set("wax+")
-GUARD_WORDS = ("main_process", "rank", "is_master", "is_main")
 TRAINING_METHODS = {"backward", "step", "zero_grad"}
 
 
-def epoch_helpers(facts) -> list[Scope]:
-    """Training code beyond the training scopes: the module's functions called from inside an
-    epoch loop (a loop of a training scope that holds a training loop or calls a training
-    scope: `for epoch in ...: train(epoch); test(); checkpoint(epoch)`), and the functions
-    they call in turn."""
-    training = facts.training_scopes
-    functions = facts.index.functions
-    found: list[Scope] = []
-    pending = []
-    for scope in training:
-        for loop in scope.loops:
-            called = [functions.get(patterns.name_of(site.node.func) or "") for site in loop.calls]
-            if any(loop.contains(t) for t in facts.training_loops) or any(
-                c in training for c in called if c is not None
-            ):
-                pending += [c for c in called if c is not None]
-    while pending:
-        scope = pending.pop()
-        if scope in training or scope in found:
-            continue
-        found.append(scope)
-        pending += [functions.get(patterns.name_of(s.node.func) or "") for s in scope.calls]
-        pending = [c for c in pending if c is not None]
-    return found
+def every_process_scopes(context: RuleContext) -> list[Scope]:
+    """The scopes of the input that run on every process: module code and what it reaches."""
+    processes = context.processes
+    return [s for s in context.facts.index.scopes if processes.scope_status(s) == EVERY]
 
 
 def guard_writes(context: RuleContext, scopes: list[Scope]) -> None:
@@ -119,19 +93,75 @@ def _runs_collectives(context: RuleContext, statement: Statement) -> bool:
 def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None:
     imports = context.facts.index.imports
     qualified = imports.qualify(site.node.func) or ""
-    if qualified in ("open", "io.open") and _writing_mode(site.node):
-        return _with_statement_of(context, site)
+    if qualified in effects.OPEN_CALLS:
+        if not effects.writing_mode(site.node):
+            return None
+        within = _with_statement_of(context, site)
+        if within is not None or isinstance(site.statement.node, ast.With):
+            return within
     small = site.small
-    if not isinstance(small, ast.Expr) or small.value is not site.node:
-        return None  # only a call that is a whole statement
-    if (
-        qualified in WRITING_CALLS
-        or qualified in TRACKER_CALLS
-        or site.method in WRITING_METHODS
-        or _log_file(imports, site.node)
-    ):
+    if not isinstance(small, ast.Expr):
+        return None  # only a call in an expression statement (`json.dump(x, open(p, "w"))`)
+    effect = effects.effect_of(site.node, imports, effects.values_in(site.scope))
+    kept = {"torch.save", *effects.MAKE_DIRS, "os.mkdir"}  # MIG030's own, and made safe below
+    if qualified in kept or site.method == "mkdir":
+        return None
+    if (effect is not None and effect.kind != "download") or _log_file(imports, site.node):
         return _own_statement(context, site.statement, small)
     return None
+
+
+def make_folders_safe(context: RuleContext, scopes: list[Scope]) -> None:
+    """`os.makedirs(d)` -> `os.makedirs(d, exist_ok=True)` (and `os.mkdir(d)`, `p.mkdir()`)
+    where every process runs it."""
+    imports = context.facts.index.imports
+    for scope in scopes:
+        for site in scope.calls:
+            qualified = imports.qualify(site.node.func) or ""
+            folder = qualified in (*effects.MAKE_DIRS, "os.mkdir") or (
+                site.method == "mkdir" and qualified not in ("os.mkdir",)
+            )
+            if not folder or not context.processes.runs_on_every_process(site.statement):
+                continue
+            if effects.effect_of(site.node, imports) is None and qualified != "os.mkdir":
+                continue  # exist_ok=True already, or each process's own folder
+            call = site.node
+            make = "os.makedirs" if qualified == "os.mkdir" else None
+            if make is not None and not isinstance(call.func, ast.Attribute):
+                continue  # `from os import mkdir`: left to the soundness check
+            if make is not None and len(call.args) != 1:
+                continue  # `os.mkdir(path, mode)`: by hand
+
+            def rewrite(_text: str, renderer, call=call, make=make) -> str:
+                items = call_items(renderer, call).appended("exist_ok=True").render()
+                if make is None:
+                    return items
+                head = renderer.text_of(call.func.value)
+                return f"{head}.makedirs{items[items.index('(') :]}"
+
+            context.edits.rewrite(call, rewrite)
+
+
+def download_main_first(context: RuleContext, scopes: list[Scope]) -> None:
+    """A data set made with `download=True` where every process runs it: inside
+    `with accelerator.main_process_first():`."""
+    imports = context.facts.index.imports
+    for scope in scopes:
+        for site in scope.calls:
+            effect = effects.effect_of(site.node, imports)
+            if effect is None or effect.kind != "download":
+                continue
+            statement = site.statement
+            if (
+                not context.processes.runs_on_every_process(statement)
+                or statement.block.kind == "suite"
+            ):
+                continue
+            if not isinstance(statement.node, Line) or len(statement.node.body) != 1:
+                continue
+            header = f"with {context.accelerator_expr('main_process_first')}():"
+            context.edits.replace(statement.node, _indented(context, statement, header))
+            context.need_accelerator_at(statement)
 
 
 def _log_file(imports, call: ast.Call) -> bool:
@@ -145,15 +175,6 @@ def _log_file(imports, call: ast.Call) -> bool:
             "FileHandler"
         )
     return False
-
-
-def _writing_mode(call: ast.Call) -> bool:
-    mode = patterns.keyword(call, "mode")
-    if mode is None:
-        positional = patterns.positional(call)
-        mode = positional[1].value if len(positional) > 1 else None
-    text = patterns.string_value(mode)
-    return text is not None and bool(WRITE_MODES & set(text))
 
 
 def _with_statement_of(context: RuleContext, site: CallSite) -> Statement | None:
@@ -198,15 +219,15 @@ def _tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[State
                 if binding.kind != "assign" or not isinstance(call, ast.Call):
                     continue
                 callee = index.imports.qualify(call.func) or ""
-                log_file = callee in ("open", "io.open") and _writing_mode(call)
-                if not (callee.endswith(TRACKER_OBJECTS) or log_file) or binding.unpacked:
+                log_file = callee in effects.OPEN_CALLS and effects.writing_mode(call)
+                if not (callee.endswith(effects.TRACKER_OBJECTS) or log_file) or binding.unpacked:
                     continue
                 creation = _own_statement(context, binding.statement, binding.small)
                 seeing = scopes_seeing(scope, name)
                 uses = [use for seen in seeing for use in seen.uses.get(name, [])]
                 method_statements = []
                 for use in uses:
-                    site = _statement_call(index, use)
+                    site = _statement_call(index, use) or _handed_to_helper(context, use)
                     statement = site and _own_statement(context, site.statement, site.small)
                     if statement is None:
                         break
@@ -223,12 +244,28 @@ def _tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[State
     return found
 
 
+def _handed_to_helper(context: RuleContext, use) -> CallSite | None:
+    """`log_weights(writer, model)`: a whole statement calling a function of this module with
+    the tracker: it logs, so it runs where the tracker exists."""
+    if use.kind != "arg" or use.call is None:
+        return None
+    site = _statement_call_of(context.facts.index, use.call)
+    if site is None or context.processes.graph.callee(site) is None:
+        return None
+    return site
+
+
 def _statement_call(index, use) -> CallSite | None:
     """The call site when `use` is `name.method(...)` making a whole statement."""
     if use.kind != "attr" or use.call is None:
         return None
+    return _statement_call_of(index, use.call)
+
+
+def _statement_call_of(index, call: ast.Call) -> CallSite | None:
+    """The call site of `call` when the call is a whole statement."""
     for site in index.calls():
-        if site.node is use.call:
+        if site.node is call:
             small = site.small
             if isinstance(small, ast.Expr) and small.value is site.node:
                 return site
@@ -236,15 +273,8 @@ def _statement_call(index, use) -> CallSite | None:
 
 
 def _guarded(context: RuleContext, statement: Statement) -> bool:
-    """Inside an `if` whose test reads the process rank or the main-process flag."""
-    source = context.source
-    for outer in statement.chain()[:-1]:
-        node = outer.node
-        if isinstance(node, ast.If):
-            test = source.text_of(node.test)
-            if any(word in test for word in GUARD_WORDS):
-                return True
-    return False
+    """Runs on the main process only already (analysis/effects/processes.py)."""
+    return not context.processes.runs_on_every_process(statement)
 
 
 def _adjacent_groups(statements: list[Statement]) -> list[list[Statement]]:
@@ -270,14 +300,28 @@ def _end_line(node) -> int:
     return node.end_lineno
 
 
-def _guard(context: RuleContext, group: list[Statement]) -> None:
+def guard_statement(context: RuleContext, statement: Statement, through_state: bool) -> None:
+    """One statement under the main process (MIG030's `torch.save` where no accelerator can
+    be seen)."""
+    _guard(context, [statement], through_state)
+
+
+def _guard(context: RuleContext, group: list[Statement], through_state: bool = False) -> None:
     """The first statement becomes `if <main>:` plus itself one level deeper; the others one
-    level deeper, so they join its body."""
-    flag = context.accelerator_expr("is_main_process")
+    level deeper, so they join its body. Where the accelerator cannot be seen, the flag is
+    the process-wide state's."""
+    flag = context.main_process_flag(through_state)
     for position, statement in enumerate(group):
         header = f"if {flag}:" if position == 0 else None
         context.edits.replace(statement.node, _indented(context, statement, header))
-    context.need_accelerator_at(group[0])
+    if not through_state:
+
+        def fallback() -> None:
+            for statement in group:
+                context.edits.cancel(statement.node)
+            _guard(context, group, through_state=True)
+
+        context.need_accelerator_at(group[0], fallback=fallback)
 
 
 def _indented(context: RuleContext, statement: Statement, header: str | None):

@@ -65,6 +65,15 @@ class CreateAccelerator(Rule):
             # `self.accelerator`: made in __init__, seen by every method of the class.
             methods = class_methods(owner)
             outside = [n for n in context.needs if not any(n.scope.within(m) for m in methods)]
+            for need in outside:
+                if need.fallback is not None:  # the process-wide state's flag instead
+                    need.fallback()
+                elif need.soft is not None:  # prints stay prints
+                    context.edits.cancel(need.soft)
+                else:
+                    continue
+                context.needs.remove(need)
+            outside = [n for n in outside if n in context.needs]
             if outside:
                 need = min(outside, key=need_line)
                 place = (
@@ -170,6 +179,11 @@ class CreateAccelerator(Rule):
             if need.soft is not None:  # a print that can stay a print
                 continue
             made = call_sites_of(index, owner)
+            if need.fallback is not None and any(not c.scope.within(owner) for c in
+                                                 call_sites_of(index, scope)):  # fmt: skip
+                need.fallback()  # the process-wide state's flag: it exists wherever it runs
+                context.needs.remove(need)
+                continue
             outside = [c for c in call_sites_of(index, scope) if not c.scope.within(owner)
                        and not any(m.scope is c.scope and m.node.lineno < c.node.lineno
                                    for m in made)]  # fmt: skip
@@ -236,9 +250,13 @@ class CreateAccelerator(Rule):
         """Drop soft needs that come before the accelerator exists; False on a hard one (a
         MIG900 naming the first such code and the values the Accelerator waits for)."""
         early = []
-        for need in context.needs:
+        for need in list(context.needs):
             position = position_in(need, block)
             if position is None or position >= index:
+                continue
+            if need.fallback is not None:  # before the accelerator: the process-wide state
+                need.fallback()
+                context.needs.remove(need)
                 continue
             if need.soft is not None:
                 context.edits.cancel(need.soft)

@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.catalogue import patterns
+from migrator.analysis.catalogue import effects, patterns
 from migrator.analysis.model.chains import chain_text
 from migrator.analysis.syntax.index import CallSite, Line, Scope
 from migrator.analysis.syntax.views import name_value
 from migrator.arglists import call_items
 from migrator.rules.base import Rule, RuleContext
-from migrator.rules.main_process_writes import epoch_helpers, guard_writes
+from migrator.rules.main_process_writes import (
+    download_main_first,
+    every_process_scopes,
+    guard_statement,
+    guard_writes,
+    make_folders_safe,
+)
 
 
 class MainProcessIO(Rule):
@@ -36,7 +42,11 @@ class MainProcessIO(Rule):
 
     def apply(self, context: RuleContext) -> None:
         imports = context.facts.index.imports
-        scopes = [*context.facts.training_scopes, *epoch_helpers(context.facts)]
+        every = every_process_scopes(context)
+        scopes = [
+            *context.facts.training_scopes,
+            *(s for s in every if s not in context.facts.training_scopes),
+        ]
         for scope in scopes:
             if "print" in scope.bindings or "print" in context.facts.index.module_scope.bindings:
                 printing = False  # a local `print` is somebody else's function
@@ -51,6 +61,8 @@ class MainProcessIO(Rule):
                 elif qualified in patterns.PROGRESS_BARS:
                     self._progress_bar(context, site)
         guard_writes(context, scopes)
+        make_folders_safe(context, scopes)
+        download_main_first(context, scopes)
 
     def _print(self, context: RuleContext, site: CallSite) -> None:
         replacement = context.accelerator_expr("print")
@@ -69,12 +81,32 @@ class MainProcessIO(Rule):
                     state_calls += _model_states(context, scope, binding.value)
         saved_name = patterns.name_of(saved) or chain_text(saved)  # `self.cfg.model` too
         whole_model = saved_name is not None and context.prepared_role(scope, saved_name) == "model"
+        effect = effects.effect_of(site.node, context.facts.index.imports, effects.values_in(scope))
+        shared = effect is not None and context.processes.runs_on_every_process(site.statement)
         if not state_calls and not whole_model:
+            if not shared:
+                return  # an in-memory buffer, each process's own file, or main-only already
+            save = context.accelerator_expr("save")
+            context.edits.replace_with(site.node.func, save)
+            statement = _whole_statement(site)
+
+            def fallback() -> None:  # no accelerator here: the plain save, on the main process
+                context.edits.cancel(site.node.func)
+                guard_statement(context, statement, through_state=True)
+
+            fallback = fallback if statement is not None else None
+            context.need_accelerator_at(site.statement, fallback=fallback)
             return
         for call in state_calls:
             context.unwrap(call.func.value)
         if whole_model:
             context.unwrap(saved)
+        if effect is None:  # into a buffer, or each process's own file: every process saves
+            for call in [*state_calls, *([saved] if whole_model else [])]:
+                statement = _statement_of(context, call)
+                if statement is not None:
+                    context.need_accelerator_at(statement)
+            return
         save = context.accelerator_expr("save")
         context.edits.replace_with(site.node.func, save)
         context.need_accelerator_at(site.statement)
@@ -176,3 +208,12 @@ def _statement_of(context: RuleContext, call: ast.Call):
         if site.node is call:
             return site.statement
     return None
+
+
+def _whole_statement(site: CallSite):
+    """The statement of a call that is a whole simple statement alone on its line."""
+    small = site.small
+    node = site.statement.node
+    alone = isinstance(node, Line) and len(node.body) == 1 and node.body[0] is small
+    is_call = isinstance(small, ast.Expr) and small.value is site.node
+    return site.statement if alone and is_call and site.statement.block.kind != "suite" else None

@@ -1,0 +1,28 @@
+"""The soundness check: SPEC §3b's obligations, checked on every migrated program before it is
+returned, the way black re-parses its output — but on what the program does on N processes.
+
+`check_output(text)` reads the migrated module (a joined program included) through the same
+index and program model the analysis uses and returns a finding for every obligation it
+cannot establish; the engine then leaves the file (program) as it was, with those findings:
+a migration is right, or it is not made. Each obligation is one module of
+`migrator/soundness/`; they share `OutputModel` (model.py).
+"""
+
+from __future__ import annotations
+
+from migrator.findings import Finding
+
+# the codes of the obligations' findings
+OBLIGATIONS = frozenset({"MIG952"})
+
+
+def check_output(text: str) -> list[Finding]:
+    """The obligations the migrated `text` does not meet (findings with their nodes, in
+    the output's coordinates: the engine maps them back)."""
+    from migrator.soundness.model import OutputModel
+    from migrator.soundness.side_effects import side_effects
+
+    model = OutputModel.read(text)
+    if model is None:
+        return []
+    return [*side_effects(model)]

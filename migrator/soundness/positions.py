@@ -1,0 +1,38 @@
+"""Findings about the migrated text, put back on the lines of the input the user has: an
+unchanged line maps to itself, an edited one to the input line the edit replaced (or, for an
+inserted line, the next input line that is still there)."""
+
+from __future__ import annotations
+
+from difflib import SequenceMatcher
+
+from migrator.findings import Finding
+from migrator.source import Source
+
+
+def on_input(findings: list[Finding], original: str, output: str) -> list[Finding]:
+    lines = _line_map(original.splitlines(), output.splitlines())
+    out_source = Source(output)
+    for finding in findings:
+        node = finding.node
+        if node is None:
+            continue
+        finding.line = lines.get(node.lineno, node.lineno)
+        finding.col = out_source.column(node) + 1
+        finding.node = None
+    return findings
+
+
+def _line_map(before: list[str], after: list[str]) -> dict[int, int]:
+    """1-based output line -> 1-based input line."""
+    found: dict[int, int] = {}
+    matcher = SequenceMatcher(None, before, after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        for offset, j in enumerate(range(j1, j2)):
+            if tag == "equal":
+                found[j + 1] = i1 + offset + 1
+            elif i2 > i1:  # replaced: the input line at the same offset, or its last one
+                found[j + 1] = min(i1 + offset, i2 - 1) + 1
+            else:  # inserted: the next input line
+                found[j + 1] = min(i1 + 1, max(len(before), 1))
+    return found
