@@ -9,6 +9,7 @@ same exit codes, Ctrl-C and a closed pipe handled as typer handles them.
 from __future__ import annotations
 
 import errno
+import gc
 import sys
 
 from migrator.default_args import read_default_args, run_request
@@ -16,7 +17,12 @@ from migrator.exit_codes import EXIT_INTERRUPTED
 
 
 def main() -> None:
-    request = read_default_args(sys.argv[1:])
+    gc.disable()  # start-up allocates what lives as long as the process: nothing to collect
+    try:
+        request = read_default_args(sys.argv[1:])  # imports the command, report and engine
+    finally:
+        gc.freeze()  # and later collections need not scan it again
+        gc.enable()
     if request is None:
         from migrator.app import main as typer_main
 
