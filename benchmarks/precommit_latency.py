@@ -41,9 +41,12 @@ GITIGNORE = "__pycache__/\n*.egg-info/\n.venv/\ndata/\ncheckpoints/\n"
 
 
 def migrate_command() -> list[str]:
-    """The console script pre-commit runs, else the module."""
+    """The console script pre-commit runs, else (not installed, or installed before its entry
+    became `migrator.cli:run`: reinstall) the module, which enters the same way."""
     script = Path(sys.executable).parent / "migrate"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "migrator"]
+    if script.exists() and "from migrator.cli import run" in script.read_text(errors="replace"):
+        return [str(script)]
+    return [sys.executable, "-m", "migrator"]
 
 
 def ruff_command() -> list[str] | None:
@@ -135,7 +138,8 @@ def main() -> None:
                 times[label].append(run(label))
     walls = {label: statistics.median(wall for wall, _ in runs) for label, runs in times.items()}
     cpus = {label: statistics.median(cpu for _, cpu in runs) for label, runs in times.items()}
-    print(f"{Path(args.script).name}, median of {args.rounds} interleaved runs (bytecode cached):")
+    print(f"{Path(args.script).name}, median of {args.rounds} interleaved runs (bytecode cached),")
+    print(f"migrate is `{' '.join(Path(part).name for part in migrate_command())}`:")
     print(f"  {'command':<52} {'wall ms':>8} {'CPU ms':>8}   wall / python -c pass")
     for label in labels:
         ratio = walls[label] / walls["python -c pass"]

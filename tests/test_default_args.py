@@ -16,7 +16,9 @@ from typer.testing import CliRunner
 from migrator import default_args
 from migrator.app import app
 from migrator.default_args import read_default_args
+from tests.fixtures import GOLDEN
 
+TRAINING = (GOLDEN / "seed002_mnist_plain.in.py").read_text()
 OPTIONS = [*default_args.FLAGS, *default_args.VALUES]
 VALUES = ["runtime", "accelerate", "json", "text", "bogus", "0", "3", "+4", " 2", "MIG00,MIG002"]
 TOKENS = [*OPTIONS, *VALUES, "train.py", "src/", "-", "--", "", "fix", "rules", "--nope", "-qj2"]
@@ -148,3 +150,35 @@ def test_the_hooks_run_does_not_import_typer(tmp_path):
 
 def test_help_still_comes_from_typer(tmp_path):
     assert _probe("--check", "--help", cwd=tmp_path) == (0, ["typer"])
+
+
+def _entry(code: str, cwd) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env, check=False
+    )
+
+
+def test_the_entry_exits_with_mains_code_and_all_its_output(tmp_path):
+    (tmp_path / "train.py").write_text(TRAINING)
+    done = _entry(
+        "import sys\nfrom migrator.cli import run\n"
+        "sys.argv = ['migrate', 'nope.py', 'train.py']\nrun()\n",
+        tmp_path,
+    )
+    assert done.returncode == 2  # nope.py does not exist
+    assert done.stdout.startswith("--- train.py\n+++ train.py\n")
+    assert done.stdout.endswith(TRAINING.splitlines(keepends=True)[-1])
+    assert done.stderr.startswith("nope.py: error: no such file or directory\n")
+
+
+def test_the_entry_leaves_registered_exit_work_to_the_interpreter(tmp_path):
+    (tmp_path / "train.py").write_text("import torch\nprint(torch.ones(1))\n")
+    done = _entry(
+        "import atexit, sys\nfrom migrator.cli import run\n"
+        "atexit.register(print, 'exit work done')\n"
+        "sys.argv = ['migrate', '--check', 'train.py']\nrun()\n",
+        tmp_path,
+    )
+    assert done.returncode == 0
+    assert done.stdout == "exit work done\n"
