@@ -37,12 +37,14 @@ def run() -> None:
 
 
 def main() -> None:
+    collecting = gc.isenabled()
     gc.disable()  # start-up allocates what lives as long as the process: nothing to collect
     try:
         request = read_default_args(sys.argv[1:])  # imports the command, report and engine
     finally:
         gc.freeze()  # and later collections need not scan it again
-        gc.enable()
+        if collecting:
+            gc.enable()
     if request is None:
         from migrator.app import main as typer_main
 
