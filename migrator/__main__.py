@@ -1,3 +1,3 @@
-from migrator.cli import main
+from migrator.cli import run
 
-main()
+run()

@@ -44,9 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
@@ -55,7 +53,7 @@ from pathlib import Path
 from migrator import __version__
 from migrator.engine import FileResult
 from migrator.findings import Finding
-from migrator.writer import TEMP_SUFFIX, WriteError, replace_atomically
+from migrator.writer import WriteError, new_temp_file, replace_atomically
 
 FORMAT = 1
 MAGIC = b"migrate-cache 1\n"  # then the checksum of the rest, the header, the migrated bytes
@@ -90,10 +88,11 @@ def code_fingerprint(package: Path = PACKAGE) -> str:
     digest = hashlib.sha256(sys.version.encode())
     for directory, subdirectories, files in os.walk(package):
         subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
+        relative = os.path.relpath(directory, package)  # once per directory, not per file
         for name in sorted(files):
             if name.endswith(".py"):
-                path = os.path.join(directory, name)
-                _stat_into(digest, os.path.relpath(path, package), path)
+                label = name if relative == "." else os.path.join(relative, name)
+                _stat_into(digest, label, os.path.join(directory, name))
     from importlib.util import find_spec
 
     for name in RESULT_PACKAGES:
@@ -235,8 +234,9 @@ def open_cache(directory: Path, options, warn=None) -> VerdictCache:
         _create_once(directory / "CACHEDIR.TAG", CACHEDIR_TAG)
         folder.mkdir(parents=True, exist_ok=True)
         os.utime(folder)  # last used: what pruning reads
-        with tempfile.NamedTemporaryFile(dir=folder, suffix=TEMP_SUFFIX):
-            pass  # the directory takes new files
+        descriptor, probe = new_temp_file(folder, ".probe.")  # the directory takes new files
+        os.close(descriptor)
+        os.unlink(probe)
     except OSError as error:
         if warn is not None:
             warn(
@@ -263,6 +263,8 @@ def prune(cache: VerdictCache, now: float | None = None) -> None:
                 if environment.path == str(cache.directory):
                     continue
                 if now - environment.stat(follow_symlinks=False).st_mtime > UNUSED_SECONDS:
+                    import shutil  # rarely needed: not a cost of every run
+
                     shutil.rmtree(environment.path, ignore_errors=True)
             try:
                 os.rmdir(version.path)  # only when no environment is left in it

@@ -26,11 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 TARGETS = ("runtime", "accelerate")
 KNOWN_KEYS = {
     "target", "select", "ignore", "exclude", "extend-exclude", "force-exclude", "jobs",
@@ -113,6 +108,10 @@ def parse_config(path: Path) -> Config:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):  # imported here: most runs find no [tool.migrate] to parse
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)

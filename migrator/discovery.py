@@ -19,9 +19,12 @@ import errno
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "node_modules", "__pycache__",
@@ -40,6 +43,8 @@ class DiscoverySettings:
     root: Path | None = None  # what exclude globs are relative to (default: cwd)
 
     def exclude_spec(self) -> GitIgnoreSpec:
+        from pathspec import GitIgnoreSpec  # not for a run on named files (pre-commit's)
+
         names = [f"{name}/" for name in DEFAULT_EXCLUDES] if self.exclude is None else self.exclude
         return GitIgnoreSpec.from_lines([*names, *self.extend_exclude])
 
@@ -86,8 +91,13 @@ class _Walker:
     def __init__(self, settings: DiscoverySettings) -> None:
         self.settings = settings
         self.root = (settings.root or Path.cwd()).absolute()
-        self.excludes = settings.exclude_spec()
         self._ignore_files: dict[Path, GitIgnoreSpec | None] = {}
+        if settings.exclude is not None or settings.extend_exclude:
+            self.excludes  # noqa: B018 - the user's globs are compiled (and fail) up front
+
+    @cached_property
+    def excludes(self) -> GitIgnoreSpec:
+        return self.settings.exclude_spec()
 
     # -- command-line files ------------------------------------------------------------------
     def excluded_explicit(self, path: Path) -> bool:
@@ -178,6 +188,8 @@ class _Walker:
             except OSError:
                 lines = None
             if lines:
+                from pathspec import GitIgnoreSpec
+
                 spec = GitIgnoreSpec.from_lines(lines)
             self._ignore_files[directory] = spec
         return self._ignore_files[directory]

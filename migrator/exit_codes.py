@@ -3,6 +3,7 @@
 EXIT_OK = 0  # nothing to do, or everything written and nothing left for a human
 EXIT_CHANGES = 1  # changes needed (--diff/--check) or findings that need a human remain
 EXIT_ERROR = 2  # usage error, unreadable or unparsable input, internal error
+EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 
 
 def exit_code(*, errors: int, findings: int, pending_changes: int) -> int:

@@ -5,8 +5,6 @@ rich colours only when the stream is a terminal; plain text when piped.
 
 from __future__ import annotations
 
-import difflib
-import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -24,6 +22,8 @@ def _console(stream: TextIO):
 
 
 def unified_diff(result: FileResult) -> str:
+    import difflib  # here, as json below: `--check` (pre-commit's run) needs neither
+
     from migrator.discovery import NOTEBOOK_SUFFIX
 
     if result.path.endswith(NOTEBOOK_SUFFIX) and result.migrated is not None:
@@ -171,6 +171,8 @@ def print_summary(summary: Summary, stream: TextIO | None = None) -> None:
 
 def print_json(results: list[FileResult], summary: Summary, stream: TextIO | None = None) -> None:
     """Per-file results and findings, and the summary, as one JSON document on stdout."""
+    import json
+
     stream = stream or sys.stdout
     files = []
     for result in results:

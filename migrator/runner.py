@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +26,8 @@ from migrator.discovery import NOTEBOOK_SUFFIX
 from migrator.engine import FileResult, MigrationError, Options, decode, migrate_bytes
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from migrator.cache import VerdictCache
 
 # A chunk holds at most this many bytes (or one larger file) and this many files.
@@ -147,7 +148,9 @@ def run_files(
             if enabled:
                 gc.enable()
         return outcome
-    context = _context()
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    context = _context()  # a pool only now: one file (pre-commit's run) never pays its import
     if context.get_start_method() == "fork":
         import migrator.rules  # noqa: F401 - the analysis and the rules, imported once for all workers
     with ProcessPoolExecutor(

@@ -8,16 +8,25 @@ A file whose mode bits (or directory's) forbid writing is refused even when runn
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 TEMP_SUFFIX = ".migrate-tmp"
+# tempfile.mkstemp's flags: a new file (never an existing one, nor through a link), ours alone
+_TEMP_FLAGS = (
+    os.O_RDWR
+    | os.O_CREAT
+    | os.O_EXCL
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 _DEFERRED_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
@@ -55,9 +64,7 @@ def replace_atomically(target: Path, data: bytes, mode: int, durable: bool = Tru
     never half of it. `durable`: fsync before the rename (a user's file; not a cache entry)."""
     temp_name = None
     try:
-        fd, temp_name = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent
-        )
+        fd, temp_name = new_temp_file(target.parent, f".{target.name}.")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if durable:
@@ -74,6 +81,19 @@ def replace_atomically(target: Path, data: bytes, mode: int, durable: bool = Tru
                 os.unlink(temp_name)
             except OSError:
                 pass
+
+
+def new_temp_file(directory: Path, prefix: str) -> tuple[int, str]:
+    """(descriptor, path) of a new file `<prefix><random><TEMP_SUFFIX>` in `directory`, as
+    tempfile.mkstemp makes it: importing tempfile (and shutil, bz2, lzma, random with it) would
+    cost a one-file run (pre-commit's) more than the whole write."""
+    for _ in range(100):
+        path = os.path.join(directory, f"{prefix}{os.urandom(5).hex()}{TEMP_SUFFIX}")
+        try:
+            return os.open(path, _TEMP_FLAGS, 0o600), path
+        except FileExistsError:
+            continue  # a name taken: draw another
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", str(directory))
 
 
 @contextmanager

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from bulk_support import REPO, TRAIN_SCRIPT, run_migrate
 
-from migrator.writer import TEMP_SUFFIX, WriteError, write_atomically
+from migrator import writer
+from migrator.writer import TEMP_SUFFIX, WriteError, new_temp_file, write_atomically
 
 
 def _temp_files(root: Path) -> list[Path]:
@@ -155,3 +156,24 @@ def test_sigint_during_a_bulk_run_exits_130_and_leaves_files_whole(tmp_path):
     for path in tmp_path.glob("train_*.py"):
         text = path.read_text()
         assert text == TRAIN_SCRIPT or "accelerator.backward(loss)" in text
+
+
+def test_a_temp_file_is_new_private_and_never_an_existing_name(tmp_path, monkeypatch):
+    draws = iter([b"\0" * 5, b"\0" * 5, b"\1" * 5])
+    monkeypatch.setattr(writer.os, "urandom", lambda size: next(draws))
+    first, first_path = new_temp_file(tmp_path, ".train.py.")
+    second, second_path = new_temp_file(tmp_path, ".train.py.")  # 00... is taken: draws again
+    os.close(first)
+    os.close(second)
+    assert Path(first_path).name == f".train.py.{'00' * 5}{TEMP_SUFFIX}"
+    assert Path(second_path).name == f".train.py.{'01' * 5}{TEMP_SUFFIX}"
+    assert stat.S_IMODE(os.stat(second_path).st_mode) == 0o600
+
+
+def test_a_temp_file_is_not_made_through_a_link(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer.os, "urandom", lambda size: b"\2" * size)
+    target = tmp_path / "elsewhere.py"
+    (tmp_path / f".x.{'02' * 5}{TEMP_SUFFIX}").symlink_to(target)
+    with pytest.raises(FileExistsError):
+        new_temp_file(tmp_path, ".x.")
+    assert not target.exists()
