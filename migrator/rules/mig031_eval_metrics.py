@@ -37,6 +37,7 @@ from migrator.analysis.syntax.index import Block, Line, Loop, Scope
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.epoch_sums import reduce_epoch_sums
+from migrator.rules.metric_forwards import hoisted_forward
 from migrator.rules.metric_values import (
     PerBatchValues,
     averaged_per_batch,
@@ -153,6 +154,7 @@ class _Walker:
         elif self._kept_per_process(block, index, small, names):
             return
         else:
+            names = hoisted_forward(self, block, index, accumulated, names) or names
             names = self._with_later_metric_names(block, index, names, local)
             gathered = ", ".join(names)
             target = gathered if len(names) > 1 else names[0]

@@ -13,16 +13,17 @@ from __future__ import annotations
 from migrator.findings import Finding
 
 # the codes of the obligations' findings
-OBLIGATIONS = frozenset({"MIG952"})
+OBLIGATIONS = frozenset({"MIG952", "MIG953"})
 
 
 def check_output(text: str) -> list[Finding]:
     """The obligations the migrated `text` does not meet (findings with their nodes, in
     the output's coordinates: the engine maps them back)."""
     from migrator.soundness.model import OutputModel
+    from migrator.soundness.per_process import per_process_values
     from migrator.soundness.side_effects import side_effects
 
     model = OutputModel.read(text)
     if model is None:
         return []
-    return [*side_effects(model)]
+    return [*side_effects(model), *per_process_values(model)]

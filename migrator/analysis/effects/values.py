@@ -1,0 +1,461 @@
+"""Per-process values: what a value of a migrated program counts, on each process.
+
+A process of a migrated program iterates only its share of each prepared loader, so what it
+computes from the batches counts its share: a `LOCAL` value (a loss, a correct count, a sum
+of per-batch losses, `len(loader)` of a prepared loader: the batches this process sees).
+`accelerator.gather(...)`, `gather_for_metrics`, `reduce` and `gather_object` make a value
+`GLOBAL`: the whole data's, the same on every process; so does a size that counts the whole
+data set (`len(loader.dataset)`, `len(dataset)`) and a per-process count times the number of
+processes. Everything else is `CONST` (the same on every process: literals, arguments,
+configuration, epoch counters). Arithmetic that mixes a `LOCAL` with a `GLOBAL` value is
+`MIXED`: a whole-data correct count over this process's sample count is N times the real
+accuracy. A name bound to a `LOCAL` or a `GLOBAL` value, a tuple or an f-string of both, is
+not mixed: it holds one or the other (`LOCAL` wins, being the one that may be wrong).
+
+Values flow through assignments, augmented assignments (a running sum is what it adds up),
+tuple unpacking, loops (the items of a prepared loader, through `enumerate`/`zip`/`tqdm`-like
+wrappers, are `LOCAL`; an `enumerate` counter is not), attributes on `self` across methods,
+and calls: a call of one of the module's functions is that function's returns evaluated with
+that call's arguments (context-sensitive, one summary per argument values); any other call
+counts what its receiver and arguments count. Within a function the flow is flow-sensitive
+(after `output, target = accelerator.gather_for_metrics((output, target))` the names hold the
+gathered values; branches join; loops repeat until nothing changes). What each expression
+held, in every context where it ran, is recorded for the obligations (`extents`).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.calls import CallGraph
+from migrator.analysis.model.origins import argument_for
+from migrator.analysis.syntax.index import ModuleIndex, Scope
+
+CONST, GLOBAL, LOCAL, MIXED = "the same on every process", "global", "this process's", "mixed"
+ORDER = {CONST: 0, GLOBAL: 1, LOCAL: 2, MIXED: 3}
+GATHERS = {"gather", "gather_for_metrics", "reduce", "gather_object"}
+PREPARES = {"prepare", "prepare_data_loader", "prepare_model"}
+MAX_ROUNDS = 8
+MAX_DEPTH = 3  # nested summaries of module functions
+
+
+@dataclass(frozen=True)
+class Value:
+    extent: str = CONST
+    # loader / model (prepared), plainloader, dataset, iterator, optimizer, scheduler,
+    # accelerator, world (the number of processes), iterations (a count of loop passes)
+    roles: frozenset = frozenset()
+
+
+NOTHING = Value()
+
+
+def combine(*values: Value) -> Value:
+    """Arithmetic over `values`: a `LOCAL` with a `GLOBAL` is `MIXED`."""
+    extents = {v.extent for v in values}
+    if MIXED in extents or {LOCAL, GLOBAL} <= extents:
+        return Value(MIXED)
+    return Value(max(extents, key=ORDER.get, default=CONST))
+
+
+def join(*values: Value) -> Value:
+    """One of `values` (a name bound to each, a tuple of them): the least global."""
+    extent = max((v.extent for v in values), key=ORDER.get, default=CONST)
+    roles = frozenset().union(*(v.roles for v in values))
+    return Value(extent, roles)
+
+
+def arithmetic(op: ast.operator, left: Value, right: Value) -> Value:
+    """`left <op> right`: a count of this process's loop passes times the number of processes
+    counts every process's; a sum of gathered per-pass values over this process's pass count
+    is their mean; other arithmetic combines."""
+    roles = left.roles | right.roles
+    counted = {left.extent, right.extent} == {LOCAL, CONST}
+    if isinstance(op, ast.Mult) and counted and "world" in roles:
+        return Value(GLOBAL)
+    if isinstance(op, ast.Div) and "iterations" in right.roles and right.extent == LOCAL:
+        return Value(left.extent)
+    found = combine(left, right)
+    if isinstance(op, ast.Add):
+        return Value(found.extent, left.roles & right.roles & {"iterations"})
+    return found
+
+
+class PerProcessValues:
+    def __init__(self, index: ModuleIndex, graph: CallGraph | None = None) -> None:
+        self.index = index
+        self.graph = graph or CallGraph(index)
+        self.imports = index.imports
+        self.names: dict[tuple[int, str], Value] = {}  # every binding of a name, joined
+        self.returns: dict[int, Value] = {}  # every return of a function, joined
+        self.seen: dict[int, set[str]] = {}  # id(expression) -> its extents, every context
+        self.roles_seen: dict[int, frozenset] = {}
+        self.sites = {id(site.node): site for site in index.calls()}
+        self._summaries: dict[tuple, Value] = {}
+        self._active: list[int] = []
+        self._changed = False
+        self._frame = _Frame()
+        for _round in range(MAX_ROUNDS):
+            self._changed = False
+            self._summaries.clear()
+            for scope in index.scopes:
+                called = scope.kind == "function" and self.graph.callers(scope)
+                if scope.kind != "class" and not called:  # called ones: with each call's values
+                    self._walk(scope, self._caller_parameters(scope))
+            if not self._changed:
+                break
+
+    # -- what the obligations ask --------------------------------------------------------------
+    def extents(self, expr: ast.AST, scope: Scope) -> set[str]:
+        """What `expr` held in every context where it ran (what it would hold, if it never
+        ran)."""
+        if id(expr) in self.seen:
+            return self.seen[id(expr)]
+        return {self._outside(expr, scope).extent}
+
+    def roles(self, expr: ast.AST, scope: Scope) -> frozenset:
+        if id(expr) in self.roles_seen:
+            return self.roles_seen[id(expr)]
+        return self._outside(expr, scope).roles
+
+    def runs_model(self, call: ast.Call, scope: Scope) -> bool:
+        """`model(x)` / `model.generate(x)` on a prepared model."""
+        func = call.func
+        if "model" in self.roles(func, scope):
+            return True
+        return isinstance(func, ast.Attribute) and "model" in self.roles(func.value, scope)
+
+    def _outside(self, expr: ast.AST, scope: Scope) -> Value:
+        saved, self._frame = self._frame, _Frame()
+        try:
+            return self._evaluate(expr, scope)
+        finally:
+            self._frame = saved
+
+    # -- walking -------------------------------------------------------------------------------
+    def _walk(self, scope: Scope, parameters: dict[str, Value]) -> Value:
+        """`scope`'s body with its parameters bound to `parameters`: what it returns."""
+        saved, self._frame = self._frame, _Frame(dict(parameters), _assigned_names(scope.node))
+        self._frame.locals |= set(parameters)
+        try:
+            self._statements(scope, scope.node.body)
+            return self._frame.returned or NOTHING
+        finally:
+            self._frame = saved
+
+    def _caller_parameters(self, scope: Scope) -> dict[str, Value]:
+        """A function's parameters as every caller passes them (joined)."""
+        found: dict[str, Value] = {}
+        if scope.kind != "function":
+            return found
+        for param in scope.params:
+            name = param.lstrip("*")
+            found[name] = self.names.get((id(scope), name), NOTHING)
+        return found
+
+    def _summary(self, callee: Scope, call: ast.Call, scope: Scope) -> Value:
+        """What `callee` returns for this call's arguments."""
+        parameters = {}
+        for param in callee.params:
+            name = param.lstrip("*")
+            argument = argument_for(call, callee, name)
+            value = self._eval(argument, scope) if argument is not None else NOTHING
+            parameters[name] = value
+            self._bind_flat(callee, name, value)  # what every caller passes, for _caller_...
+        if id(callee) in self._active or len(self._active) >= MAX_DEPTH:
+            return self.returns.get(id(callee), NOTHING)
+        key = (id(callee), tuple(sorted(parameters.items(), key=lambda item: item[0])))
+        if key not in self._summaries:
+            self._active.append(id(callee))
+            try:
+                self._summaries[key] = self._walk(callee, parameters)
+            finally:
+                self._active.pop()
+        return self._summaries[key]
+
+    # -- binding -------------------------------------------------------------------------------
+    def _bind(self, scope: Scope, name: str, value: Value) -> None:
+        if not name.startswith("self.") and name in self._frame.locals:
+            self._frame.state[name] = value  # this function's own variable, from here on
+        self._bind_flat(self._owner(scope, name) or scope, name, value)
+
+    def _bind_flat(self, owner: Scope, name: str, value: Value) -> None:
+        key = (id(owner), name)
+        old = self.names.get(key)
+        new = value if old is None else join(old, value)
+        if new != old:
+            self.names[key] = new
+            self._changed = True
+
+    def _owner(self, scope: Scope, name: str) -> Scope | None:
+        """The scope whose variable `name` is (a method's `self.x`: the class's)."""
+        if name.startswith("self."):
+            current: Scope | None = scope
+            while current is not None and current.kind != "class":
+                current = current.parent
+            return current
+        current = scope
+        while current is not None:
+            own = name in current.bindings or name in current.params
+            if current.kind != "class" and own and name not in current.declared_global:
+                return current
+            current = current.parent
+        return self.index.module_scope if name in self.index.module_scope.bindings else None
+
+    def _lookup(self, scope: Scope, name: str) -> Value:
+        if name in self._frame.state:
+            return self._frame.state[name]
+        if name in self._frame.locals:
+            return NOTHING  # not bound yet on this path
+        owner = self._owner(scope, name)
+        return self.names.get((id(owner), name), NOTHING) if owner is not None else NOTHING
+
+    def _assign(self, scope: Scope, target: ast.AST, value: Value, source: ast.AST | None) -> None:
+        name = patterns.name_of(target)
+        if name is not None:
+            self._bind(scope, name, value)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            prepared = self._prepared_parts(source, scope)
+            for position, element in enumerate(target.elts):
+                part = prepared[position] if prepared and position < len(prepared) else None
+                element = element.value if isinstance(element, ast.Starred) else element
+                self._assign(scope, element, part or Value(value.extent), None)
+        elif isinstance(target, (ast.Subscript, ast.Attribute)):  # `results[k] = v`, `o.x = v`
+            root = target
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            name = patterns.name_of(root)
+            if name is not None:
+                self._bind(scope, name, join(self._lookup(scope, name), Value(value.extent)))
+
+    def _prepared_parts(self, source: ast.AST | None, scope: Scope) -> list[Value] | None:
+        """`model, opt, loader = accelerator.prepare(model, opt, loader)`: each part's role."""
+        if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute)):
+            return None
+        if source.func.attr not in PREPARES or not self._is_accelerator(source.func.value, scope):
+            return None
+        return [self._prepared(arg, scope) for arg in source.args]
+
+    def _prepared(self, arg: ast.AST, scope: Scope) -> Value:
+        plain = self._eval(arg, scope)
+        if plain.roles & {"plainloader", "loader"}:
+            return Value(CONST, frozenset({"loader"}))
+        if plain.roles & {"optimizer", "scheduler"}:
+            return Value(CONST, plain.roles)
+        return Value(CONST, frozenset({"model"}))
+
+    def _is_accelerator(self, expr: ast.AST, scope: Scope) -> bool:
+        return "accelerator" in self._eval(expr, scope).roles
+
+    # -- statements ----------------------------------------------------------------------------
+    def _statements(self, scope: Scope, body: list[ast.stmt]) -> None:
+        for node in body:
+            self._statement(scope, node)
+
+    def _statement(self, scope: Scope, node: ast.stmt) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return  # scopes of their own
+        if isinstance(node, ast.Assign):
+            value = self._eval(node.value, scope)
+            for target in node.targets:
+                self._assign(scope, target, value, node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            self._assign(scope, node.target, self._eval(node.value, scope), node.value)
+        elif isinstance(node, ast.AugAssign):
+            value = arithmetic(
+                node.op, self._eval(node.target, scope), self._eval(node.value, scope)
+            )
+            if isinstance(node.op, ast.Add) and isinstance(node.value, ast.Constant):
+                value = Value(value.extent, value.roles | {"iterations"})  # `steps += 1`
+            self._assign(scope, node.target, value, None)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            self._loop(scope, node)
+        elif isinstance(node, ast.If):
+            self._eval(node.test, scope)
+            before = dict(self._frame.state)
+            self._statements(scope, node.body)
+            after_body, self._frame.state = self._frame.state, before
+            self._statements(scope, node.orelse)
+            self._frame.state = _joined(after_body, self._frame.state)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                value = self._eval(item.context_expr, scope)
+                if item.optional_vars is not None:
+                    self._assign(scope, item.optional_vars, value, item.context_expr)
+            self._statements(scope, node.body)
+        elif isinstance(node, ast.Expr):
+            self._eval(node.value, scope)
+        elif isinstance(node, ast.Return) and node.value is not None:
+            value = self._eval(node.value, scope)
+            frame = self._frame
+            frame.returned = value if frame.returned is None else join(frame.returned, value)
+            old = self.returns.get(id(scope))
+            new = value if old is None else join(old, value)
+            if new != old:
+                self.returns[id(scope)] = new
+                self._changed = True
+        else:
+            for field in ("body", "orelse", "finalbody"):
+                self._statements(scope, getattr(node, field, []) or [])
+            for handler in getattr(node, "handlers", []) or []:
+                self._statements(scope, handler.body)
+            for case in getattr(node, "cases", []) or []:
+                self._statements(scope, case.body)
+
+    def _loop(self, scope: Scope, node: ast.For | ast.AsyncFor | ast.While) -> None:
+        """The body as often as it takes for what its names hold to stop changing (a running
+        sum holds what it adds up), joined with the state before it (zero passes)."""
+        before = dict(self._frame.state)
+        for _pass in range(3):
+            entry = dict(self._frame.state)
+            if isinstance(node, ast.While):
+                self._eval(node.test, scope)
+            else:
+                self._loop_targets(scope, node.target, node.iter)
+            self._statements(scope, node.body)
+            self._frame.state = _joined(entry, self._frame.state)
+            if self._frame.state == entry:
+                break
+        self._frame.state = _joined(before, self._frame.state)
+        self._statements(scope, node.orelse)
+
+    def _loop_targets(self, scope: Scope, target: ast.AST, iterable: ast.AST) -> None:
+        counted = isinstance(iterable, ast.Call) and patterns.name_of(iterable.func) == "enumerate"
+        items = self._items(iterable, scope)
+        if counted and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            self._assign(scope, target.elts[0], NOTHING, None)  # the counter: same everywhere
+            self._assign(scope, target.elts[1], items, None)
+            return
+        self._assign(scope, target, items, None)
+
+    def _items(self, iterable: ast.AST, scope: Scope) -> Value:
+        """What iterating `iterable` yields."""
+        value = self._eval(iterable, scope)
+        if value.roles & {"loader", "iterator"}:
+            return Value(LOCAL)
+        return Value(value.extent)
+
+    # -- expressions ---------------------------------------------------------------------------
+    def _eval(self, expr: ast.AST, scope: Scope) -> Value:
+        value = self._evaluate(expr, scope)
+        self.seen.setdefault(id(expr), set()).add(value.extent)
+        self.roles_seen[id(expr)] = self.roles_seen.get(id(expr), frozenset()) | value.roles
+        return value
+
+    def _evaluate(self, expr: ast.AST, scope: Scope) -> Value:
+        if isinstance(expr, ast.Constant):
+            return NOTHING
+        name = patterns.name_of(expr)
+        if name is not None and not isinstance(expr, ast.Call):
+            return self._lookup(scope, name)
+        if isinstance(expr, ast.Attribute):
+            return self._attribute(expr, scope)
+        if isinstance(expr, ast.Call):
+            return self._call(expr, scope)
+        if isinstance(expr, ast.Subscript):
+            self._eval(expr.slice, scope)
+            return Value(self._eval(expr.value, scope).extent)
+        if isinstance(expr, ast.Lambda):
+            return NOTHING
+        if isinstance(expr, ast.BinOp):
+            return arithmetic(expr.op, self._eval(expr.left, scope), self._eval(expr.right, scope))
+        if isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
+            return combine(*(self._eval(c, scope) for c in children))
+        if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for generator in expr.generators:
+                self._loop_targets(scope, generator.target, generator.iter)
+            parts = [expr.elt] if not isinstance(expr, ast.DictComp) else [expr.key, expr.value]
+            return Value(join(*(self._eval(p, scope) for p in parts)).extent)
+        children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
+        return Value(join(*(self._eval(c, scope) for c in children)).extent)  # tuples, f-strings
+
+    def _attribute(self, expr: ast.Attribute, scope: Scope) -> Value:
+        owner = self._eval(expr.value, scope)
+        if "accelerator" in owner.roles:
+            # ranks and main-process flags differ per process but count no data: guards are
+            # processes.py's business
+            return Value(CONST, frozenset({"world"})) if expr.attr == "num_processes" else NOTHING
+        if expr.attr == "dataset" and owner.roles & {"loader", "plainloader"}:
+            return Value(GLOBAL, frozenset({"dataset"}))
+        return Value(owner.extent)
+
+    def _call(self, call: ast.Call, scope: Scope) -> Value:
+        func = call.func
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        if patterns.is_accelerator_call(call, self.imports):
+            return Value(CONST, frozenset({"accelerator"}))
+        for recognise, role in (
+            (patterns.is_loader_call, "plainloader"), (patterns.is_optimizer_call, "optimizer"),
+            (patterns.is_scheduler_call, "scheduler"),
+        ):  # fmt: skip
+            if recognise(call, self.imports):
+                for argument in arguments:
+                    self._eval(argument, scope)
+                return Value(CONST, frozenset({role}))
+        if isinstance(func, ast.Attribute) and self._is_accelerator(func.value, scope):
+            values = [self._eval(a, scope) for a in arguments]
+            if func.attr in GATHERS:
+                return Value(GLOBAL)
+            if func.attr in PREPARES and len(call.args) == 1:
+                return self._prepared(call.args[0], scope)
+            return Value(join(*values).extent)
+        qualified = self.imports.qualify(func) or ""
+        if qualified == "len" and call.args:
+            inner = self._eval(call.args[0], scope)
+            if "loader" in inner.roles:
+                return Value(LOCAL, frozenset({"iterations"}))  # the batches this process sees
+            if inner.roles & {"dataset", "plainloader"}:
+                return Value(GLOBAL)
+            return Value(inner.extent)
+        if qualified in ("iter", "next") and call.args:
+            inner = self._eval(call.args[0], scope)
+            if inner.roles & {"loader", "iterator"}:
+                return Value(LOCAL, frozenset({"iterator"} if qualified == "iter" else ()))
+            return Value(inner.extent)
+        site = self.sites.get(id(call))
+        callee = self.graph.callee(site) if site is not None else None
+        if callee is not None and callee.kind == "function":
+            return self._summary(callee, call, scope)
+        receiver = self._eval(func, scope)
+        values = [self._eval(a, scope) for a in arguments]
+        if isinstance(func, ast.Name) and not receiver.roles:
+            receiver = NOTHING  # a function's own extent: only its arguments count
+        return Value(join(receiver, *values).extent)
+
+
+@dataclass(eq=False)
+class _Frame:
+    """One function's walk: what its own variables hold at this point."""
+
+    state: dict | None = None
+    locals: set | None = None
+    returned: Value | None = None
+
+    def __post_init__(self) -> None:
+        self.state = {} if self.state is None else self.state
+        self.locals = set() if self.locals is None else self.locals
+
+
+def _joined(a: dict[str, Value], b: dict[str, Value]) -> dict[str, Value]:
+    joined = dict(a)
+    for name, value in b.items():
+        joined[name] = join(joined[name], value) if name in joined else value
+    return joined
+
+
+def _assigned_names(node: ast.AST) -> set[str]:
+    """The plain names a function (or the module) binds in its own body."""
+    found: set[str] = set()
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        inner = stack.pop()
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+            found.add(inner.id)
+        stack.extend(ast.iter_child_nodes(inner))
+    return found

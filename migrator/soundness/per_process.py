@@ -1,0 +1,148 @@
+"""Obligation 3: a value computed from per-process data that reaches an output or a decision
+is reduced or gathered consistently (analysis/effects/values.py says what each value counts).
+
+Refused here:
+- an output (`print`, `accelerator.print`, a logger, a tracker) of a `MIXED` value: a whole
+  data's count over this process's count (accuracy N times too high), or the reverse;
+- a decision on a `MIXED` value, or on a per-process value where the branch leaves a loop,
+  returns, or runs a collective (a gather, a wait, a prepared model's forward): the
+  processes disagree and one waits forever for the others;
+- a metric-driven scheduler (`scheduler.step(val_loss)`) stepped with a per-process value: the
+  processes' learning rates drift apart;
+- a prepared model run on gathered inputs: every process evaluates the whole set again.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis.effects.values import GLOBAL, LOCAL, MIXED, PerProcessValues
+from migrator.findings import Finding
+from migrator.soundness.model import OutputModel
+
+CODE = "MIG953"
+OUTPUT_FUNCTIONS = {"print"}
+OUTPUT_METHODS = {
+    "print", "log", "info", "debug", "warning", "error", "add_scalar", "add_scalars",
+    "log_metric", "log_metrics", "set_postfix", "set_description", "write",
+}  # fmt: skip
+COLLECTIVE_METHODS = {
+    "gather", "gather_for_metrics", "reduce", "gather_object", "wait_for_everyone",
+    "save_state", "prepare", "backward", "all_reduce", "barrier", "broadcast",
+}  # fmt: skip
+LEAVES = (ast.Break, ast.Continue, ast.Return)
+
+
+def per_process_values(model: OutputModel) -> list[Finding]:
+    values = PerProcessValues(model.index, model.graph)
+    found: list[Finding] = []
+    for site in model.index.calls():
+        scope = site.scope
+        call = site.node
+        if (
+            _is_output(call)
+            and model.processes.runs_on_every_process(site.statement)
+            or (_is_output(call) and _prints_on_main(call))
+        ):
+            for argument in [*call.args, *(k.value for k in call.keywords)]:
+                if MIXED in values.extents(argument, scope):
+                    found.append(_finding(model, argument, (
+                        f"`{_text(model, argument)}` mixes this process's share of the data "
+                        "with the whole data's (a gathered count over a per-process count): "
+                        "the printed number would be off by the number of processes; gather "
+                        "or reduce both sides alike, by hand")))  # fmt: skip
+        if site.method == "step" and call.args:
+            metric = values.extents(call.args[0], scope)
+            if metric & {LOCAL, MIXED} and model.processes.runs_on_every_process(site.statement):
+                found.append(_finding(model, call, (
+                    f"`{_text(model, call.func)}({_text(model, call.args[0])})` steps on "
+                    "this process's value: each process would set its own learning rate; "
+                    "reduce the metric first (`accelerator.reduce(...)`), by hand")))  # fmt: skip
+        if values.runs_model(call, scope) and any(
+            GLOBAL in values.extents(a, scope) for a in call.args
+        ):
+            found.append(
+                _finding(
+                    model,
+                    call,
+                    (
+                        f"`{_text(model, call)}` runs the prepared model on gathered inputs: every "
+                        "process would evaluate the whole set; gather the outputs instead, by hand"
+                    ),
+                )
+            )
+    for scope in model.index.scopes:
+        for node in _tests(scope):
+            found += _decision(model, values, scope, node)
+    return found
+
+
+def _decision(model: OutputModel, values: PerProcessValues, scope, node) -> list[Finding]:
+    if model.processes.main_test(node.test, scope) is not None:
+        return []  # a main-process guard, not a decision on data
+    statement = model.index.statement_of.get(id(node))
+    if statement is not None and not model.processes.runs_on_every_process(statement):
+        return []
+    extents = values.extents(node.test, scope)
+    if MIXED in extents or (LOCAL in extents and _leaves_or_syncs(node)):
+        return [
+            _finding(
+                model,
+                node.test,
+                (
+                    f"`{_text(model, node.test)}` decides on this process's value: the processes "
+                    "may take different branches and wait for each other forever; reduce the value "
+                    "first (`accelerator.reduce(...)`) so every process decides alike, by hand"
+                ),
+            )
+        ]
+    return []
+
+
+def _tests(scope):
+    """The `if`/`while` statements of `scope`'s own body (not nested scopes')."""
+    stack = list(scope.node.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.If, ast.While)):
+            yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                stack.append(child)
+
+
+def _leaves_or_syncs(node: ast.If | ast.While) -> bool:
+    for statement in [*node.body, *node.orelse]:
+        for inner in ast.walk(statement):
+            if isinstance(inner, LEAVES):
+                return True
+            if (
+                isinstance(inner, ast.Call)
+                and isinstance(inner.func, ast.Attribute)
+                and inner.func.attr in COLLECTIVE_METHODS
+            ):
+                return True
+    return False
+
+
+def _is_output(call: ast.Call) -> bool:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id in OUTPUT_FUNCTIONS
+    return isinstance(func, ast.Attribute) and func.attr in OUTPUT_METHODS and func.attr != "write"
+
+
+def _prints_on_main(call: ast.Call) -> bool:
+    """`accelerator.print(...)`: it prints on the main process, whatever runs it."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "print"
+
+
+def _text(model: OutputModel, node: ast.AST) -> str:
+    text = model.source.text_of(node).strip()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _finding(model: OutputModel, node: ast.AST, message: str) -> Finding:
+    return Finding(code=CODE, node=node, message=message)
