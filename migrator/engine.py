@@ -118,7 +118,7 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
     from migrator.render import Renderer
     from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext
     from migrator.rules.loader_wrappers import leave_listed_batches
-    from migrator.soundness import OBLIGATIONS, check_output
+    from migrator.soundness import check_output, complete_outputs
     from migrator.soundness.positions import on_input
     from migrator.source import Source
 
@@ -151,10 +151,12 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
     if context.blocked or context.edits.empty:
         return None, context, _positioned(source, findings)
     output = Renderer(source, facts.index, context.edits).render()
-    unsound = [f for f in check_output(output) if f.code in options.rules or f.code in OBLIGATIONS]
-    if any(f.needs_human for f in unsound):  # SPEC §3b: right, or not made
-        return None, context, [*_positioned(source, findings), *on_input(unsound, text, output)]
-    return output, context, _positioned(source, findings)
+    if "MIG032" in options.rules:  # on the migrated text: what each process computes
+        output = complete_outputs(output, context)
+    checked = on_input(check_output(output), text, output)
+    if any(f.needs_human for f in checked):  # SPEC §3b: right, or not made
+        return None, context, [*_positioned(source, findings), *checked]
+    return output, context, [*_positioned(source, findings), *checked]
 
 
 def check_parses(output: str) -> None:

@@ -24,6 +24,7 @@ from migrator.rules.mig031_eval_metrics import EvalMetrics
 from migrator.rules.mig901_data_parallel import DataParallel
 from migrator.rules.mig902_device_index import DeviceIndex
 from migrator.rules.mig910_hidden_step import HiddenStep
+from migrator.rules.reduced_outputs import ReducedOutputs
 
 ALL_RULES: tuple[type[Rule], ...] = (
     CreateAccelerator,
@@ -39,6 +40,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     Accumulation,
     MainProcessIO,
     EvalMetrics,
+    ReducedOutputs,
     DataParallel,
     DeviceIndex,
     HiddenStep,
@@ -60,6 +62,7 @@ APPLY_ORDER: tuple[type[Rule], ...] = (
     Prepare,
     Device,
     CreateAccelerator,
+    ReducedOutputs,
 )
 # MIG001 is applied whenever another selected rule needs an `accelerator` and none exists:
 # output that names an undefined accelerator would not run.

@@ -12,4 +12,6 @@ FINDING_CODES: dict[str, str] = {
     "MIG907": "native DDP code that cannot be rewritten safely",
     "MIG908": "processes started by hand without a process group (Hogwild)",
     "MIG909": "a collective or DDP option MIG010 left for a human",
+    "MIG952": "soundness: a side effect of the migrated program would run on every process",
+    "MIG953": "soundness: a per-process value would be printed mixed, or decided on per process",
 }

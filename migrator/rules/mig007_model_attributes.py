@@ -5,6 +5,9 @@ through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails 
 `hasattr(model, "x")` and `getattr`/`setattr` by name go through it too, and so does indexing
 (`model[-1]` of an nn.Sequential: DDP has no `__getitem__`).
 `model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
+A forward only the main process runs (an evaluation under `if accelerator.is_main_process:`)
+runs the unwrapped model: DDP's forward syncs buffers with the other processes, which are not
+there to answer.
 
 `state_dict()` / `load_state_dict()` go through `unwrap_model` too: DDP's keys carry a
 `module.` prefix, so a checkpoint saved unwrapped (MIG030, accelerator.save) loads only into the
@@ -22,6 +25,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue.patterns import MODULE_API, SELF
+from migrator.analysis.effects.processes import DEAD
 from migrator.analysis.model.chains import chain_uses, read_chains
 from migrator.analysis.model.origins import class_methods, is_method
 from migrator.rules.base import Rule, RuleContext
@@ -51,7 +55,8 @@ class ModelAttributes(Rule):
                     own = use.kind == "attr" and (
                         use.attr not in MODULE_API or (keyed and use.attr in NAMED)
                     )
-                    if not (own or use.kind == "subscript" or _named_attribute(use)):
+                    alone = use.kind == "call" and _main_only(context, scope, use.statement)
+                    if not (own or alone or use.kind == "subscript" or _named_attribute(use)):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
                         continue  # a model re-created after training is a plain model
@@ -110,3 +115,10 @@ def _other_methods(facts) -> list:
         return []
     return [m for m in class_methods(facts.owner)
             if m not in facts.training_scopes and m.name != "__init__"]  # fmt: skip
+
+
+def _main_only(context: RuleContext, scope, statement) -> bool:
+    """Does `statement` run on the main process only (under a guard, or in a function only
+    guarded code calls)?"""
+    processes = context.processes
+    return processes.scope_status(scope) != DEAD and not processes.runs_on_every_process(statement)

@@ -36,7 +36,6 @@ from migrator.analysis.roles.facts import DataRegion
 from migrator.analysis.syntax.index import Block, Line, Loop, Scope
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
-from migrator.rules.epoch_sums import reduce_epoch_sums
 from migrator.rules.metric_forwards import hoisted_forward
 from migrator.rules.metric_values import (
     PerBatchValues,
@@ -61,7 +60,6 @@ class EvalMetrics(Rule):
 
     def apply(self, context: RuleContext) -> None:
         facts = context.facts
-        reduce_epoch_sums(context)  # training loops: sums divided by the dataset's size
         for region in facts.regions:
             loop = region.loop
             if loop is None or loop not in facts.eval_loops:

@@ -20,10 +20,31 @@ def check_output(text: str) -> list[Finding]:
     """The obligations the migrated `text` does not meet (findings with their nodes, in
     the output's coordinates: the engine maps them back)."""
     from migrator.soundness.model import OutputModel
-    from migrator.soundness.per_process import per_process_values
+    from migrator.soundness.per_process import main_only_collectives, per_process_values
     from migrator.soundness.side_effects import side_effects
 
     model = OutputModel.read(text)
     if model is None:
         return []
-    return [*side_effects(model), *per_process_values(model)]
+    return [*side_effects(model), *per_process_values(model), *main_only_collectives(model)]
+
+
+def complete_outputs(text: str, context) -> str:
+    """The migrated `text` with its per-process outputs reduced (MIG032, which runs on the
+    migrated text); `import torch` is asked of `context` when the new code reads it."""
+    from migrator.edits import EditSet
+    from migrator.render import Renderer
+    from migrator.rules.reduced_outputs import reduce_outputs
+    from migrator.soundness.model import OutputModel
+
+    model = OutputModel.read(text)
+    if model is None:
+        return text
+    torch = next((local for local, full in model.index.imports.aliases.items()
+                  if full == "torch"), "torch")  # fmt: skip
+    edits, _notes, uses_torch = reduce_outputs(model, torch)
+    if not isinstance(edits, EditSet) or edits.empty:
+        return text
+    if uses_torch and torch == "torch" and ("torch", None) not in context.extra_imports:
+        context.extra_imports.append(("torch", None))
+    return Renderer(model.source, model.index, edits).render()

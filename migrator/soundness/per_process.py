@@ -84,7 +84,7 @@ def _decision(model: OutputModel, values: PerProcessValues, scope, node) -> list
     if statement is not None and not model.processes.runs_on_every_process(statement):
         return []
     extents = values.extents(node.test, scope)
-    if MIXED in extents or (LOCAL in extents and _leaves_or_syncs(node)):
+    if MIXED in extents or (values.differs(node.test, scope) and _leaves_or_syncs(node)):
         return [
             _finding(
                 model,
@@ -146,3 +146,41 @@ def _text(model: OutputModel, node: ast.AST) -> str:
 
 def _finding(model: OutputModel, node: ast.AST, message: str) -> Finding:
     return Finding(code=CODE, node=node, message=message)
+
+
+MAIN_ONLY_COLLECTIVES = {
+    "gather", "gather_for_metrics", "reduce", "gather_object", "wait_for_everyone", "prepare",
+    "backward", "save_state", "load_state", "pad_across_processes",
+}  # fmt: skip
+
+
+def main_only_collectives(model: OutputModel) -> list[Finding]:
+    """A collective in code only the main process runs waits forever for the others: an
+    accelerator gather, reduce or wait, a prepared model's forward (DDP syncs its buffers),
+    iterating a prepared loader (its sampler syncs the processes' random state)."""
+    values = PerProcessValues(model.index, model.graph)
+    found = []
+    for site in model.index.calls():
+        if not _main_only(model, site):
+            continue
+        call = site.node
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+        syncs = (
+            method in MAIN_ONLY_COLLECTIVES
+            and isinstance(call.func, ast.Attribute)
+            and "accelerator" in values.roles(call.func.value, site.scope)
+        ) or values.runs_model(call, site.scope)
+        if syncs:
+            found.append(_finding(model, call, (
+                f"`{_text(model, call)}` runs on the main process only, but it waits for "
+                "every process (a collective, or a prepared model's forward): the run would "
+                "hang; run it on every process and keep only its output on the main process, "
+                "by hand")))  # fmt: skip
+    return found
+
+
+def _main_only(model: OutputModel, site) -> bool:
+    status = model.processes.scope_status(site.scope)
+    if status == "main process":
+        return True
+    return status == "every process" and model.processes.guarded(site.statement)

@@ -53,11 +53,16 @@ NOTHING = Value()
 
 
 def combine(*values: Value) -> Value:
-    """Arithmetic over `values`: a `LOCAL` with a `GLOBAL` is `MIXED`."""
+    """Arithmetic over `values`: a `LOCAL` with a `GLOBAL` is `MIXED`. A count of this
+    process's loop passes stays one through arithmetic with constants (`3 * len(loader)`): it
+    is the same on every process (the prepared loader evens out the batches)."""
     extents = {v.extent for v in values}
     if MIXED in extents or {LOCAL, GLOBAL} <= extents:
         return Value(MIXED)
-    return Value(max(extents, key=ORDER.get, default=CONST))
+    local = [v for v in values if v.extent == LOCAL]
+    counted = bool(local) and all("iterations" in v.roles for v in local)
+    extent = max(extents, key=ORDER.get, default=CONST)
+    return Value(extent, frozenset({"iterations"}) if counted else frozenset())
 
 
 def join(*values: Value) -> Value:
@@ -77,10 +82,7 @@ def arithmetic(op: ast.operator, left: Value, right: Value) -> Value:
         return Value(GLOBAL)
     if isinstance(op, ast.Div) and "iterations" in right.roles and right.extent == LOCAL:
         return Value(left.extent)
-    found = combine(left, right)
-    if isinstance(op, ast.Add):
-        return Value(found.extent, left.roles & right.roles & {"iterations"})
-    return found
+    return combine(left, right)
 
 
 class PerProcessValues:
@@ -119,6 +121,14 @@ class PerProcessValues:
         if id(expr) in self.roles_seen:
             return self.roles_seen[id(expr)]
         return self._outside(expr, scope).roles
+
+    def differs(self, expr: ast.AST, scope: Scope) -> bool:
+        """May `expr` hold a different value on each process (a value of its share of the
+        data, not a count of its loop passes, which the prepared loader evens out)?"""
+        extents = self.extents(expr, scope)
+        if MIXED in extents:
+            return True
+        return LOCAL in extents and "iterations" not in self.roles(expr, scope)
 
     def runs_model(self, call: ast.Call, scope: Scope) -> bool:
         """`model(x)` / `model.generate(x)` on a prepared model."""

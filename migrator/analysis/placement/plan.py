@@ -65,14 +65,16 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     # plain optimizer (the prepared one shares its param_groups), built before the loaders.
     # Every binding of it counts (`if kind == "step": scheduler = StepLR(optimizer)` / `elif`).
     kept_plain = {id(b.statement) for r in schedulers
-                  if r.binding is not None and (r.plateau or not r.per_step)
+                  if r.binding is not None and (r.plateau or not r.per_step or r.plain)
                   for b in r.binding.statement.block.scope.assigns(r.name)}  # fmt: skip
     for role in schedulers:
         if role.plateau:
             plan.notes.append(_note(role.binding, role.name, PLATEAU, role.site))
         elif not role.per_step:
             plan.notes.append(_note(role.binding, role.name, "steps once per epoch"))
-    schedulers = [s for s in schedulers if s.per_step and not s.plateau]
+        elif role.plain:
+            plan.notes.append(_note(role.binding, role.name, role.plain))
+    schedulers = [s for s in schedulers if s.per_step and not s.plateau and not s.plain]
     if facts.homes:
         at_home = [*mandatory, *(s.name for s in schedulers)]
         at_home = [n for n in at_home if facts.homes.get(n, owner) is not owner]

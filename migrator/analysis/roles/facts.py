@@ -52,6 +52,7 @@ class SchedulerRole:
     binding: Binding | None
     plateau: bool = False  # `ReduceLROnPlateau`, or `.step(metric)`: never prepared
     site: ast.AST | None = None  # its `.step(metric)` call, where no binding is in sight
+    plain: str | None = None  # why a per-step scheduler stays unprepared (step_kinds.py)
 
 
 @dataclass(eq=False)

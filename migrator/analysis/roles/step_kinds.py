@@ -7,10 +7,28 @@ A mixin of roles._Analyser: it reads `self.facts`, `self.index` and `self.import
 
 from __future__ import annotations
 
+import ast
+
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.origins import Origin, bindings_of, value_call
 from migrator.analysis.roles.facts import SchedulerRole
 from migrator.analysis.syntax.index import CallSite, Scope
+from migrator.analysis.syntax.views import keyword_value
+
+USER_SCHEDULES = {"LambdaLR", "MultiplicativeLR"}
+KNOWN_SCHEDULE_MODULES = (
+    "torch.optim.lr_scheduler.", "transformers.", "diffusers.", "timm.scheduler.",
+)  # fmt: skip
+STEP_COUNTED = (
+    "steps in a loop bounded by a step count, which makes the original's number of steps on "
+    "every process: prepared, it would step N times per step and run N times too fast"
+)
+
+
+def _reads(expr: ast.AST, name: str | None) -> bool:
+    return name is not None and any(
+        isinstance(node, ast.Name) and node.id == name for node in ast.walk(expr)
+    )
 
 
 class StepKinds:
@@ -68,6 +86,7 @@ class StepKinds:
         roles = []
         for name in stepped:
             per_step = False
+            counted = False
             for site in self.index.calls():
                 if site.method != "step" or site.receiver is None:
                     continue
@@ -76,6 +95,92 @@ class StepKinds:
                     continue
                 if self._in_training(site, per_batch):
                     per_step = True
+                    counted = counted or self._counted_in_steps(site, per_batch)
             bindings = self._home_of(name, owner).assigns(name)
-            roles.append(SchedulerRole(name, per_step, bindings[-1] if bindings else None))
+            role = SchedulerRole(name, per_step, bindings[-1] if bindings else None)
+            if per_step:
+                role.plain = self._plain_schedule(bindings) or (STEP_COUNTED if counted else None)
+            roles.append(role)
         return roles
+
+    def _counted_in_steps(self, site: CallSite, per_batch: set[int]) -> bool:
+        """Is the scheduler stepped in a training loop its step count bounds, rather than one
+        pass over a loader: `for step in range(n): batch = next(it)`, a `while` around or
+        instead of it (`while cur_itrs < total_itrs:`), or a `break` out of it? On N
+        processes such a loop makes the same number of steps as the original, so a prepared
+        scheduler (stepped N times per step) would run N times too fast."""
+        loops = [loop for loop in self.facts.training_loops if loop.contains(site.loop)]
+        if not loops and id(site.scope) in per_batch:
+            loops = list(self.facts.training_loops)
+        for loop in loops:
+            source = self._loop_source(loop)
+            if loop.iter is None or source is None or source.batches is not None:
+                return True
+            if any(outer.iter is None for outer in loop.ancestors()):
+                return True
+            if any(isinstance(node, ast.Break) for node in _own_statements(loop.node)):
+                return True
+        return False
+
+    def _plain_schedule(self, bindings) -> str | None:
+        """Why a per-step schedule must not be prepared: a function of the step count that
+        fails past the original's end (`LambdaLR(opt, lambda s: table[s])`, `(1 - s / total)
+        ** 0.9`), or a scheduler class of the program's own. A prepared scheduler steps N
+        times per optimizer step (the loader is N times shorter), and with the last batch
+        evened out it goes a few steps beyond the original's end."""
+        for binding in bindings:
+            call = value_call(binding)
+            qualified = self.imports.qualify(call.func) if call is not None else None
+            if qualified is None:
+                return None
+            last = qualified.rsplit(".", 1)[-1]
+            if last in USER_SCHEDULES and self._schedule_overruns(call):
+                return (
+                    f"follows a function of the step count (`{last}`) that fails past the "
+                    "original's last step, where a prepared scheduler would call it"
+                )
+            if last not in USER_SCHEDULES and not qualified.startswith(KNOWN_SCHEDULE_MODULES):
+                return (
+                    f"is a `{last}`, not a scheduler known to stop at its end: prepared, it "
+                    "would be stepped past the original's last step"
+                )
+        return None
+
+    def _schedule_overruns(self, call: ast.Call) -> bool:
+        """Does the `lr_lambda` of a `LambdaLR` index a table or raise a difference to a
+        power with the step (or is it a function this module cannot read)?"""
+        found = keyword_value(call, "lr_lambda", 1)
+        functions = found.elts if isinstance(found, (ast.List, ast.Tuple)) else [found]
+        for function in functions:
+            if isinstance(function, ast.Name) and function.id in self.index.functions:
+                function = self.index.functions[function.id].node
+            if not isinstance(function, (ast.Lambda, ast.FunctionDef)):
+                return True
+            params = [a.arg for a in function.args.args]
+            step = params[0] if params else None
+            body = [function.body] if isinstance(function, ast.Lambda) else function.body
+            for node in (inner for part in body for inner in ast.walk(part)):
+                if isinstance(node, ast.Subscript) and _reads(node.slice, step):
+                    return True
+                if (
+                    isinstance(node, ast.BinOp)
+                    and isinstance(node.op, ast.Pow)
+                    and _reads(node.left, step)
+                ):
+                    return True
+        return False
+
+
+def _own_statements(node: ast.AST):
+    """The statements inside a loop, not inside nested loops or functions (their `break`
+    is theirs)."""
+    stack = list(node.body)
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                                ast.AsyncFunctionDef, ast.ClassDef)):  # fmt: skip
+            continue
+        stack.extend(
+            child for child in ast.iter_child_nodes(current) if isinstance(child, ast.stmt)
+        )

@@ -1,7 +1,8 @@
-"""MIG031 on training loops: a running sum divided by the whole dataset's size after the loop
-(`epoch_loss = running_loss / len(train_loader.dataset)`) is all-reduced right after the
-loop, so the quotient is the whole dataset's on every process, not 1/N of it. A sum divided
-by `len(loader)` (this process's batches) is a per-process average already and stays."""
+"""MIG032 on training loops: a running sum over a prepared loader, zeroed before the loop and
+read after it, is all-reduced right after the loop, so what is computed from it is the whole
+data's on every process, not this process's share: `"sum"` for sums over samples (`loss.item()
+* x.size(0)`, correct counts), whatever divides them. A sum carrying a value from before the
+loop, or rebound in it, is not a running sum and is left."""
 
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ LOSS_REDUCED = (
     "    running_loss = accelerator.reduce(torch.tensor(running_loss, "
     'device=accelerator.device), "sum").item()\n'
 )
-CORRECTS_REDUCED = '    running_corrects = accelerator.reduce(running_corrects, "sum")\n'
+CORRECTS_REDUCED = (
+    "    running_corrects = accelerator.reduce(torch.as_tensor(running_corrects, "
+    'device=accelerator.device), "sum")\n'
+)
 
 
 def _migrate(divisor: str, lr: str = "0.1") -> str:
@@ -63,10 +67,11 @@ def test_a_dict_of_dataset_lengths_is_the_whole_dataset():
     assert LOSS_REDUCED + CORRECTS_REDUCED in output
 
 
-def test_a_sum_divided_by_the_batches_this_process_saw_stays_per_process():
+def test_a_sum_over_samples_divided_by_the_batch_count_is_summed_too():
+    """With split batches each process makes the original's passes over half of each batch:
+    the summed losses over the passes the original made are the original's."""
     output = _migrate("len(train_loader)")
-    assert "running_loss = accelerator.reduce(" not in output
-    assert CORRECTS_REDUCED in output  # still divided by len(train_set)
+    assert LOSS_REDUCED + CORRECTS_REDUCED in output
 
 
 def test_a_sum_not_zeroed_before_the_loop_is_not_touched():
@@ -89,7 +94,7 @@ def test_a_sum_rebound_in_the_loop_is_not_touched():
     assert "running_loss = accelerator.reduce(" not in output
 
 
-def test_a_numpy_sum_is_not_taken_for_a_tensor():
+def test_a_numpy_sum_goes_through_a_tensor_on_the_device():
     source = (
         TEMPLATE.format(divisor="len(train_set)", lr="0.1")
         .replace("torch.sum(out.argmax(1) == y.data)", "np.sum(out.argmax(1).numpy() == y.numpy())")
@@ -97,7 +102,7 @@ def test_a_numpy_sum_is_not_taken_for_a_tensor():
     )
     output, _ = migrate_text(source)
     assert output is not None
-    assert "running_corrects = accelerator.reduce(" not in output
+    assert CORRECTS_REDUCED in output
     assert "running_loss = accelerator.reduce(" in output
 
 

@@ -1,0 +1,106 @@
+"""Schedulers (SPEC §3b.4): a per-step scheduler is prepared only where its steps scale with
+the sharded loader. In a loop bounded by a step count, or with a schedule that fails past its
+end (a table, a power of `1 - step / total`, a class of the program's own), it stays plain
+with a note; a plain `LambdaLR` warm-up that stays valid past its end is prepared."""
+
+from __future__ import annotations
+
+import pytest
+
+from migrator.engine import migrate_text
+
+HEAD = """\
+import itertools
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+loader = DataLoader(TensorDataset(torch.randn(40, 4), torch.randn(40, 1)), batch_size=8)
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+total_steps = 15  # 3 epochs of 5 batches
+"""
+
+EPOCH_LOOP = """\
+for epoch in range(3):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+"""
+STEP_LOOP = """\
+batches = itertools.cycle(loader)
+for step in range(total_steps):
+    x, y = next(batches)
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+"""
+WHILE_LOOP = """\
+step = 0
+while step < total_steps:
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        if step >= total_steps:
+            break
+"""
+
+TABLE = (
+    "lrs = [1 - i / total_steps for i in range(total_steps)]\n"
+    "scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lrs[s])\n"
+)
+POLY = (
+    "scheduler = torch.optim.lr_scheduler.LambdaLR(\n"
+    "    optimizer, lambda s: (1 - s / total_steps) ** 0.9\n)\n"
+)
+OWN_CLASS = (
+    "class PolyLR(torch.optim.lr_scheduler._LRScheduler):\n"
+    "    def get_lr(self):\n"
+    "        return [b * (1 - self.last_epoch / 99) ** 0.9 for b in self.base_lrs]\n\n\n"
+    "scheduler = PolyLR(optimizer)\n"
+)
+WARMUP = (
+    "scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 5))\n"
+)
+COSINE = "scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)\n"
+
+
+def migrate(scheduler: str, loop: str):
+    output, findings = migrate_text(HEAD + scheduler + loop)
+    assert output is not None, [f.message for f in findings]
+    notes = [f.message for f in findings if f.code == "MIG006"]
+    return output, notes
+
+
+@pytest.mark.parametrize("loop", [STEP_LOOP, WHILE_LOOP], ids=["next-counted", "while-bounded"])
+def test_a_scheduler_in_a_loop_bounded_by_steps_stays_plain(loop):
+    output, notes = migrate(COSINE, loop)
+    assert "scheduler = accelerator.prepare" not in output
+    assert ", scheduler = accelerator.prepare(" not in output
+    assert any("bounded by a step count" in note for note in notes)
+
+
+@pytest.mark.parametrize("schedule", [TABLE, POLY, OWN_CLASS], ids=["table", "power", "own-class"])
+def test_a_schedule_that_fails_past_its_end_stays_plain(schedule):
+    output, notes = migrate(schedule, EPOCH_LOOP)
+    assert "scheduler = accelerator.prepare" not in output
+    assert ", scheduler = accelerator.prepare(" not in output
+    assert any("past the original's last step" in note for note in notes)
+
+
+@pytest.mark.parametrize("schedule", [WARMUP, COSINE], ids=["bounded-warmup", "cosine"])
+def test_a_schedule_valid_past_its_end_in_an_epoch_loop_is_prepared(schedule):
+    output, notes = migrate(schedule, EPOCH_LOOP)
+    assert "model, optimizer, loader, scheduler = accelerator.prepare(" in output
+    assert not notes
