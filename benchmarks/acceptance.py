@@ -104,7 +104,9 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("MIGRATE_")}
 
 
-def judge_case(case: Case, checkout: Path, timeout: float, run_expert: bool) -> Outcome:
+def judge_case(
+    case: Case, checkout: Path, timeout: float, run_expert: bool, run_migrator: bool = True
+) -> Outcome:
     started = time.perf_counter()
     outcome = Outcome(case.name, case.expected)
     original = run_original(case.folder / "original", case.entry, case.args, checkout, timeout)
@@ -117,6 +119,10 @@ def judge_case(case: Case, checkout: Path, timeout: float, run_expert: bool) -> 
         report = check_migration(original, expert, case.entry, case.args, checkout, timeout)
         outcome.expert = "pass" if report.passed else "fail"
         outcome.expert_failures = report.failures
+    if not run_migrator:
+        outcome.verdict = outcome.label = "not run"
+        outcome.seconds = round(time.perf_counter() - started, 1)
+        return outcome
     with tempfile.TemporaryDirectory(prefix="acceptance-migrate-") as scratch:
         migrated = Path(scratch) / "program"
         changed, outcome.migrate_exit, outcome.findings = migrate_copy(case, checkout, migrated)
@@ -175,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per program run")
     parser.add_argument("--skip-expert", action="store_true", help="do not re-check the experts")
+    parser.add_argument(
+        "--expert-only", action="store_true", help="check the expert migrations, not the migrator"
+    )
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     args = parser.parse_args(argv)
     checkout = args.migrator.resolve()
@@ -194,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in cases if c.name in args.case]
 
     def judge(case: Case) -> Outcome:
-        outcome = judge_case(case, checkout, args.timeout, not args.skip_expert)
+        outcome = judge_case(
+            case, checkout, args.timeout, not args.skip_expert, not args.expert_only
+        )
         if not args.json:
             print(f"{case.name}: {outcome.label} ({outcome.seconds}s)", file=sys.stderr)
         return outcome
