@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", default=[], help="run only this case")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="cases run concurrently")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON document to this file")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per program run")
     parser.add_argument("--skip-expert", action="store_true", help="do not re-check the experts")
     parser.add_argument(
@@ -212,8 +213,11 @@ def main(argv: list[str] | None = None) -> int:
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         outcomes = list(pool.map(judge, cases))
+    document = [asdict(o) for o in outcomes]
+    if args.json_out:
+        args.json_out.write_text(json.dumps(document, indent=2) + "\n")
     if args.json:
-        json.dump([asdict(o) for o in outcomes], sys.stdout, indent=2)
+        json.dump(document, sys.stdout, indent=2)
         print()
     else:
         print_table(outcomes)
