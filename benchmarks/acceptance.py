@@ -36,7 +36,9 @@ from acceptance_checks import check_migration, run_original
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "fixtures" / "acceptance"
-FINDING = re.compile(r"^(?P<path>\S+?):\d+:\d+: (?P<code>MIG\d+) \((?P<level>\w+)\) (?P<text>.*)$")
+FINDING = re.compile(
+    r"^(?P<path>\S+?):\d+:\d+: (?P<code>MIG\d+)\b(?: \((?P<level>\w+)\))? ?(?P<text>.*)$"
+)
 MIGRATE_TIMEOUT = 300
 
 
