@@ -6,7 +6,9 @@
 - `single`: 1 process: the original's numbers and files.
 - `nosplit2`: 2 processes as users launch them: finishes, keeps the original's learning rates
   (the numbers after `lr`), no other process prints, each file written by the main process alone.
-In every run, a folder made by several processes without `exist_ok` is a race.
+In every run, a folder made by several processes without `exist_ok` is a race. In `split2`, each
+process must run its models on about half the samples the original did: more means a loader left
+unsharded (N replicas) or inputs gathered and run through the model again (N× the work).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from acceptance_runs import Launch, RunResult, learning_rates, numbered_lines, r
 
 RTOL = 1e-4
 ATOL = 1e-5
+WORK_SLACK = 1.05  # a process may do 5% (+ a few samples, e.g. a summary's dummy batch) over 1/N
+WORK_SLACK_ROWS = 8
 ORIGINAL = Launch("original", 1)
 CANDIDATE_LAUNCHES = (
     Launch("split2", 2, split_batches=True),
@@ -73,6 +77,18 @@ def file_failures(original: RunResult, run: RunResult) -> list[str]:
     return problems
 
 
+def work_failures(original: RunResult, run: RunResult) -> list[str]:
+    total = sum(original.model_rows.values())
+    share = total / run.launch.nproc * WORK_SLACK + WORK_SLACK_ROWS
+    return [
+        f"rank {rank} ran its models on {rows} samples, the original on {total} in all "
+        f"(each of {run.launch.nproc} processes should take about 1/{run.launch.nproc}: "
+        "a loader not sharded, or inputs gathered and run again)"
+        for rank, rows in sorted(run.model_rows.items())
+        if rank != "launcher" and rows > share
+    ]
+
+
 def judge_run(original: RunResult, run: RunResult, timeout: float) -> list[str]:
     name = run.launch.name
     if run.timed_out:
@@ -90,6 +106,8 @@ def judge_run(original: RunResult, run: RunResult, timeout: float) -> list[str]:
     if run.other_lines:
         rank, line = run.other_lines[0]
         problems.append(f"{len(run.other_lines)} lines printed by other ranks ({rank}: {line!r})")
+    if name == "split2":
+        problems.extend(work_failures(original, run))
     problems.extend(file_failures(original, run))
     return [f"{name}: {problem}" for problem in problems]
 

@@ -46,6 +46,7 @@ class RunResult:
     other_lines: list[tuple[str, str]]  # (rank, line) printed by processes other than the main
     writers: dict[str, set[str]] = field(default_factory=dict)  # file -> ranks that wrote it
     folder_makers: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
+    model_rows: dict[str, int] = field(default_factory=dict)  # rank -> samples through models
     stderr_tail: str = ""
 
     @property
@@ -155,14 +156,17 @@ def _read_audit(launch, returncode, seconds, stdout, stderr, run_dir, audit_dir)
     for log in sorted(audit_dir.glob("audit.*.jsonl")):
         for line in log.read_text(errors="replace").splitlines():
             entry = json.loads(line)
+            # a 1-process run has no RANK (it is the main process); a launch's launcher has none
+            rank = entry["rank"] or ("0" if launch.nproc == 1 else "launcher")
+            if entry["kind"] == "rows":
+                result.model_rows[rank] = result.model_rows.get(rank, 0) + entry["rows"]
+                continue
             path = os.path.realpath(entry["path"])
             if not path.startswith(root + os.sep):
                 continue
             relative = os.path.relpath(path, root)
             if IGNORED_PARTS & set(Path(relative).parts):
                 continue
-            # a 1-process run has no RANK (it is the main process); a launch's launcher has none
-            rank = entry["rank"] or ("0" if launch.nproc == 1 else "launcher")
             if entry["kind"] in ("write", "torch.save"):
                 result.writers.setdefault(relative, set()).add(rank)
             elif entry["kind"] == "mkdir":

@@ -106,6 +106,7 @@ def _watch_torch_save(record) -> None:
 
 
 def _wrap_save(torch, record) -> None:
+    _count_model_rows(torch, record)
     real_save = torch.save
 
     def save(obj, f, *args, **kwargs):
@@ -115,6 +116,43 @@ def _wrap_save(torch, record) -> None:
 
     torch.save = save
     torch.serialization.save = save
+
+
+def _count_model_rows(torch, record) -> None:
+    """Counts the samples (first dimension of the first tensor argument) that go through the
+    outermost calls of modules with parameters: an unsharded loader, or a model run on gathered
+    inputs, shows as each process doing the whole work."""
+    import atexit
+    import threading
+
+    module_class = torch.nn.Module
+    real_call = module_class.__call__
+    state = threading.local()
+    rows = [0]
+    has_parameters: dict[int, bool] = {}
+
+    def first_rows(args, kwargs):
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, torch.Tensor):
+                return value.shape[0] if value.dim() else 1
+        return 0
+
+    def counted_call(self, *args, **kwargs):
+        depth = getattr(state, "depth", 0)
+        if depth == 0:
+            key = id(self)
+            if key not in has_parameters:
+                has_parameters[key] = next(self.parameters(), None) is not None
+            if has_parameters[key]:
+                rows[0] += first_rows(args, kwargs)
+        state.depth = depth + 1
+        try:
+            return real_call(self, *args, **kwargs)
+        finally:
+            state.depth = depth
+
+    module_class.__call__ = counted_call
+    atexit.register(lambda: record("rows", ".", rows=rows[0]))
 
 
 class _Tee:
