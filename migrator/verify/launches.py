@@ -40,6 +40,7 @@ class LaunchResult:
 
 def start_launches(migrated: RunSpec, work_dir: Path) -> list[StartedRun]:
     """Both launches of the migrated spec (which runs N processes with split batches)."""
+    # on the device of the migrated run: `python train.py` on a GPU machine uses the GPU
     specs = [replace(migrated, label=ONE_PROCESS, nproc=None)]
     if (migrated.nproc or 1) > 1:
         specs.append(replace(migrated, label=AS_LAUNCHED, split_batches=False))

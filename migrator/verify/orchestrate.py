@@ -152,7 +152,7 @@ def _spec(
         script_args=request.script_args,
         nproc=nproc,
         runtime=request.runtime,
-        device=request.device,
+        device=request.device if nproc is not None else "cpu",  # the original: on the CPU
         max_steps=request.max_steps,
         no_dropout=request.no_dropout,
         # HF Accelerate draws an unseeded sampler's seed at prepare: give both runs a generator

@@ -110,8 +110,8 @@ def run_environment(spec: RunSpec, config_path: Path, temporary: Path) -> dict[s
     env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # deterministic cuBLAS
     env.setdefault("OMP_NUM_THREADS", "1")  # same threads in every process (torchrun's default)
     env["LOGLEVEL"] = env.get("LOGLEVEL", "WARNING")
-    if spec.nproc is None or spec.device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # the original always runs on the CPU
+    if spec.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the original (and every --device cpu run) sees no GPU
     if spec.nproc is not None:
         if spec.runtime == "runtime" and spec.split_batches:
             env["MIGRATE_SPLIT_BATCHES"] = "1"
@@ -174,7 +174,7 @@ def start(spec: RunSpec, work_dir: Path) -> StartedRun:
                 "seed_shuffle": spec.seed_shuffle,
                 "nudge": spec.nudge,
                 "runtime": spec.runtime if spec.nproc is not None else None,
-                "device": spec.device if spec.nproc is not None else "cpu",
+                "device": spec.device,
                 "split_batches": spec.split_batches,
                 "work_dir": str(work_dir),
                 "sandbox": str(working_folder),
