@@ -201,7 +201,8 @@ class Device(str, Enum):
 
 @app.command(
     "verify",
-    help="Run SCRIPT and its migration under a recorder and compare the training they do.\n\n"
+    help="Run SCRIPT and its migration under a recorder and compare the training they do, "
+    "what they print and write, and how they end.\n\n"
     "Exit 0 EQUIVALENT, 1 DIVERGED, 2 NOT COMPARABLE or could not run. "
     "Script arguments go after `--`.",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
@@ -222,8 +223,11 @@ def verify_command(
     atol: float | None = typer.Option(
         None, "--atol", help="Absolute tolerance (default 1e-6 on CPU, 1e-5 on CUDA)."
     ),
-    runtime: Target = typer.Option(
-        Target.runtime, "--runtime", help="Run the migration on our runtime or HF Accelerate."
+    runtime: Target | None = typer.Option(
+        None,
+        "--runtime",
+        help="Run the migration on our runtime or HF Accelerate (default: runtime; with "
+        "--against, the one the migrated program imports).",
     ),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds for everything."),
     output_format: OutputFormat = typer.Option(
@@ -231,6 +235,12 @@ def verify_command(
     ),
     no_dropout: bool = typer.Option(
         False, "--no-dropout", help="Turn dropout off in both runs (compare anyway)."
+    ),
+    against: Path | None = typer.Option(
+        None,
+        "--against",
+        help="Judge this migration (a file, or a folder with the migrated program in the "
+        "original's layout) made elsewhere, instead of migrating SCRIPT.",
     ),
 ) -> None:
     from migrator.verify.orchestrate import VerifyRequest, run_verify
@@ -242,13 +252,14 @@ def verify_command(
                 script_args=list(ctx.args),
                 nproc=nproc,
                 device=device.value,
-                runtime=runtime.value,
+                runtime=runtime.value if runtime is not None else None,
                 max_steps=max_steps,
                 rtol=rtol,
                 atol=atol,
                 timeout=timeout,
                 output_format=output_format.value,
                 no_dropout=no_dropout,
+                against=str(against) if against is not None else None,
             )
         )
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Mapping
 
 import torch
 from torch.utils.data import DataLoader, RandomSampler
@@ -39,16 +40,20 @@ class Observations:
         self.random_steps = 0  # steps that drew from torch's global RNG after their batch came
         self.checked_steps = 0
         self.rng_after_fetch = None
+        self.beat = _nothing  # liveness.Heartbeat.beat in a recorded run
 
     def note_backward(self) -> None:
+        self.beat()
         if self.current_loader is not None:
             self.current_loader["training"] = True
 
     def note_fetch(self) -> None:
+        self.beat()
         if self.checked_steps < RNG_CHECKED_STEPS:
             self.rng_after_fetch = torch.random.get_rng_state()
 
     def note_step(self) -> None:
+        self.beat()
         if self.rng_after_fetch is not None:
             self.checked_steps += 1
             if not torch.equal(self.rng_after_fetch, torch.random.get_rng_state()):
@@ -64,6 +69,10 @@ class Observations:
             "autocast": sorted(self.autocast_dtypes),
             "loaders": list(self.loaders.values()),
         }
+
+
+def _nothing() -> None:
+    pass
 
 
 def argument(args, kwargs, index: int, name: str, default):
@@ -153,6 +162,7 @@ def loader_facts(loader: DataLoader) -> dict:
         and (sampler.generator is not None or loader.generator is not None),
         "training": False,
         "random_draws_in_fetch": False,
+        "samples": 0,  # drawn by this process, over every iteration of the loader
     }
 
 
@@ -192,21 +202,45 @@ class WatchedIterator:
         before = _rng_state() if check else None
         batch = next(self._iterator)
         self._fetched += 1
+        self._facts["samples"] += samples_in(batch)
         if check and not _same_rng(before, _rng_state()):
             self._facts["random_draws_in_fetch"] = True
         self._observed.note_fetch()
         return batch
 
 
+def samples_in(batch) -> int:
+    """How many samples a batch holds: the length of its first tensor (or array) along the
+    first dimension, looked for in tuples, lists and mappings; 1 when none is found."""
+    for _ in range(8):  # nesting depth looked into
+        shape = getattr(batch, "shape", None)
+        if shape is not None and len(shape) > 0:
+            return int(shape[0])
+        if isinstance(batch, Mapping):
+            batch = next(iter(batch.values()), None)
+        elif isinstance(batch, (list, tuple)) and batch:
+            first = batch[0]
+            if isinstance(first, (int, float, str)):
+                return len(batch)
+            batch = first
+        else:
+            break
+    return 1
+
+
 def watch_loaders(observed: Observations, *, seed_shuffle: bool, seed: int) -> None:
+    """Every loader's facts and the samples each iteration draws. A DataLoader subclass with
+    its own `__iter__` (a prepared loader that shards or places batches) is watched at its
+    own iteration, what the script receives, not at the base class's beneath it."""
     original_init = DataLoader.__init__
     original_iter = DataLoader.__iter__
 
     @functools.wraps(original_init)
-    def seeded_init(self, *args, **kwargs):
+    def watched_init(self, *args, **kwargs):
         shuffle = argument(args, kwargs, 2, "shuffle", None)
         if (
-            shuffle
+            seed_shuffle
+            and shuffle
             and kwargs.get("generator") is None
             and kwargs.get("sampler") is None
             and kwargs.get("batch_sampler") is None
@@ -216,19 +250,38 @@ def watch_loaders(observed: Observations, *, seed_shuffle: bool, seed: int) -> N
             kwargs["generator"] = torch.Generator().manual_seed(seed + observed.seeded_loaders)
             observed.seeded_loaders += 1
         original_init(self, *args, **kwargs)
+        _watch_subclass(type(self))
+
+    def facts_of(loader) -> dict:
+        facts = observed.loaders.get(id(loader))
+        if facts is None:
+            facts = loader_facts(loader)
+            facts["index"] = len(observed.loaders)
+            observed.loaders[id(loader)] = facts
+        observed.current_loader = facts
+        return facts
 
     @functools.wraps(original_iter)
     def watched_iter(self):
-        facts = observed.loaders.get(id(self))
-        if facts is None:
-            facts = loader_facts(self)
-            facts["index"] = len(observed.loaders)
-            observed.loaders[id(self)] = facts
-        observed.current_loader = facts
-        return WatchedIterator(original_iter(self), facts, observed)
+        if getattr(self, "_verify_watched_above", False):
+            return original_iter(self)  # the subclass's own iteration counts
+        return WatchedIterator(original_iter(self), facts_of(self), observed)
 
-    if seed_shuffle:
-        DataLoader.__init__ = seeded_init
+    def _watch_subclass(cls) -> None:
+        owner = next((c for c in cls.__mro__ if "__iter__" in vars(c)), DataLoader)
+        if owner is DataLoader or getattr(owner.__iter__, "_verify_wrapped", False):
+            return
+        own_iter = owner.__iter__
+
+        @functools.wraps(own_iter)
+        def watched_own_iter(self):
+            self._verify_watched_above = True
+            return WatchedIterator(iter(own_iter(self)), facts_of(self), observed)
+
+        watched_own_iter._verify_wrapped = True
+        owner.__iter__ = watched_own_iter
+
+    DataLoader.__init__ = watched_init
     DataLoader.__iter__ = watched_iter
 
 

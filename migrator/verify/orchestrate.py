@@ -1,8 +1,10 @@
-"""`migrate verify`: migrate in memory, run the original and the migrated script under the
-recorder, compare, name causes, report. torch is never imported here, only in the runs."""
+"""`migrate verify`: migrate in memory (or take a migration made elsewhere, `--against`), run
+the original and the migrated program under the recorder, the migrated one also as users
+launch it, compare, name causes, report. torch is never imported here, only in the runs."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sys
@@ -12,13 +14,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from migrator.verify import causes as causes_module
-from migrator.verify import probe as probe_module
-from migrator.verify.compare import compare_runs
+from migrator.verify import judge
+from migrator.verify.checks import Run, compare_checks
+from migrator.verify.ending import describe
+from migrator.verify.launches import finish_launches, start_launches, stop_launches
+from migrator.verify.migration import MigratedProgram, migrated_program, runtime_of
 from migrator.verify.records import RunRecord, read_run
 from migrator.verify.runs import RunResult, RunSpec, StartedRun, finish, start, stop_everything
 from migrator.verify.verdict import (
     COULD_NOT_RUN,
-    DIVERGED,
     EQUIVALENT,
     NOT_COMPARABLE,
     Outcome,
@@ -27,6 +31,10 @@ from migrator.verify.verdict import (
 
 CUDA_TOLERANCES = (1e-3, 1e-5)  # GPU vs CPU fp32: different kernels, different sums
 CPU_TOLERANCES = (1e-5, 1e-6)
+# a run with no heartbeat for max(STALL_MIN_S, STALL_FACTOR x the original's longest quiet
+# spell) has hung: N processes on shared cores are slower, a hang never beats again
+STALL_MIN_S = 20.0
+STALL_FACTOR = 10.0
 
 
 @dataclass
@@ -35,13 +43,14 @@ class VerifyRequest:
     script_args: list[str]
     nproc: int = 2
     device: str = "cpu"
-    runtime: str = "runtime"
+    runtime: str | None = None  # None: runtime, or what an --against program imports
     max_steps: int | None = None
     rtol: float | None = None
     atol: float | None = None
     timeout: float = 600.0
     output_format: str = "text"
     no_dropout: bool = False
+    against: str | None = None  # a migration made elsewhere: its entry file or folder
 
 
 def default_tolerances(device: str) -> tuple[float, float]:
@@ -60,6 +69,17 @@ def run_verify(request: VerifyRequest) -> int:
 
 def verify(request: VerifyRequest) -> Outcome:
     rtol, atol = default_tolerances(request.device)
+    problem = _usage_problem(request)
+    against = None
+    if problem is None and request.against is not None:
+        try:
+            against = migrated_program(Path(request.script), "", Path(), request.against)
+        except ValueError as error:
+            problem = str(error)
+        else:
+            runtime = request.runtime or runtime_of(against.entry)
+            request = replace(request, runtime=runtime)
+    request = replace(request, runtime=request.runtime or "runtime")
     settings = Settings(
         script=request.script,
         nproc=request.nproc,
@@ -69,8 +89,8 @@ def verify(request: VerifyRequest) -> Outcome:
         no_dropout=request.no_dropout,
         rtol=rtol if request.rtol is None else request.rtol,
         atol=atol if request.atol is None else request.atol,
+        against=str(against.entry) if against else None,
     )
-    problem = _usage_problem(request)
     if problem:
         return Outcome(COULD_NOT_RUN, problem, settings)
     deadline = time.monotonic() + request.timeout
@@ -82,27 +102,23 @@ def verify(request: VerifyRequest) -> Outcome:
         original_run = start(_spec(request, "original", script, script, None), work_dir)
         try:
             try:
-                migrated_text, findings, migrated_script = _migrate_any(script, request, work_dir)
+                program = against or migrated_program(script, request.runtime, work_dir, None)
             except ValueError as error:
                 return Outcome(COULD_NOT_RUN, str(error), settings)
-            if migrated_text is None and migrated_script is None:
+            if program.entry is None:
                 return Outcome(
                     NOT_COMPARABLE,
                     "migrate changes nothing in this script: there "
                     "is no migrated version to compare",
                     settings,
-                    findings=findings,
+                    findings=program.findings,
                 )
-            migrated_path = migrated_script or work_dir / f"migrated_{script.name}"
-            if migrated_script is None:
-                migrated_path.write_text(migrated_text, encoding="utf-8")
             outcome = _run_and_compare(
-                request, settings, script, original_run, migrated_path, work_dir, deadline,
-                program=migrated_script is not None,
-            )  # fmt: skip
+                request, settings, script, original_run, program, work_dir, deadline
+            )
         finally:
             stop_everything(original_run.process, original_run.pid_dir)
-        outcome.findings = findings
+        outcome.findings = program.findings
         return outcome
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -126,34 +142,6 @@ def _usage_problem(request: VerifyRequest) -> str | None:
     return None
 
 
-def _migrate_any(script: Path, request: VerifyRequest, work_dir: Path):
-    """(migrated text, findings, None) for one file; (None, findings, the migrated entry in a
-    copy of the project) for a program of several files (`program_copy.py`)."""
-    from migrator.verify.program_copy import migrated_program
-
-    try:
-        program = migrated_program(script, request.runtime, work_dir)
-    except Exception as error:  # noqa: BLE001 - reported like any migration problem
-        raise ValueError(f"{script}: cannot migrate the program: {error}") from None
-    if program is not None:
-        return None, program[1], program[0]
-    return (*_migrate(script, request.runtime), None)
-
-
-def _migrate(script: Path, target: str):
-    from migrator.engine import MigrationError, Options, migrate_text
-
-    try:
-        text = script.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"{script}: cannot read: {error}") from None
-    try:
-        new_text, findings = migrate_text(text, Options(target=target))
-    except MigrationError as error:
-        raise ValueError(f"{script}: cannot migrate: {error}") from None
-    return new_text, [finding.render(str(script)) for finding in findings]
-
-
 def _spec(
     request: VerifyRequest, label: str, source: Path, script: Path, nproc: int | None
 ) -> RunSpec:
@@ -164,7 +152,7 @@ def _spec(
         script_args=request.script_args,
         nproc=nproc,
         runtime=request.runtime,
-        device=request.device,
+        device=request.device if nproc is not None else "cpu",  # the original: on the CPU
         max_steps=request.max_steps,
         no_dropout=request.no_dropout,
         # HF Accelerate draws an unseeded sampler's seed at prepare: give both runs a generator
@@ -176,24 +164,30 @@ def _say(request: VerifyRequest, message: str) -> None:
     print(f"migrate verify: {message}", file=sys.stderr, flush=True)
 
 
-def _record(result: RunResult, nproc: int) -> tuple[RunRecord | None, str | None]:
-    """The run's record, or why there is none usable."""
+def _original_record(result: RunResult) -> tuple[RunRecord | None, str | None]:
+    """The original's record, or why there is none usable."""
     if result.timed_out:
-        return None, f"the {result.label} run did not finish within the time limit (--timeout)"
+        return None, "the original run did not finish within the time limit (--timeout)"
     try:
-        record = read_run(result.run_dir, nproc)
+        record = read_run(result.run_dir, 1)
     except (FileNotFoundError, ValueError, KeyError) as error:
-        return None, f"the {result.label} run failed (exit code {result.returncode}; {error})"
-    failed = [r for r in record.ranks if r.status in ("crashed", "exited")]
-    if failed:
-        where = f" on rank {failed[0].rank}" if nproc > 1 else ""
+        return None, f"the original run failed (exit code {result.returncode}; {error})"
+    rank = record.ranks[0]
+    if rank.status in ("crashed", "exited"):
         return None, (
-            f"the {result.label} run failed{where} after "
-            f"{len(failed[0].step_losses)} optimizer steps: {failed[0].error}"
+            f"the original run failed after {len(rank.step_losses)} optimizer steps: {rank.error}"
         )
     if result.returncode != 0:
-        return None, f"the {result.label} run failed (exit code {result.returncode})"
+        return None, f"the original run failed (exit code {result.returncode})"
     return record, None
+
+
+def _migrated_record(result: RunResult, nproc: int) -> RunRecord | None:
+    try:
+        record = read_run(result.run_dir, nproc, partial=True)
+    except (OSError, ValueError, KeyError):
+        return None
+    return record if any(r.status != "killed" or r.step_losses for r in record.ranks) else None
 
 
 def _run_and_compare(
@@ -201,190 +195,105 @@ def _run_and_compare(
     settings: Settings,
     script: Path,
     original_run: StartedRun,
-    migrated_path: Path,
+    program: MigratedProgram,
     work_dir: Path,
     deadline: float,
-    program: bool = False,
 ) -> Outcome:
-    """`program`: `migrated_path` is the entry of a migrated copy of the program, which runs
-    as itself (its folder first on sys.path, so it imports the migrated helpers)."""
+    """A program that runs as itself (a migrated copy of a program, or a migration made
+    elsewhere) starts from its own path: its folder first on sys.path, so it imports its
+    own helper modules."""
     launcher = "migrate launch" if request.runtime == "runtime" else "torch.distributed.run"
     _say(
         request,
-        f"running the original (python {script.name}) and the migrated script "
-        f"({launcher} --nproc {request.nproc}, {request.runtime}, split_batches=True)",
+        f"running the original (python {script.name}) and the migrated program "
+        f"({launcher} --nproc {request.nproc}, {request.runtime}, split_batches=True; also "
+        "on 1 process, and as launched, without split batches)",
     )
-    as_script = migrated_path if program else script
-    migrated_run = start(
-        _spec(request, "migrated", migrated_path, as_script, request.nproc), work_dir
-    )
+    migrated_path = program.entry
+    as_script = migrated_path if program.runs_as_itself else script
+    spec = _spec(request, "migrated", migrated_path, as_script, request.nproc)
+    migrated_run = start(spec, work_dir)
+    together = _launches_alongside(request)
+    launches = start_launches(spec, work_dir) if together else []
     try:
-        runs = [finish(original_run, deadline)]
-        original, problem = _record(runs[0], 1)
+        runs = [finish(original_run, deadline, watching=(migrated_run, *launches))]
+        original, problem = _original_record(runs[0])
         if original is not None:
-            problem = _not_comparable(original, request.nproc)
+            problem = judge.not_comparable(original, request.nproc)
             if problem is not None:
-                finish(migrated_run, time.monotonic())  # not needed: stopped, not reported
                 return Outcome(NOT_COMPARABLE, problem, settings, runs=runs)
-        runs.append(finish(migrated_run, deadline))
+        if original is None:
+            # both runs' stderr tails are shown: the migrated one often fails the same way
+            runs.append(finish(migrated_run, deadline, STALL_MIN_S))
+            return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
+        quiet = max(rank.max_quiet_s for rank in original.ranks)
+        stall_s = max(STALL_MIN_S, STALL_FACTOR * quiet)
+        runs.append(finish(migrated_run, deadline, stall_s, watching=tuple(launches)))
+        migrated = _migrated_record(runs[1], request.nproc)
+        ending = describe(runs[1], migrated, request.nproc)
+        if not ending.finished:
+            batch_problems = causes_module.batch_size_problems(
+                original.observed, request.nproc, training_only=False
+            )
+            if batch_problems and ending.kind != "hung":
+                return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
+            if migrated is None or ending.kind in ("timed-out", "failed"):
+                return Outcome(
+                    COULD_NOT_RUN, f"the migrated run {ending.message}", settings, runs=runs
+                )
+        probe_runs: list = []
+        judged = judge.judge_steps(
+            original,
+            migrated,
+            settings,
+            summed_at=tuple(judge.summed_losses(script)),
+            run_probe=lambda: _probe(request, script, original, work_dir, deadline, probe_runs),
+        )
+        checks = compare_checks(
+            Run(original, runs[0].run_dir, runs[0].sandbox),
+            Run(migrated, runs[1].run_dir, runs[1].sandbox),
+            request.nproc,
+            rtol=settings.rtol,
+            atol=settings.atol,
+            probe=probe_runs[0] if probe_runs and judged.probe and judged.probe.explained else None,
+        )
+        checks.ending = ending
+        if original.ranks[0].status == "stopped":  # --max-steps cut the program short
+            checks.max_steps = request.max_steps
+        if judged.verdict == EQUIVALENT and not checks.problems():
+            if not together:
+                launches = start_launches(spec, work_dir)
+            results, launch_runs = finish_launches(launches, deadline, stall_s, as_script.name)
+            checks.launches = results
+            runs.extend(launch_runs)
+        else:
+            checks.launches_not_judged = (
+                "the migrated program was not judged as users launch it (1 process; "
+                f"{request.nproc} without split batches): the comparison already differs"
+            )
     finally:
         stop_everything(migrated_run.process, migrated_run.pid_dir)
-    if original is None:
-        return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
-    migrated, problem = _record(runs[1], request.nproc)
-    if migrated is None:
-        batch_problems = causes_module.batch_size_problems(
-            original.observed, request.nproc, training_only=False
-        )
-        if batch_problems and not runs[1].timed_out:
-            return Outcome(NOT_COMPARABLE, "; ".join(batch_problems), settings, runs=runs)
-        return Outcome(COULD_NOT_RUN, problem, settings, runs=runs)
-    outcome = _compare(request, settings, script, original, migrated, runs, work_dir, deadline)
-    outcome.notes.extend(_epoch_scheduler_notes(migrated_path))
+        stop_launches(launches)
+    outcome = judge.outcome(judged, checks, settings, runs)
+    outcome.notes.extend(judge.epoch_scheduler_notes(migrated_path))
     return outcome
 
 
-def _not_comparable(original: RunRecord, nproc: int) -> str | None:
-    if original.steps == 0:
-        return (
-            "the original made no optimizer step in its own process: there is no training "
-            "to compare (training in processes it spawns, e.g. mp.spawn, is not recorded)"
-        )
-    problems = causes_module.batch_size_problems(original.observed, nproc, training_only=True)
-    return "; ".join(problems) if problems else None
+def _launches_alongside(request: VerifyRequest) -> bool:
+    """The launches as users run them start with the compared runs when the machine has a
+    core for each process (and the runs train on the CPU); else after them, and only when
+    the comparison found nothing (a DIVERGED verdict does not wait for them)."""
+    processes = 2 * request.nproc + 2
+    return request.device == "cpu" and (os.cpu_count() or 1) >= processes
 
 
-def _compare(
-    request: VerifyRequest,
-    settings: Settings,
-    script: Path,
-    original: RunRecord,
-    migrated: RunRecord,
-    runs: list[RunResult],
-    work_dir: Path,
-    deadline: float,
-) -> Outcome:
-    comparison = compare_runs(original, migrated, rtol=settings.rtol, atol=settings.atol)
-    if comparison.equivalent:
-        notes = causes_module.notes_when_equal(
-            original.observed, nproc=request.nproc, no_dropout=request.no_dropout
-        )
-        weights = comparison.weights
-        drift = (
-            f", {weights.max_drift:.2g} of training's change"
-            if weights.max_drift is not None
-            else ""
-        )
-        reason = (
-            f"{len(comparison.rows)} optimizer steps, max |Δloss| "
-            f"{comparison.max_loss_diff:.3g}, final weights max |Δ| "
-            f"{weights.max_abs_diff:.3g}{drift} ({weights.tensors} tensors)"
-        )
-        if notes:
-            reason += f"; but {notes[0].split(':')[0]} (see note)"
-        return Outcome(EQUIVALENT, reason, settings, comparison, notes=notes, runs=runs)
-    found = causes_module.find_causes(
-        original.observed,
-        comparison,
-        nproc=request.nproc,
-        no_dropout=request.no_dropout,
-        runtime=request.runtime,
-        summed_at=tuple(_summed_losses(script)),
+def _probe(request, script, original, work_dir, deadline, keep: list) -> RunRecord | None:
+    _say(request, "no known cause: probing how this training amplifies rounding")
+    spec = replace(
+        _spec(request, "probe", script, script, None), nudge=True, max_steps=original.steps
     )
-    probe, notes = None, []
-    if not found and probe_module.may_explain(comparison):
-        _say(request, "no known cause: probing how this training amplifies rounding")
-        spec = replace(
-            _spec(request, "probe", script, script, None), nudge=True, max_steps=original.steps
-        )
-        result = finish(start(spec, work_dir), deadline)
-        record, _ = _record(result, 1)
-        if record is not None:
-            probe = probe_module.judge(
-                original, record, comparison, rtol=settings.rtol, atol=settings.atol
-            )
-        if probe is not None and probe.explained:
-            reason, note = probe_module.rounding_reason(comparison, probe)
-            return Outcome(
-                EQUIVALENT, reason, settings, comparison, notes=[note], runs=runs, probe=probe
-            )
-        if probe is not None:
-            notes.append(probe_module.not_rounding_note(probe))
-    return Outcome(
-        DIVERGED,
-        _divergence_reason(comparison, found),
-        settings,
-        comparison,
-        causes=found,
-        notes=notes,
-        runs=runs,
-        probe=probe,
-    )
-
-
-def _epoch_scheduler_notes(migrated_path: Path) -> list[str]:
-    from migrator.verify.source import prepared_epoch_schedulers
-
-    try:
-        found = prepared_epoch_schedulers(migrated_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return []
-    return [
-        f"{where} of the migrated script steps a prepared scheduler outside the loop that steps "
-        "the optimizer: this comparison runs with split batches, where it advances once per "
-        "call as in the original, but a real run on N processes (split_batches=False) "
-        "advances it N times per call; leave a per-epoch scheduler out of "
-        "accelerator.prepare, or use Accelerator(step_scheduler_with_optimizer=False)"
-        for where in found
-    ]
-
-
-def _summed_losses(script: Path) -> list[str]:
-    from migrator.verify.source import summed_losses
-
-    try:
-        return summed_losses(script.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return []
-
-
-def _divergence_reason(comparison, found) -> str:
-    step = comparison.divergence_step
-    if comparison.first_loss_divergence is not None:
-        row = comparison.rows[step - 1]
-        text = (
-            f"loss {row.original:.7g} (original) vs {row.migrated:.7g} (migrated), "
-            f"|Δ| {row.abs_diff:.3g}; max |Δloss| {comparison.max_loss_diff:.3g}"
-        )
-    elif comparison.step_count_problem:
-        text = comparison.step_count_problem
-    elif comparison.first_lr_divergence is not None:
-        row = comparison.rows[step - 1]
-        text = (
-            f"every loss agrees but the learning rate differs from step {step} "
-            f"({row.lr_original:.6g} original, {row.lr_migrated:.6g} migrated)"
-        )
-    elif comparison.weights.layout_problem:
-        text = comparison.weights.layout_problem
-    else:
-        text = "every loss agrees but the final weights differ: " + _weights_problem(
-            comparison.weights
-        )
-    if found:
-        text += f"; likely cause: {found[0].code}"
-    return text
-
-
-def _weights_problem(weights) -> str:
-    if weights.started_apart:
-        return (
-            f"the runs started from different weights ({', '.join(weights.started_apart[:3])} "
-            "differ before the first optimizer step)"
-        )
-    text = f"max |Δ| {weights.max_abs_diff:.3g} in {weights.worst}"
-    if weights.max_drift is not None:
-        text += (
-            f"; {weights.drift_worst} ended {weights.max_drift:.3g} of training's change apart "
-            f"(tolerance {weights.drift_tolerance:.3g})"
-        )
-    return text
+    result = finish(start(spec, work_dir), deadline)
+    record, _ = _original_record(result)
+    if record is not None:
+        keep.append(Run(record, result.run_dir, result.sandbox))
+    return record

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import json
+import linecache
 import math
 import os
 import random
@@ -30,7 +31,8 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
-from migrator.verify import hooks
+from migrator.verify import checkpoints, hooks, liveness, writes
+from migrator.verify.capture import Captures
 from migrator.verify.records import (
     CONFIG_ENV,
     PARAMS_DATA,
@@ -39,6 +41,7 @@ from migrator.verify.records import (
     rank_file,
 )
 
+MAX_FRAMES = 40
 GRADIENT_NUDGE = 8  # rounding units: ~sqrt(n) for a batch sum of n ~ 100 partly cancelling terms
 
 
@@ -61,10 +64,29 @@ class Recorder:
         # id(parameter) -> its value just before its optimizer's first step (rank 0 only)
         self.initial: dict[int, torch.Tensor] = {}
         self.observed = hooks.Observations()
+        self.out_dir = Path(config["out_dir"])
+        self.heartbeat = liveness.Heartbeat(self.out_dir, rank)
+        self.step_log = liveness.StepLog(self.out_dir, rank)
+        self.captures = Captures(self.out_dir, rank, self.steps_taken)
+        sandbox = config.get("sandbox")
+        self.writes = writes.WriteLog(
+            Path(sandbox) if sandbox else None, writes.ignored_folders(config), self.steps_taken
+        )
+        self.saved = checkpoints.SavedContents(self.out_dir, rank)
+        self.frames: list[dict] = []  # the traceback that ended the script, innermost last
+
+    def steps_taken(self) -> int:
+        return len(self.step_losses)
 
     def install(self) -> None:
         if self.config.get("device") == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("--device cuda: torch sees no CUDA device in the migrated run")
+        self.stack_handle = liveness.dump_stack_on_request(self.out_dir, self.rank)
+        self.observed.beat = self.heartbeat.beat
+        self.captures.install()
+        self.captures.tee.on_line = self.heartbeat.beat
+        liveness.watch_collectives(self.heartbeat.beat)
+        writes.install(self.writes, self.saved.take)
         seed = int(self.config["seed"])
         random.seed(seed)
         try:
@@ -100,7 +122,7 @@ class Recorder:
         hooks.watch_loaders(
             self.observed, seed_shuffle=bool(self.config.get("seed_shuffle")), seed=seed
         )
-        if self.config.get("runtime") == "accelerate":
+        if self.config.get("runtime") == "accelerate" and self.config.get("split_batches", True):
             hooks.force_accelerate_split_batches(cpu=self.config.get("device") != "cuda")
 
     def note_backward(self, tensors) -> None:
@@ -131,6 +153,7 @@ class Recorder:
         self.pending = []
         lr = optimizer.param_groups[0].get("lr") if optimizer.param_groups else None
         self.step_lrs.append(float(lr) if isinstance(lr, (int, float, torch.Tensor)) else None)
+        self.step_log.note(self.step_losses[-1], self.step_lrs[-1])
         if self.max_steps is not None and len(self.step_losses) >= self.max_steps:
             raise StopTraining()
 
@@ -163,7 +186,9 @@ class Recorder:
                         parameter.copy_(torch.nextafter(parameter, limit))
 
     def save(self, status: str, error: str | None = None) -> None:
-        out = Path(self.config["out_dir"])
+        out = self.out_dir
+        writes.flush_open_files()
+        self.captures.close()
         record = {
             "rank": self.rank,
             "status": status,
@@ -173,6 +198,10 @@ class Recorder:
             "backward_calls": self.backward_calls,
             "trailing_losses": self.pending,
             "observed": self.observed.as_dict(),
+            "frames": self.frames,
+            "writes": self.writes.as_list(),
+            "max_quiet_s": self.heartbeat.max_quiet_s,
+            "first_beat_s": self.heartbeat.first_beat_s,
         }
         if self.rank == 0:
             self.save_parameters(out)
@@ -224,6 +253,8 @@ def parameter_names() -> dict[int, str]:
 def run_script(source_path: str, script_path: str, argv: list[str]) -> None:
     """Executes the source as `__main__` of the user's script (path, argv, sys.path[0])."""
     source = Path(source_path).read_text(encoding="utf-8")
+    # tracebacks show the lines executed (the migrated text), not the user's file's
+    linecache.cache[script_path] = (len(source), None, source.splitlines(True), script_path)
     code = compile(source, script_path, "exec")
     main = types.ModuleType("__main__")
     main.__file__ = script_path
@@ -234,6 +265,16 @@ def run_script(source_path: str, script_path: str, argv: list[str]) -> None:
     exec(code, main.__dict__)  # noqa: S102 -- running the user's script is the point
 
 
+def frames_of(error: BaseException) -> list[dict]:
+    """The traceback's frames below the recorder (the script's and what it called)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    start = next((i for i, f in enumerate(frames) if f.name == "<module>"), 0)
+    return [
+        {"file": f.filename, "line": f.lineno, "function": f.name, "code": (f.line or "")[:200]}
+        for f in frames[start:]
+    ][-MAX_FRAMES:]
+
+
 def _finish(recorder: Recorder, status: str, code: int, error: str | None = None) -> None:
     try:
         recorder.save(status, error)
@@ -242,6 +283,10 @@ def _finish(recorder: Recorder, status: str, code: int, error: str | None = None
         code = code or 1
     sys.stdout.flush()
     sys.stderr.flush()
+    world = liveness.world_size()
+    if code == 0 and world > 1:
+        # as a real run waits in the exit barrier: a peer stuck in a collective stays stuck
+        liveness.wait_for_other_ranks(recorder.out_dir, recorder.rank, world)
     # os._exit: no atexit teardown of a process group (gloo aborts ~1 run in 4 at exit)
     os._exit(code)
 
@@ -267,5 +312,6 @@ def main() -> None:
         _finish(recorder, "exited", code, f"exit code {code}")
     except BaseException as error:  # noqa: BLE001 -- any end of the script is recorded
         traceback.print_exc()
+        recorder.frames = frames_of(error)
         _finish(recorder, "crashed", 1, f"{type(error).__name__}: {error}"[:300])
     _finish(recorder, "completed", 0)

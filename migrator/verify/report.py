@@ -9,6 +9,7 @@ import json
 import math
 import sys
 
+from migrator.verify.checks import DEFECTS
 from migrator.verify.verdict import COULD_NOT_RUN, EQUIVALENT, NOT_COMPARABLE, Outcome
 
 HEAD_ROWS, TAIL_ROWS, AROUND_ROWS = 8, 4, 3
@@ -46,6 +47,7 @@ def outcome_as_dict(outcome: Outcome) -> dict:
         "runs": {},
         "findings": outcome.findings,
         "probe": outcome.probe.as_dict() if outcome.probe is not None else None,
+        "checks": outcome.checks.as_dict() if outcome.checks is not None else None,
     }
     if comparison is not None:
         data["steps"] = [
@@ -156,21 +158,55 @@ def print_text(outcome: Outcome) -> None:
                     else ""
                 )
             )
+    if outcome.checks is not None:
+        for line in check_lines(outcome.checks, settings.nproc):
+            out.print(escape(line))
     tolerances = f"  (rtol {settings.rtol:g}, atol {settings.atol:g})" if comparison else ""
     out.print(
         f"[{STYLES.get(outcome.verdict, 'bold red')}]{escape(outcome.headline)}[/]" + tolerances
     )
     for index, cause in enumerate(outcome.causes):
         label = "likely cause" if index == 0 else "possible cause"
-        err.print(
-            escape(f"{label} ({cause.code}): {cause.message}\n  to compare anyway: {cause.remedy}")
-        )
+        how = "to fix" if cause.code in DEFECTS else "to compare anyway"
+        err.print(escape(f"{label} ({cause.code}): {cause.message}\n  {how}: {cause.remedy}"))
     for note in outcome.notes:
         err.print(escape(f"note: {note}"))
     for finding in outcome.findings:
         err.print(escape(finding))
-    if outcome.verdict in (NOT_COMPARABLE, COULD_NOT_RUN):
+    if outcome.verdict in (NOT_COMPARABLE, COULD_NOT_RUN) or _ended_badly(outcome):
         _print_stderr_tails(outcome)
+
+
+def _ended_badly(outcome: Outcome) -> bool:
+    return any(cause.code in ("crashed", "exited") for cause in outcome.causes)
+
+
+def check_lines(checks, nproc: int) -> list[str]:
+    """One line per check beyond the step table: what was compared and how it came out."""
+    lines = []
+    for stream in checks.outputs:
+        state = f"{len(stream.differences)} differ" if stream.differences else "agree"
+        lines.append(f"{stream.stream}: {stream.compared} numbers compared, {state}")
+    files = checks.files
+    if files is not None and files.written:
+        bad = len(files.duplicates) + len(files.missing) + len(files.checkpoints)
+        lines.append(
+            f"files: {files.written} written by the original"
+            + (f", {bad} problem{'s' if bad > 1 else ''}" if bad else ", each by one process")
+            + (f"; logs read back: {len(files.trackers)}" if files.trackers else "")
+        )
+    if checks.shares is not None:
+        each = " + ".join(str(count) for count in checks.shares.per_rank)
+        lines.append(
+            f"work shared: the original drew {checks.shares.original} training samples, "
+            f"the {nproc} processes {each}"
+        )
+    if checks.ending is not None and checks.ending.finished and checks.max_steps is None:
+        lines.append("end: both runs finished")
+    for launch in checks.launches:
+        state = "finished" if launch.ending.finished else launch.ending.kind
+        lines.append(f"launched as users do ({launch.how}): {state}")
+    return lines
 
 
 def _print_stderr_tails(outcome: Outcome) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from migrator.exit_codes import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
 from migrator.verify.causes import Cause
+from migrator.verify.checks import Checks
 from migrator.verify.compare import Comparison
 from migrator.verify.probe import ProbeResult
 from migrator.verify.runs import RunResult
@@ -33,6 +34,7 @@ class Settings:
     atol: float
     max_steps: int | None
     no_dropout: bool
+    against: str | None = None  # the migration judged, when made elsewhere
 
 
 @dataclass
@@ -46,6 +48,9 @@ class Outcome:
     runs: list[RunResult] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # migration findings left for a human
     probe: ProbeResult | None = None  # the rounding probe, when one ran
+    checks: Checks | None = None  # outputs, files, shares, ends, other launches
+    # DIVERGED on the per-step series (the step is named), not on another check
+    on_steps: bool = True
 
     @property
     def exit_code(self) -> int:
@@ -53,10 +58,12 @@ class Outcome:
 
     @property
     def step(self) -> int | None:
-        return self.comparison.divergence_step if self.verdict == DIVERGED else None
+        if self.verdict != DIVERGED or not self.on_steps or self.comparison is None:
+            return None
+        return self.comparison.divergence_step
 
     @property
     def headline(self) -> str:
-        if self.verdict == DIVERGED:
+        if self.step is not None:
             return f"DIVERGED at step {self.step}: {self.reason}"
         return f"{self.verdict}: {self.reason}"

@@ -68,6 +68,9 @@ def test_json_carries_the_per_step_series_and_the_verdict():
         assert len(row["per_rank"]) == 2
         assert sum(row["per_rank"]) / 2 == pytest.approx(row["migrated"])
     assert report["weights"]["tensors"] == 4
+    # 20 steps in all: the tail after step 5 was not run, and the report says so
+    assert any(note.startswith("--max-steps 5: both runs stopped") for note in report["notes"])
+    assert report["checks"]["samples"]["per_rank"] == [60, 60]  # 5 steps of 24, split in two
 
 
 def test_text_report_has_a_table_a_verdict_line_and_the_cause():
