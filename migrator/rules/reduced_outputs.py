@@ -336,8 +336,8 @@ def _number_like(expr: ast.AST, scope: Scope) -> bool:
         return isinstance(value, ast.Attribute) and value.attr == "shape"
     if isinstance(expr, ast.Call):
         called = _called(expr)
-        if called in ("item", "size", "numel") and isinstance(expr.func, ast.Attribute):
-            return called != "size" or bool(expr.args)
+        if isinstance(expr.func, ast.Attribute):  # `t.float()` is a tensor still
+            return called == "item" or (called == "size" and bool(expr.args))
         return called in ("float", "int", "len", "round")
     if isinstance(expr, ast.Name):
         bindings = scope.assigns(expr.id)
