@@ -18,15 +18,36 @@ def does_nothing(text: str) -> bool:
         return False
     small = tree.body[0]
     if isinstance(small, ast.Expr):
-        value = small.value
-        return isinstance(value, (ast.Name, ast.Attribute)) or (
-            isinstance(value, ast.Constant)
-            and (value.value is None or isinstance(value.value, bool))
-        )
+        return _inert(small.value)
     if isinstance(small, ast.Assign) and len(small.targets) == 1:
         target, value = small.targets[0], small.value
         return _same(target, value) or _identity_comprehension(target, value)
     return False
+
+
+def _inert(value: ast.expr) -> bool:
+    """A name, an attribute, None/True/False, or `a if <test> else b` of those whose test
+    only asks (`model if torch.cuda.is_available() else None`, once `.cuda()` went)."""
+    if isinstance(value, ast.IfExp):
+        return _inert(value.body) and _inert(value.orelse) and _asks(value.test)
+    return isinstance(value, (ast.Name, ast.Attribute)) or (
+        isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, bool))
+    )
+
+
+def _asks(test: ast.expr) -> bool:
+    """`torch.cuda.is_available()`, `args.cuda`, `not x`: a test without effects."""
+    if isinstance(test, ast.Call):
+        return (
+            isinstance(test.func, ast.Attribute)
+            and test.func.attr in ("is_available", "is_bf16_supported")
+            and not test.args
+        )
+    if isinstance(test, ast.UnaryOp):
+        return _asks(test.operand)
+    if isinstance(test, ast.BoolOp):
+        return all(_asks(v) for v in test.values)
+    return isinstance(test, (ast.Name, ast.Attribute, ast.Constant))
 
 
 def _same(a: ast.expr | None, b: ast.expr | None) -> bool:

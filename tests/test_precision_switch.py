@@ -52,17 +52,22 @@ def test_a_switch_of_the_owners_own_values_joins_the_accelerator_condition(switc
     assert "torch.autocast" not in output and "with accelerator.autocast():" in output
 
 
-def test_a_switch_read_from_a_loop_is_not_carried_over():
+KEPT = "is kept as written (whether it is on is decided where the Accelerator cannot read it)"
+
+
+def test_a_switch_read_from_a_loop_keeps_the_script_s_own_autocast():
     body = "".join(f"    {line}\n" for line in LOOP.format(switch="epoch > 0").splitlines())
     output, findings = migrate_text(HEAD + "for epoch in range(2):\n" + body)
-    assert output is None
-    assert "`enabled=epoch > 0` at line 8" in findings[0].message
+    assert output is not None and "enabled=epoch > 0" in output
+    assert "mixed_precision" not in output and "accelerator.backward(loss)" in output
+    assert [f.code for f in findings] == ["MIG020"] and KEPT in findings[0].message
 
 
-def test_a_switch_that_calls_something_is_not_carried_over():
+def test_a_switch_that_calls_something_keeps_the_script_s_own_autocast():
     output, findings = migrate_text("amp = True\n" + HEAD + LOOP.format(switch="bool(amp)"))
-    assert output is None
-    assert "`enabled=bool(amp)` at line 8" in findings[0].message
+    assert output is not None and "enabled=bool(amp)" in output
+    assert "mixed_precision" not in output
+    assert KEPT in findings[0].message
 
 
 HELPER = """\
@@ -129,11 +134,11 @@ def test_a_switch_that_is_the_owning_functions_parameter_is_read_there():
     assert accelerator in output and "scaler" not in output
 
 
-def test_a_dtype_chosen_at_run_time_is_named():
+def test_a_dtype_chosen_at_run_time_keeps_the_script_s_own_autocast():
     source = HEAD + 'half = {"fp16": torch.float16}["fp16"]\n' + LOOP.format(switch="True")
     output, findings = migrate_text(source.replace("dtype=torch.float16", "dtype=half"))
-    assert output is None
-    assert "the autocast dtype `half` at line 8 is chosen at run time" in findings[0].message
+    assert output is not None and "dtype=half" in output and "mixed_precision" not in output
+    assert "is kept as written (its dtype is chosen at run time)" in findings[0].message
 
 
 @pytest.mark.slow

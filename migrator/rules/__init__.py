@@ -15,6 +15,7 @@ from migrator.rules.mig004_batch_placement import BatchPlacement
 from migrator.rules.mig005_backward import Backward
 from migrator.rules.mig006_prepare import Prepare
 from migrator.rules.mig007_model_attributes import ModelAttributes
+from migrator.rules.mig008_unused_parameters import UnusedParameters
 from migrator.rules.mig010_native_ddp import NativeDDP
 from migrator.rules.mig020_mixed_precision import MixedPrecision
 from migrator.rules.mig021_clipping import Clipping
@@ -34,6 +35,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     Backward,
     Prepare,
     ModelAttributes,
+    UnusedParameters,
     NativeDDP,
     MixedPrecision,
     Clipping,
@@ -60,6 +62,7 @@ APPLY_ORDER: tuple[type[Rule], ...] = (
     EvalMetrics,
     ModelAttributes,
     Prepare,
+    UnusedParameters,
     Device,
     CreateAccelerator,
     ReducedOutputs,

@@ -20,7 +20,6 @@ import ast
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.origins import (
-    bindings_of,
     class_methods,
     handed_to_parameter,
     is_method,
@@ -30,12 +29,13 @@ from migrator.analysis.syntax.index import Line, Scope
 from migrator.analysis.syntax.views import call_args, name_value
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.own_amp import OwnAmp
 
 CLIPS = {"clip_grad_norm_", "clip_grad_value_"}
 SCALER_METHODS = {"scale", "step", "update", "unscale_", "state_dict", "load_state_dict"}
 
 
-class MixedPrecision(Rule):
+class MixedPrecision(OwnAmp, Rule):
     code = "MIG020"
     name = "mixed-precision"
     summary = (
@@ -56,7 +56,11 @@ class MixedPrecision(Rule):
         conditions: list[str] = []
         depends: list[str] = []
         scopes = facts.training_scopes
-        if self._unmade_scaler(context, scopes) or self._kept_scaler(context, scopes):
+        if (
+            self._unmade_scaler(context, scopes)
+            or self._kept_scaler(context, scopes)
+            or self._own_autocast(context, scopes)
+        ):
             return
         for scope in scopes:
             for site in scope.calls:
@@ -121,57 +125,6 @@ class MixedPrecision(Rule):
         return True
 
     # -- GradScaler --------------------------------------------------------------------------
-    def _unmade_scaler(self, context: RuleContext, scopes) -> bool:
-        """`scaler.scale(loss).backward()` where this file makes no GradScaler `scaler` as one
-        `GradScaler(...)` call (a helper's parameter, `GradScaler() if amp else None`): its
-        dance cannot go, and the Accelerator must not scale a second time. The script's own
-        autocast and GradScaler stay as written, on each process, as under torchrun DDP; the
-        backward goes through the accelerator (`accelerator.backward(scaler.scale(loss))`)
-        and the Accelerator gets no mixed_precision=. A note says so; True if so."""
-        facts = context.facts
-        for scope in scopes:
-            for site in scope.calls:
-                scale = site.receiver if site.method == "backward" else None
-                func = scale.func if isinstance(scale, ast.Call) else None
-                if not isinstance(func, ast.Attribute) or func.attr != "scale":
-                    continue
-                name = patterns.name_of(func.value)
-                origin = facts.origin(scope, name) if name is not None else None
-                made = [b for b in bindings_of(origin) if b.kind == "assign"
-                        and isinstance(b.value, ast.Call)
-                        and patterns.is_grad_scaler_call(b.value, facts.index.imports)]  # fmt: skip
-                if made:
-                    continue
-                why = explain.untraceable(facts, scope, name) if name is not None else ""
-                bound = bindings_of(origin)
-                if bound and bound[0].value is not None:
-                    why = (f"`{origin.name}` is set at line {bound[0].statement.node.lineno} "
-                           f"to `{ast.unparse(bound[0].value)}`, not one GradScaler(...) call")  # fmt: skip
-                context.findings.append(Finding(code="MIG020", level="note", node=site.node, message=(
-                    f"`{ast.unparse(func)}(...)` at line {site.node.lineno} scales with a "
-                    f"GradScaler this file does not make as such{': ' + why if why else ''}; "
-                    "the script's own autocast and GradScaler are kept as written and run on "
-                    "each process (the backward goes through accelerator.backward, the "
-                    "Accelerator gets no mixed_precision=)")))  # fmt: skip
-                return True
-        return False
-
-    def _kept_scaler(self, context: RuleContext, scopes) -> bool:
-        """A GradScaler this file makes but uses beyond its dance (compared with None to choose
-        a mixed-precision step, handed to a helper that does more than the dance): it stays,
-        with the script's own autocast, as for a scaler the file does not make; a note. True
-        if so."""
-        for scope, name, binding in self._made_scalers(context, scopes):
-            if not self._dance_only(context, scope, name):
-                context.findings.append(Finding(code="MIG020", level="note", node=binding.value,
-                    message=(f"GradScaler `{name}` (line {binding.statement.node.lineno}) is "
-                             "used beyond scale/step/update/unscale_/state_dict: the script's own "
-                             "autocast and GradScaler are kept as written and run on each process "
-                             "(the backward goes through accelerator.backward, the Accelerator "
-                             "gets no mixed_precision=)")))  # fmt: skip
-                return True
-        return False
-
     def _made_scalers(self, context: RuleContext, scopes):
         """(scope, name, binding) of each `name = GradScaler(...)` the training scopes see."""
         facts = context.facts

@@ -349,8 +349,9 @@ def _number_like(expr: ast.AST, scope: Scope) -> bool:
 
 
 def _loss_like(function: ast.AST, tensor: ast.AST) -> bool:
-    """A name bound to a loss (`loss = criterion(out, y)`, `F.cross_entropy(...)`) with the
-    default mean reduction: its mean over the processes is the whole batch's."""
+    """A name for a loss, bound to calls (`loss = criterion(out, y)`, `loss = model(batch)`
+    of a model returning its loss) without `reduction=`: a mean over the batch, whose mean
+    over the processes is the whole batch's."""
     if not isinstance(tensor, ast.Name):
         return False
     for node in _scope_nodes(function):
@@ -358,13 +359,10 @@ def _loss_like(function: ast.AST, tensor: ast.AST) -> bool:
             isinstance(t, ast.Name) and t.id == tensor.id for t in node.targets
         ):
             value = node.value
-            if not isinstance(value, ast.Call):
+            if not isinstance(value, (ast.Call, ast.BinOp)):
                 return False
-            if any(k.arg == "reduction" for k in value.keywords):
-                return False
-            name = (_called(value) or "").lower()
-            if not any(word in name for word in LOSS_WORDS):
-                return False
+            if any(isinstance(k, ast.keyword) and k.arg == "reduction" for k in ast.walk(value)):
+                return False  # `reduction="sum"` sums over this process's share
     return any(word in tensor.id.lower() for word in LOSS_WORDS)
 
 

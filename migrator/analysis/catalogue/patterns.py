@@ -210,7 +210,23 @@ def is_device_constructor(expr: ast.AST, imports: ImportTable) -> bool:
         qualified = imports.qualify(expr.func) or ""
         if qualified in ("torch.device", "torch.accelerator.current_accelerator"):
             return True
-    return False
+    return _parameters_device(expr)
+
+
+def _parameters_device(expr: ast.AST) -> bool:
+    """`next(model.parameters()).device`: where the model's weights are, which after
+    `prepare` is the accelerator's device (before it, the model may still be on the CPU)."""
+    if not (isinstance(expr, ast.Attribute) and expr.attr == "device"):
+        return False
+    call = expr.value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        return False
+    inner = call.args[0] if call.func.id == "next" and len(call.args) == 1 else None
+    return (
+        isinstance(inner, ast.Call)
+        and isinstance(inner.func, ast.Attribute)
+        and inner.func.attr == "parameters"
+    )
 
 
 def is_cpu_device(expr: ast.AST, imports: ImportTable) -> bool:

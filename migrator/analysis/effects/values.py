@@ -151,6 +151,8 @@ class PerProcessValues:
         self._frame.locals |= set(parameters)
         try:
             self._statements(scope, scope.node.body)
+            if self._frame.yielded is not None:  # a generator: an iterator over what it yields
+                return Value(self._frame.yielded.extent, frozenset({"iterator"}))
             return self._frame.returned or NOTHING
         finally:
             self._frame = saved
@@ -296,6 +298,14 @@ class PerProcessValues:
                 if item.optional_vars is not None:
                     self._assign(scope, item.optional_vars, value, item.context_expr)
             self._statements(scope, node.body)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, (ast.Yield, ast.YieldFrom)):
+            inner = node.value.value
+            if isinstance(node.value, ast.YieldFrom):
+                value = self._items(inner, scope) if inner is not None else NOTHING
+            else:
+                value = self._eval(inner, scope) if inner is not None else NOTHING
+            frame = self._frame
+            frame.yielded = value if frame.yielded is None else join(frame.yielded, value)
         elif isinstance(node, ast.Expr):
             self._eval(node.value, scope)
         elif isinstance(node, ast.Return) and node.value is not None:
@@ -344,9 +354,9 @@ class PerProcessValues:
     def _items(self, iterable: ast.AST, scope: Scope) -> Value:
         """What iterating `iterable` yields."""
         value = self._eval(iterable, scope)
-        if value.roles & {"loader", "iterator"}:
+        if "loader" in value.roles:
             return Value(LOCAL)
-        return Value(value.extent)
+        return Value(value.extent)  # an iterator's items count what it yields
 
     # -- expressions ---------------------------------------------------------------------------
     def _eval(self, expr: ast.AST, scope: Scope) -> Value:
@@ -423,8 +433,9 @@ class PerProcessValues:
             return Value(inner.extent)
         if qualified in ("iter", "next") and call.args:
             inner = self._eval(call.args[0], scope)
-            if inner.roles & {"loader", "iterator"}:
-                return Value(LOCAL, frozenset({"iterator"} if qualified == "iter" else ()))
+            items = LOCAL if "loader" in inner.roles else inner.extent  # a prepared loader's
+            if inner.roles & {"loader", "iterator"}:  # or a generator's, which count theirs
+                return Value(items, frozenset({"iterator"} if qualified == "iter" else ()))
             return Value(inner.extent)
         site = self.sites.get(id(call))
         callee = self.graph.callee(site) if site is not None else None
@@ -444,6 +455,7 @@ class _Frame:
     state: dict | None = None
     locals: set | None = None
     returned: Value | None = None
+    yielded: Value | None = None  # what a generator yields
 
     def __post_init__(self) -> None:
         self.state = {} if self.state is None else self.state

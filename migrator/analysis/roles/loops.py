@@ -98,6 +98,16 @@ class LoopAnalysis(LoopSources, SharedEpochs):
             loop = loop.parent
         return None
 
+    def _stepping_batch_loop(self, loop: Loop | None) -> Loop | None:
+        """The innermost loop around `loop` (itself included) that draws batches and steps an
+        optimizer: an accumulation loop (`for _ in range(k): loss = model(next(it))`) inside
+        the step loop draws, the loop around it steps."""
+        while loop is not None:
+            if self._loop_source(loop) is not None and self._steps_optimizer(loop):
+                return loop
+            loop = loop.parent
+        return None
+
     def _find_training_loops(self, sites: list[CallSite], backward_functions: set[int]) -> None:
         events: list[CallSite] = list(sites)
         events += [
@@ -105,8 +115,7 @@ class LoopAnalysis(LoopSources, SharedEpochs):
             if self._callee_scope(c) is not None and id(self._callee_scope(c)) in backward_functions
         ]  # fmt: skip
         steps = [(loop, site) for site in events
-                 if (loop := self._batch_loop_for(site.loop)) is not None
-                 and self._steps_optimizer(loop)]  # fmt: skip
+                 if (loop := self._stepping_batch_loop(site.loop)) is not None]  # fmt: skip
         drivers = driver_loops(steps, self._callee_scope, self._reachable_functions)
         loops: list[Loop] = []
         own_loop_functions = set()
