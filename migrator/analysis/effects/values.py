@@ -356,6 +356,11 @@ class PerProcessValues:
         value = self._eval(iterable, scope)
         if "loader" in value.roles:
             return Value(LOCAL)
+        if isinstance(iterable, ast.Call) and not value.roles:  # `enumerate(loader)`, `tqdm(it)`
+            wrapped = [a for a in iterable.args
+                       if self._eval(a, scope).roles & {"loader", "iterator"}]  # fmt: skip
+            if wrapped:
+                return join(*(self._items(a, scope) for a in wrapped))
         return Value(value.extent)  # an iterator's items count what it yields
 
     # -- expressions ---------------------------------------------------------------------------
