@@ -432,7 +432,8 @@ def test_an_entry_whose_optimizer_comes_from_a_factory_is_grouped_in_a_bulk_run(
         "engine.py",
         "main.py",
     ]
-    assert not [f for f in findings_of(report) if "MIG9" in f]
+    # notes only: MIG953 says which printed numbers stay each process's own
+    assert not [f for f in findings_of(report) if "MIG9" in f and not f.endswith("MIG953")]
     _, report = run_cli(work, monkeypatch, capsys, ".", mode="write")
     written = (work / "main.py").read_text()
     assert "= create_optimizer(args, model)" in written

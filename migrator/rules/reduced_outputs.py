@@ -359,8 +359,8 @@ def _loss_like(function: ast.AST, tensor: ast.AST) -> bool:
             isinstance(t, ast.Name) and t.id == tensor.id for t in node.targets
         ):
             value = node.value
-            if not isinstance(value, (ast.Call, ast.BinOp)):
-                return False
+            if not isinstance(value, (ast.Call, ast.BinOp, ast.Attribute, ast.Subscript)):
+                return False  # `loss = outputs.loss`, `loss = out[0]` too
             if any(isinstance(k, ast.keyword) and k.arg == "reduction" for k in ast.walk(value)):
                 return False  # `reduction="sum"` sums over this process's share
     return any(word in tensor.id.lower() for word in LOSS_WORDS)

@@ -44,7 +44,15 @@ def per_process_values(model: OutputModel) -> list[Finding]:
             and model.processes.runs_on_every_process(site.statement)
             or (_is_output(call) and _prints_on_main(call))
         ):
-            for argument in [*call.args, *(k.value for k in call.keywords)]:
+            arguments = [*call.args, *(k.value for k in call.keywords)]
+            shares = [a for a in arguments if values.differs(a, scope)
+                      and MIXED not in values.extents(a, scope)]  # fmt: skip
+            if shares:
+                found.append(Finding(code=CODE, level="note", node=shares[0], message=(
+                    f"`{_text(model, shares[0])}` shown here is this process's own value (from "
+                    "its share of the data), not the whole data's as on 1 process; reduce it "
+                    "(`accelerator.reduce(...)`) to show the 1-process number")))  # fmt: skip
+            for argument in arguments:
                 if MIXED in values.extents(argument, scope):
                     found.append(_finding(model, argument, (
                         f"`{_text(model, argument)}` mixes this process's share of the data "

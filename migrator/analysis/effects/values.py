@@ -72,6 +72,14 @@ def join(*values: Value) -> Value:
     return Value(extent, roles)
 
 
+def _gathered(*values: Value) -> Value:
+    """A tuple or an f-string of `values`: one of them (a count of passes, if all are)."""
+    found = join(*values)
+    local = [v for v in values if v.extent == LOCAL]
+    counted = bool(local) and all("iterations" in v.roles for v in local)
+    return Value(found.extent, frozenset({"iterations"}) if counted else frozenset())
+
+
 def arithmetic(op: ast.operator, left: Value, right: Value) -> Value:
     """`left <op> right`: a count of this process's loop passes times the number of processes
     counts every process's; a sum of gathered per-pass values over this process's pass count
@@ -396,7 +404,7 @@ class PerProcessValues:
             parts = [expr.elt] if not isinstance(expr, ast.DictComp) else [expr.key, expr.value]
             return Value(join(*(self._eval(p, scope) for p in parts)).extent)
         children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
-        return Value(join(*(self._eval(c, scope) for c in children)).extent)  # tuples, f-strings
+        return _gathered(*(self._eval(c, scope) for c in children))  # tuples, f-strings
 
     def _attribute(self, expr: ast.Attribute, scope: Scope) -> Value:
         owner = self._eval(expr.value, scope)
@@ -406,6 +414,11 @@ class PerProcessValues:
             return Value(CONST, frozenset({"world"})) if expr.attr == "num_processes" else NOTHING
         if expr.attr == "dataset" and owner.roles & {"loader", "plainloader"}:
             return Value(GLOBAL, frozenset({"dataset"}))
+        for role in owner.roles:  # `meter.avg` of an instance of a class of this program
+            if role.startswith("instance:"):
+                held = self.names.get((int(role.split(":", 1)[1]), f"self.{expr.attr}"))
+                if held is not None:
+                    return Value(held.extent)
         return Value(owner.extent)
 
     def _call(self, call: ast.Call, scope: Scope) -> Value:
@@ -445,7 +458,11 @@ class PerProcessValues:
         site = self.sites.get(id(call))
         callee = self.graph.callee(site) if site is not None else None
         if callee is not None and callee.kind == "function":
-            return self._summary(callee, call, scope)
+            returned = self._summary(callee, call, scope)
+            cls = callee.parent
+            if callee.name == "__init__" and cls is not None and cls.kind == "class":
+                return Value(CONST, frozenset({f"instance:{id(cls)}"}))  # `Meter(...)`
+            return returned
         receiver = self._eval(func, scope)
         values = [self._eval(a, scope) for a in arguments]
         if isinstance(func, ast.Name) and not receiver.roles:
