@@ -1,0 +1,2 @@
+"""Native torch.distributed code (process groups, DDP wrappers, samplers, ranks, spawned
+workers) read for MIG010 (`reader.py` builds `facts.DistributedFacts`)."""
