@@ -8,7 +8,8 @@ import ast
 
 import pytest
 
-from migrator.analysis.effects.values import CONST, GLOBAL, LOCAL, MIXED, PerProcessValues
+from migrator.analysis.effects.extents import CONST, GLOBAL, LOCAL, MIXED
+from migrator.analysis.effects.values import PerProcessValues
 from migrator.analysis.syntax.index import ModuleIndex
 from migrator.engine import migrate_text
 from migrator.soundness import check_output

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.effects.values import GLOBAL, LOCAL, MIXED, PerProcessValues
+from migrator.analysis.effects.extents import GLOBAL, LOCAL, MIXED
+from migrator.analysis.effects.values import PerProcessValues
 from migrator.findings import Finding
 from migrator.soundness.model import OutputModel
 

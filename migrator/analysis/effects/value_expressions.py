@@ -1,0 +1,125 @@
+"""How an expression's per-process value is computed (a mixin of values.PerProcessValues):
+names from the walk's state, attributes (a loader's `.dataset`, the accelerator's
+`num_processes`, an instance's attributes as its methods set them), calls (gathers and
+reductions, `len`, `iter`/`next`, the program's own functions per call, anything else
+counting what its arguments count), arithmetic and collections."""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.effects.extents import (
+    CONST,
+    GLOBAL,
+    LOCAL,
+    NOTHING,
+    Value,
+    _gathered,
+    arithmetic,
+    combine,
+    join,
+)
+from migrator.analysis.syntax.index import Scope
+
+GATHERS = {"gather", "gather_for_metrics", "reduce", "gather_object"}
+PREPARES = {"prepare", "prepare_data_loader", "prepare_model"}
+
+
+class ValueExpressions:
+    def _eval(self, expr: ast.AST, scope: Scope) -> Value:
+        value = self._evaluate(expr, scope)
+        self.seen.setdefault(id(expr), set()).add(value.extent)
+        self.roles_seen[id(expr)] = self.roles_seen.get(id(expr), frozenset()) | value.roles
+        return value
+
+    def _evaluate(self, expr: ast.AST, scope: Scope) -> Value:
+        if isinstance(expr, ast.Constant):
+            return NOTHING
+        name = patterns.name_of(expr)
+        if name is not None and not isinstance(expr, ast.Call):
+            return self._lookup(scope, name)
+        if isinstance(expr, ast.Attribute):
+            return self._attribute(expr, scope)
+        if isinstance(expr, ast.Call):
+            return self._call(expr, scope)
+        if isinstance(expr, ast.Subscript):
+            self._eval(expr.slice, scope)
+            return Value(self._eval(expr.value, scope).extent)
+        if isinstance(expr, ast.Lambda):
+            return NOTHING
+        if isinstance(expr, ast.BinOp):
+            return arithmetic(expr.op, self._eval(expr.left, scope), self._eval(expr.right, scope))
+        if isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
+            return combine(*(self._eval(c, scope) for c in children))
+        if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for generator in expr.generators:
+                self._loop_targets(scope, generator.target, generator.iter)
+            parts = [expr.elt] if not isinstance(expr, ast.DictComp) else [expr.key, expr.value]
+            return Value(join(*(self._eval(p, scope) for p in parts)).extent)
+        children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
+        return _gathered(*(self._eval(c, scope) for c in children))  # tuples, f-strings
+
+    def _attribute(self, expr: ast.Attribute, scope: Scope) -> Value:
+        owner = self._eval(expr.value, scope)
+        if "accelerator" in owner.roles:
+            # ranks and main-process flags differ per process but count no data: guards are
+            # processes.py's business
+            return Value(CONST, frozenset({"world"})) if expr.attr == "num_processes" else NOTHING
+        if expr.attr == "dataset" and owner.roles & {"loader", "plainloader"}:
+            return Value(GLOBAL, frozenset({"dataset"}))
+        for role in owner.roles:  # `meter.avg` of an instance of a class of this program
+            if role.startswith("instance:"):
+                held = self.names.get((int(role.split(":", 1)[1]), f"self.{expr.attr}"))
+                if held is not None:
+                    return Value(held.extent)
+        return Value(owner.extent)
+
+    def _call(self, call: ast.Call, scope: Scope) -> Value:
+        func = call.func
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        if patterns.is_accelerator_call(call, self.imports):
+            return Value(CONST, frozenset({"accelerator"}))
+        for recognise, role in (
+            (patterns.is_loader_call, "plainloader"), (patterns.is_optimizer_call, "optimizer"),
+            (patterns.is_scheduler_call, "scheduler"),
+        ):  # fmt: skip
+            if recognise(call, self.imports):
+                for argument in arguments:
+                    self._eval(argument, scope)
+                return Value(CONST, frozenset({role}))
+        if isinstance(func, ast.Attribute) and self._is_accelerator(func.value, scope):
+            values = [self._eval(a, scope) for a in arguments]
+            if func.attr in GATHERS:
+                return Value(GLOBAL)
+            if func.attr in PREPARES and len(call.args) == 1:
+                return self._prepared(call.args[0], scope)
+            return Value(join(*values).extent)
+        qualified = self.imports.qualify(func) or ""
+        if qualified == "len" and call.args:
+            inner = self._eval(call.args[0], scope)
+            if "loader" in inner.roles:
+                return Value(LOCAL, frozenset({"iterations"}))  # the batches this process sees
+            if inner.roles & {"dataset", "plainloader"}:
+                return Value(GLOBAL)
+            return Value(inner.extent)
+        if qualified in ("iter", "next") and call.args:
+            inner = self._eval(call.args[0], scope)
+            items = LOCAL if "loader" in inner.roles else inner.extent  # a prepared loader's
+            if inner.roles & {"loader", "iterator"}:  # or a generator's, which count theirs
+                return Value(items, frozenset({"iterator"} if qualified == "iter" else ()))
+            return Value(inner.extent)
+        site = self.sites.get(id(call))
+        callee = self.graph.callee(site) if site is not None else None
+        if callee is not None and callee.kind == "function":
+            returned = self._summary(callee, call, scope)
+            cls = callee.parent
+            if callee.name == "__init__" and cls is not None and cls.kind == "class":
+                return Value(CONST, frozenset({f"instance:{id(cls)}"}))  # `Meter(...)`
+            return returned
+        receiver = self._eval(func, scope)
+        values = [self._eval(a, scope) for a in arguments]
+        if isinstance(func, ast.Name) and not receiver.roles:
+            receiver = NOTHING  # a function's own extent: only its arguments count
+        return Value(join(receiver, *values).extent)
