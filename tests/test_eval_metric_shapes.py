@@ -83,7 +83,7 @@ def test_a_number_mixed_with_batch_tensors_is_a_finding_not_a_crash():
         "        batch_loss = torch.nn.functional.cross_entropy(model(x), y).item()\n"
         "        total += batch_loss * y.size(0)\n"
     )
-    assert [f.code for f in findings] == ["MIG031"]
+    assert [f.code for f in findings if f.code != "MIG953"] == ["MIG031"]  # + notes: per process
     assert "batch_loss" in findings[0].message
     assert "reduce(" not in output and "gather_for_metrics" not in output
 
@@ -151,6 +151,6 @@ def test_tensors_a_mixed_metric_left_per_process_are_not_gathered_half_later():
         "        total += loss.item() * y.size(0)\n"
         "        correct += (predicted == y).sum().item()\n"
     )
-    assert [f.code for f in findings] == ["MIG031", "MIG031"], findings
+    assert [f.code for f in findings if f.code != "MIG953"] == ["MIG031", "MIG031"], findings
     assert "`y` is this process's batch" in findings[1].message
     assert "gather_for_metrics" not in output

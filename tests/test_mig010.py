@@ -249,7 +249,7 @@ def test_torchrun_ranks_unused_after_the_rewrite_are_removed():
         assert gone not in output, gone
     assert "loader = DataLoader(data, batch_size=8, shuffle=True)" in output
     assert "if accelerator.is_main_process:" in output
-    assert not findings
+    assert not [f for f in findings if f.code != "MIG953"]  # notes: per-process prints
 
 
 def test_metric_all_reduce_becomes_accelerator_reduce():

@@ -265,7 +265,7 @@ def main(epochs=2):
 
 def test_an_epoch_bar_over_a_range_is_not_a_loader():
     output, findings = migrate_text(BARS)
-    assert findings == []
+    assert [f for f in findings if f.code != "MIG953" or f.needs_human] == []
     assert (
         "model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)"
         in (output)

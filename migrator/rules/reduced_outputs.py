@@ -47,7 +47,7 @@ from migrator.rules.running_sums import (
     zeroed_before,
 )
 
-OUTPUTS = {"print", "info", "debug", "warning", "log"}
+OUTPUTS = {"print", "info", "debug", "warning", "log", "append"}  # shown, or kept to show
 
 
 class ReducedOutputs(Rule):

@@ -52,7 +52,7 @@ def against_entry(script: Path, against: Path) -> Path:
         return against.resolve()
     if not against.is_dir():
         raise ValueError(f"{against}: no such file or folder (--against)")
-    from migrator.analysis.program_imports import project_root
+    from migrator.program.imports import project_root
 
     root = project_root(script)
     try:

@@ -30,10 +30,8 @@ def combine(*values: Value) -> Value:
     extents = {v.extent for v in values}
     if MIXED in extents or {LOCAL, GLOBAL} <= extents:
         return Value(MIXED)
-    local = [v for v in values if v.extent == LOCAL]
-    counted = bool(local) and all("iterations" in v.roles for v in local)
     extent = max(extents, key=ORDER.get, default=CONST)
-    return Value(extent, frozenset({"iterations"}) if counted else frozenset())
+    return Value(extent, _same_everywhere(values))
 
 
 def join(*values: Value) -> Value:
@@ -45,10 +43,22 @@ def join(*values: Value) -> Value:
 
 def _gathered(*values: Value) -> Value:
     """A tuple or an f-string of `values`: one of them (a count of passes, if all are)."""
-    found = join(*values)
+    return Value(join(*values).extent, _same_everywhere(values))
+
+
+def _same_everywhere(values) -> frozenset:
+    """The roles of a `LOCAL` result that every process holds alike: a count of this
+    process's passes (`iterations`) stays one when every local part is one; a batch size
+    read from this process's batch (`batchsize`: the prepared loader gives every process
+    batches of one size) when every local part is one of the two."""
     local = [v for v in values if v.extent == LOCAL]
-    counted = bool(local) and all("iterations" in v.roles for v in local)
-    return Value(found.extent, frozenset({"iterations"}) if counted else frozenset())
+    if not local:
+        return frozenset()
+    if all("iterations" in v.roles for v in local):
+        return frozenset({"iterations"})
+    if all(v.roles & {"iterations", "batchsize"} for v in local):
+        return frozenset({"batchsize"})
+    return frozenset()
 
 
 def arithmetic(op: ast.operator, left: Value, right: Value) -> Value:

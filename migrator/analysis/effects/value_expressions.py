@@ -45,7 +45,10 @@ class ValueExpressions:
             return self._call(expr, scope)
         if isinstance(expr, ast.Subscript):
             self._eval(expr.slice, scope)
-            return Value(self._eval(expr.value, scope).extent)
+            held = self._eval(expr.value, scope)
+            if isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
+                return _size(held)  # `x.shape[0]`
+            return Value(held.extent)
         if isinstance(expr, ast.Lambda):
             return NOTHING
         if isinstance(expr, ast.BinOp):
@@ -101,9 +104,11 @@ class ValueExpressions:
             inner = self._eval(call.args[0], scope)
             if "loader" in inner.roles:
                 return Value(LOCAL, frozenset({"iterations"}))  # the batches this process sees
+            if "filled" in inner.roles and inner.extent == LOCAL:
+                return Value(LOCAL, frozenset({"iterations"}))  # one item per pass
             if inner.roles & {"dataset", "plainloader"}:
                 return Value(GLOBAL)
-            return Value(inner.extent)
+            return _size(inner)
         if qualified in ("iter", "next") and call.args:
             inner = self._eval(call.args[0], scope)
             items = LOCAL if "loader" in inner.roles else inner.extent  # a prepared loader's
@@ -120,6 +125,16 @@ class ValueExpressions:
             return returned
         receiver = self._eval(func, scope)
         values = [self._eval(a, scope) for a in arguments]
+        if isinstance(func, ast.Attribute) and func.attr == "size" and len(call.args) == 1:
+            return _size(receiver)  # `x.size(0)`
         if isinstance(func, ast.Name) and not receiver.roles:
             receiver = NOTHING  # a function's own extent: only its arguments count
         return Value(join(receiver, *values).extent)
+
+
+def _size(batch: Value) -> Value:
+    """A size read from a value: of this process's batch, a batch size every process holds
+    alike (`len(x)`, `x.size(0)`, `x.shape[0]`)."""
+    if batch.extent == LOCAL:
+        return Value(LOCAL, frozenset({"batchsize"}))
+    return Value(batch.extent)

@@ -44,6 +44,7 @@ from migrator.analysis.model.origins import argument_for
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
 MAX_ROUNDS = 8
+FILLS = {"append", "extend", "add", "insert", "update", "appendleft"}  # a container filled
 MAX_DEPTH = 3  # nested summaries of module functions
 
 
@@ -90,7 +91,7 @@ class PerProcessValues(ValueExpressions):
         extents = self.extents(expr, scope)
         if MIXED in extents:
             return True
-        return LOCAL in extents and "iterations" not in self.roles(expr, scope)
+        return LOCAL in extents and not self.roles(expr, scope) & {"iterations", "batchsize"}
 
     def runs_model(self, call: ast.Call, scope: Scope) -> bool:
         """`model(x)` / `model.generate(x)` on a prepared model."""
@@ -242,6 +243,7 @@ class PerProcessValues(ValueExpressions):
             value = arithmetic(
                 node.op, self._eval(node.target, scope), self._eval(node.value, scope)
             )
+            value = Value(value.extent, value.roles - {"batchsize"})  # a sum of sizes: a share
             if isinstance(node.op, ast.Add) and isinstance(node.value, ast.Constant):
                 value = Value(value.extent, value.roles | {"iterations"})  # `steps += 1`
             self._assign(scope, node.target, value, None)
@@ -269,7 +271,16 @@ class PerProcessValues(ValueExpressions):
             frame = self._frame
             frame.yielded = value if frame.yielded is None else join(frame.yielded, value)
         elif isinstance(node, ast.Expr):
-            self._eval(node.value, scope)
+            value = self._eval(node.value, scope)
+            call = node.value
+            func = call.func if isinstance(call, ast.Call) else None
+            if isinstance(func, ast.Attribute) and func.attr in FILLS and call.args:
+                held = patterns.name_of(func.value)  # `losses.append(loss.item())`
+                if held is not None:
+                    added = join(*(self._eval(a, scope) for a in call.args))
+                    filled = Value(added.extent, frozenset({"filled"}))  # one item per pass
+                    self._bind(scope, held, join(self._lookup(scope, held), filled))
+            del value
         elif isinstance(node, ast.Return) and node.value is not None:
             value = self._eval(node.value, scope)
             frame = self._frame

@@ -201,9 +201,10 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
         plan.notes.append(Finding(
             code="MIG905", level="note", node=loop.node,
             message=f"the training loop at line {loop.node.lineno} draws no batches from a "
-            "DataLoader, so its data is not sharded: each process samples its own batches, as "
-            "the same script under torchrun DDP would (batches go where the script's own "
-            "`.to(device)` puts them)",
+            "DataLoader, so nothing shards its data: the processes train N replicas, on the "
+            "same batches when the script draws them alike on every process (N times the "
+            "compute for one process's result), on their own when it draws them at random per "
+            "process (batches go where the script's own `.to(device)` puts them)",
         ))  # fmt: skip
     return plan
 

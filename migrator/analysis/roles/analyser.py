@@ -35,6 +35,14 @@ from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
 from migrator.findings import Finding
 from migrator.source import Source
 
+ROLLOUTS = (
+    "the training loop learns from episodes it rolls out in an environment (`env.step(...)`), "
+    "not from a DataLoader: on N processes each would roll out and learn on its own, which is "
+    "not data-parallel training of the original (on-policy RL needs its rollouts shared or "
+    "gathered by design); migrate it by hand"
+)
+ENVIRONMENT_MODULES = ("gym", "gymnasium", "pettingzoo", "dm_control", "procgen", "minigrid")
+
 
 class _Analyser(
     ObjectRoles,
@@ -261,6 +269,9 @@ class _Analyser(
         if not facts.models and facts.loaderless:
             self._finding(facts.training_loops[0].node, "MIG905", self._loaderless_no_model())
             return
+        if facts.loaderless and self._rolls_out_episodes():
+            self._finding(facts.training_loops[0].node, "MIG905", ROLLOUTS)
+            return
         if not facts.models:
             made = self._home_of(optimizers[0], owner).assigns(optimizers[0])
             built = (f"is built at line {made[-1].statement.node.lineno} from no "
@@ -285,6 +296,27 @@ class _Analyser(
                         facts.homes.setdefault(name, scope)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
         self._plateau_schedulers(owner)
+
+    def _rolls_out_episodes(self) -> bool:
+        """Does the loader-less training loop step an environment (`env.step(action)`,
+        `env.reset()` on an object a gym-like module makes, or a name that says so)?"""
+        imported = any(
+            full.split(".")[0] in ENVIRONMENT_MODULES for full in self.imports.aliases.values()
+        )
+        for loop in self.facts.training_loops:
+            for call in self._calls_reachable(loop.calls):
+                receiver = (patterns.name_of(call.receiver) or "").rsplit(".", 1)[-1].lower()
+                if call.method not in ("step", "reset") or not ("env" in receiver or imported):
+                    continue
+                origin = self.facts.origin(call.scope, patterns.name_of(call.receiver) or "")
+                built = [value_call(b) for b in origin.scope.assigns(origin.name)] if origin else []
+                if not any(
+                    c is not None and (patterns.is_optimizer_call(c, self.imports)
+                                       or patterns.is_scheduler_call(c, self.imports))
+                    for c in built
+                ):  # fmt: skip
+                    return True
+        return False
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:
