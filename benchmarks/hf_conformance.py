@@ -208,7 +208,8 @@ def run_plan(plan: Plan, workdir: Path, python: str) -> list[Outcome]:
             # a rank's own error says more than a peer that was stopped because of it
             errors.sort(key=lambda text: "no result" in text)
             outcomes.append(Outcome(False, errors[0]))
-            break
+            if not all(entry is not None and not entry["ok"] for entry in entries):
+                break  # the launch ended here: the next tests run in a fresh one
     return outcomes
 
 
@@ -224,13 +225,15 @@ def prepare_workdir(root: Path, side: str, plan: Plan, scripts: Path) -> Path:
     return workdir
 
 
-def _verdict(plan_name: str, plan: Plan, index: int, hf: Outcome, ours: Outcome) -> str:
-    test = plan.tests[index]
+def verdict(test, ours: Outcome) -> str:
+    """pass / by design / fails as HF (the test cannot pass on CPU) / FAIL."""
     if ours.ok:
         return "pass"
     if test.by_design and test.by_design[0] in ours.error:
         return "by design"
-    return "FAIL" if hf.ok else "fails (as HF)" if hf.ok is False else "FAIL"
+    if test.fails_on_cpu and test.fails_on_cpu[0] in ours.error:
+        return "fails as HF"
+    return "FAIL"
 
 
 def render(report: dict) -> str:
@@ -238,7 +241,9 @@ def render(report: dict) -> str:
     for name, entry in report["scripts"].items():
         for test in entry["tests"]:
             hf = {True: "pass", False: "FAIL", None: "-"}[test["hf"]]
-            note = test["by_design"] if test["verdict"] == "by design" else test["gated"] or ""
+            note = {"by design": test["by_design"], "fails as HF": test["fails_on_cpu"]}.get(
+                test["verdict"], test["gated"] or ""
+            )
             rows.append((name, test["label"], hf, test["verdict"], note))
         for label, why in entry["not_run"]:
             rows.append((name, label, "not run", "not run", why))
@@ -281,11 +286,10 @@ def conformance(names: list[str], sides: list[str], hf_python: str, root: Path) 
                     "label": test.label,
                     "hf": hf.ok,
                     "runtime": ours.ok,
-                    "verdict": _verdict(name, plan, index, hf, ours)
-                    if ours.ok is not None
-                    else "-",
+                    "verdict": verdict(test, ours) if ours.ok is not None else "-",
                     "gated": test.gated,
                     "by_design": test.by_design[1] if test.by_design else None,
+                    "fails_on_cpu": test.fails_on_cpu[1] if test.fails_on_cpu else None,
                     "hf_error": hf.error,
                     "runtime_error": ours.error,
                 }

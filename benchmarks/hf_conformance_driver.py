@@ -3,9 +3,10 @@
 Copied next to the script under test in a temporary folder and started there by torchrun (or
 plainly, for scripts that launch their own processes). It imports the script as a module,
 runs the plan's setup, then each test from `--from-test` on, and appends one JSON line per test
-to `<results>/rank<R>.jsonl`. The first failure ends this process at once: the next tests
-run in a fresh launch, so a failed collective cannot poison them. A watchdog turns a hang
-into a recorded timeout.
+to `<results>/rank<R>.jsonl`. After each test the processes wait for each other's results
+(through those files, not the process group): when they all passed, or all failed, they go
+on; when only some failed, some may be stuck in a collective, so this launch ends and the
+next tests run in a fresh one. A watchdog turns a hang into a recorded timeout.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 import types
 from pathlib import Path
@@ -65,9 +67,30 @@ def _error_text(error: BaseException) -> str:
 
 def _fail_and_leave(results: Path, entry: dict) -> None:
     _record(results, entry)
+    _leave()
+
+
+def _leave() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)  # skip exit hooks: a peer may be stuck in a collective
+
+
+def _everyone_agrees(results: Path, index: int, limit: float) -> bool:
+    """Waits for every process's result of test `index`: True when all passed or all failed."""
+    ranks = int(os.environ.get("WORLD_SIZE", "1"))
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        outcomes = []
+        for rank in range(ranks):
+            path = results / f"rank{rank}.jsonl"
+            lines = path.read_text().splitlines() if path.exists() else []
+            found = [json.loads(line) for line in lines if json.loads(line)["index"] == index]
+            outcomes.append(found[0]["ok"] if found else None)
+        if None not in outcomes:
+            return len(set(outcomes)) == 1
+        time.sleep(0.05)
+    return False
 
 
 def main() -> None:
@@ -98,14 +121,14 @@ def main() -> None:
         watchdog.start()
         try:
             exec(test["code"], namespace)  # noqa: S102 - the plan is ours
+            entry = {"index": index, "ok": True}
         except BaseException as error:  # noqa: BLE001 - the test's failure is the result
-            watchdog.cancel()
             traceback.print_exc()
-            _fail_and_leave(
-                args.results, {"index": index, "ok": False, "error": _error_text(error)}
-            )
+            entry = {"index": index, "ok": False, "error": _error_text(error)}
         watchdog.cancel()
-        _record(args.results, {"index": index, "ok": True})
+        _record(args.results, entry)
+        if not _everyone_agrees(args.results, index, limit):
+            _leave()
     exec(plan["teardown"], namespace)  # noqa: S102 - the plan is ours
 
 

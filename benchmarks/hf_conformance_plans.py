@@ -4,8 +4,9 @@ Each plan mirrors the script's own `main()`: the same setup, the same test funct
 same arguments, in the same order (`m` is the script imported as a module). Where `main()`
 runs a test only on GPUs, the plan runs it on CPU too and says so (`gated`): HF's CPU
 behaviour is then measured, not assumed. `by_design` names the documented difference
-(docs/runtime.md) and the error runtime must raise for it; any other runtime failure of a
-test HF passes is a conformance failure.
+(docs/runtime.md) and the error runtime must raise for it; `fails_on_cpu` names why HF's
+own test cannot pass on CPU (runtime must then fail the same way); any other runtime failure
+of a test HF passes is a conformance failure.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ class Test:
     code: str
     gated: str | None = None
     by_design: tuple[str, str] | None = None  # (text runtime's error contains, why)
+    # HF's own test cannot pass on CPU: (text of the error, why); runtime fails the same way
+    fails_on_cpu: tuple[str, str] | None = None
     timeout: float | None = None
 
 
@@ -41,7 +44,7 @@ def _calls(*names: str, argument: str = "") -> list[Test]:
 
 
 FP16_ON_CPU = (
-    "mixed_precision='fp16' on CPU",
+    "mixed_precision='fp16' needs an accelerator",
     (
         "fp16 on CPU is a ValueError in runtime (a silent fp32 no-op in HF); the last of the "
         "function's four trainings, after the three that compare, does it"
@@ -218,6 +221,15 @@ _HOOKS = [
     ("BATCHED_POWER_SGD", "BF16", "{}"),
 ]
 
+REFERENCE_DDP_NEEDS_GPU = (
+    "device_ids and output_device arguments only work",
+    "the test's reference DistributedDataParallel(device_ids=[rank]) needs a GPU",
+)
+BF16_HOOK_NEEDS_NCCL = (
+    "BF16 all reduce communication hook required",
+    "torch's bf16 compression hook needs NCCL (or XCCL)",
+)
+
 TEST_DDP_COMM_HOOK = Plan(
     path="test_ddp_comm_hook.py",
     setup="",
@@ -227,6 +239,9 @@ TEST_DDP_COMM_HOOK = Plan(
             f"test_ddp_comm_hook({hook}, {wrapper}, {option})",
             f"m.test_ddp_comm_hook(m.DDPCommunicationHookType.{hook}, "
             f"m.DDPCommunicationHookType.{wrapper}, {option})",
+            fails_on_cpu=BF16_HOOK_NEEDS_NCCL
+            if "BF16" in (hook, wrapper)
+            else REFERENCE_DDP_NEEDS_GPU,
         )
         for hook, wrapper, option in _HOOKS
     ],
@@ -244,9 +259,10 @@ TEST_NOTEBOOK = Plan(
             "test_clean_cuda_fork",
             "test_static_rdzv_backend",
             "test_c10d_rdzv_backend",
-            "test_fault_tolerant",
-            "test_monitoring",
-        )
+        ),
+        # each failed round waits for its workers to stop (HF: about 30 s a round here)
+        Test("test_fault_tolerant", "m.test_fault_tolerant()", timeout=300),
+        *_calls("test_monitoring"),
     ],
     not_run=[("test_problematic_imports", "needs bitsandbytes (main() skips it too)")],
 )
