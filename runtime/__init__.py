@@ -9,7 +9,7 @@ The names of `accelerate` and `accelerate.utils` that scripts use are here too (
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from runtime.launch import launch
+from runtime.launch import launch, notebook_launcher
 from runtime.seeding import set_seed
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from runtime.config import (
         AutocastKwargs,
         DataLoaderConfiguration,
+        DDPCommunicationHookType,
         DistributedDataParallelKwargs,
         DistributedType,
         GradientAccumulationPlugin,
@@ -40,6 +41,7 @@ _LAZY = {
         [
             "AutocastKwargs",
             "DataLoaderConfiguration",
+            "DDPCommunicationHookType",
             "DistributedDataParallelKwargs",
             "DistributedType",
             "GradientAccumulationPlugin",
@@ -58,6 +60,7 @@ __all__ = [
     "Accelerator",
     "AcceleratorState",
     "AutocastKwargs",
+    "DDPCommunicationHookType",
     "DataLoaderConfiguration",
     "DistributedDataParallelKwargs",
     "DistributedType",
@@ -72,6 +75,7 @@ __all__ = [
     "ProfileKwargs",
     "ProjectConfiguration",
     "launch",
+    "notebook_launcher",
     "set_seed",
 ]
 
