@@ -12,9 +12,9 @@ fresh one, so one failure cannot hide or poison the others. Prints, per test: pa
 passes on runtime / the documented by-design difference.
 
 Usage: python benchmarks/hf_conformance.py [--scripts test_ops,test_sync] [--side both|hf|runtime]
-       [--hf-python PATH] [--json OUT]
-`--hf-python` runs the HF side (and takes the scripts) from another interpreter, e.g. a venv
-with another Accelerate release. Exit code 1 when a test HF passes fails on runtime without
+       [--hf-path DIR] [--json OUT]
+`--hf-path DIR` takes HF Accelerate (and its test scripts, for both sides) from DIR, a folder
+holding another release: `pip install --no-deps --target DIR accelerate==1.16.0`. Exit code 1 when a test HF passes fails on runtime without
 its documented by-design error.
 """
 
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -59,25 +61,34 @@ class Outcome:
     error: str = ""
 
 
-def scripts_folder(python: str) -> Path:
-    """Where the interpreter's installed accelerate keeps test_utils/scripts."""
+def _python_path(*first: str | None) -> str:
+    return os.pathsep.join(filter(None, [*first, os.environ.get("PYTHONPATH")]))
+
+
+def _ask_accelerate(hf_path: str | None, expression: str) -> str:
     done = subprocess.run(
-        [python, "-c", "import accelerate, os; print(os.path.dirname(accelerate.__file__))"],
+        [sys.executable, "-c", f"import accelerate, os; print({expression})"],
         capture_output=True,
         text=True,
         check=True,
-    )
-    return Path(done.stdout.strip()) / "test_utils" / "scripts"
-
-
-def accelerate_version(python: str) -> str:
-    done = subprocess.run(
-        [python, "-c", "import accelerate; print(accelerate.__version__)"],
-        capture_output=True,
-        text=True,
-        check=True,
+        env={**os.environ, "PYTHONPATH": _python_path(hf_path)},
     )
     return done.stdout.strip()
+
+
+def scripts_folder(hf_path: str | None) -> Path:
+    """Where the HF Accelerate in use keeps test_utils/scripts (found without importing it)."""
+    if hf_path is None:
+        package = importlib.util.find_spec("accelerate").submodule_search_locations[0]
+    else:
+        package = _ask_accelerate(hf_path, "os.path.dirname(accelerate.__file__)")
+    return Path(package) / "test_utils" / "scripts"
+
+
+def accelerate_version(hf_path: str | None) -> str:
+    if hf_path is None:
+        return importlib.metadata.version("accelerate")
+    return _ask_accelerate(hf_path, "accelerate.__version__")
 
 
 def _runtime_module(module: str) -> str:
@@ -118,7 +129,7 @@ def point_imports_at_runtime(source: str) -> str:
     return "".join(lines)
 
 
-def _launch(plan: Plan, workdir: Path, python: str, start: int, results: Path) -> None:
+def _launch(plan: Plan, workdir: Path, hf_path: str | None, start: int, results: Path) -> None:
     driver = [
         "hf_conformance_driver.py",
         "--module",
@@ -131,10 +142,10 @@ def _launch(plan: Plan, workdir: Path, python: str, start: int, results: Path) -
         str(results),
     ]
     if plan.processes == 1:
-        command = [python, *driver]
+        command = [sys.executable, *driver]
     else:
         command = [
-            python,
+            sys.executable,
             "-m",
             "torch.distributed.run",
             "--standalone",
@@ -145,7 +156,7 @@ def _launch(plan: Plan, workdir: Path, python: str, start: int, results: Path) -
     env = dict(os.environ)
     env.pop("WORLD_SIZE", None)
     env.update(OMP_NUM_THREADS="1", ACCELERATE_USE_CPU="1", **plan.env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = _python_path(hf_path, str(REPO))
     limit = (len(plan.tests) - start) * DEFAULT_TIMEOUT_S + 120
     with open(workdir / "launches.log", "a") as log:
         log.write(f"\n===== from test {start}: {' '.join(command)}\n")
@@ -169,7 +180,7 @@ def _read_results(results: Path, processes: int) -> list[dict[int, dict]]:
     return ranks
 
 
-def run_plan(plan: Plan, workdir: Path, python: str) -> list[Outcome]:
+def run_plan(plan: Plan, workdir: Path, hf_path: str | None = None) -> list[Outcome]:
     """Runs every test of `plan` (the script and driver already in `workdir`)."""
     plan_file = {
         "setup": plan.setup,
@@ -186,7 +197,7 @@ def run_plan(plan: Plan, workdir: Path, python: str) -> list[Outcome]:
     while len(outcomes) < len(plan.tests):
         start = len(outcomes)
         results = Path(tempfile.mkdtemp(prefix=f"results{start}_", dir=workdir))
-        _launch(plan, workdir, python, start, results)
+        _launch(plan, workdir, hf_path, start, results)
         ranks = _read_results(results, plan.processes)
         setup_failure = next((r[-1]["error"] for r in ranks if -1 in r), None)
         if setup_failure is None and not any(ranks):
@@ -263,10 +274,10 @@ def render(report: dict) -> str:
     return "\n".join(lines + ["", "Failures (last line of the error):", *details])
 
 
-def conformance(names: list[str], sides: list[str], hf_python: str, root: Path) -> dict:
+def conformance(names: list[str], sides: list[str], hf_path: str | None, root: Path) -> dict:
     """Runs the plans named; the report that `render` prints (and --json writes)."""
-    scripts = scripts_folder(hf_python)
-    report = {"hf_version": accelerate_version(hf_python), "scripts": {}}
+    scripts = scripts_folder(hf_path)
+    report = {"hf_version": accelerate_version(hf_path), "scripts": {}}
     for name in names:
         plan = PLANS[name]
         results = {}
@@ -274,9 +285,9 @@ def conformance(names: list[str], sides: list[str], hf_python: str, root: Path) 
             if side not in sides:
                 results[side] = [Outcome(None)] * len(plan.tests)
                 continue
-            python = hf_python if side == "hf" else sys.executable
             started = time.monotonic()
-            results[side] = run_plan(plan, prepare_workdir(root, side, plan, scripts), python)
+            workdir = prepare_workdir(root, side, plan, scripts)
+            results[side] = run_plan(plan, workdir, hf_path if side == "hf" else None)
             print(f"{name} on {side}: {time.monotonic() - started:.0f} s", file=sys.stderr)
         tests = []
         for index, test in enumerate(plan.tests):
@@ -314,7 +325,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scripts", default=",".join(PLANS), help="comma-separated plan names")
     parser.add_argument("--side", choices=["both", "hf", "runtime"], default="both")
-    parser.add_argument("--hf-python", default=sys.executable)
+    parser.add_argument("--hf-path", help="a folder holding another HF Accelerate release")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
     args = parser.parse_args()
@@ -325,7 +336,7 @@ def main() -> int:
     sides = ["hf", "runtime"] if args.side == "both" else [args.side]
     root = Path(tempfile.mkdtemp(prefix="hf_conformance_"))
     try:
-        report = conformance(names, sides, args.hf_python, root)
+        report = conformance(names, sides, args.hf_path, root)
     finally:
         if args.keep:
             print(f"launch logs kept in {root}", file=sys.stderr)
