@@ -8,7 +8,7 @@ scripts are copied into a temporary folder at run time and never into this repos
 
 Each test function of a script is called as the script's `main()` calls it (plans in
 hf_conformance_plans.py); a failing test ends its launch and the next tests continue in a
-fresh one, so one failure cannot hide or poison the others. Prints, per test: passes on HF /
+fresh one (setup run again), so one failure cannot hide or poison the others. Prints, per test: passes on HF /
 passes on runtime / the documented by-design difference.
 
 Usage: python benchmarks/hf_conformance.py [--scripts test_ops,test_sync] [--side both|hf|runtime]
@@ -187,6 +187,7 @@ def run_plan(plan: Plan, workdir: Path, hf_path: str | None = None) -> list[Outc
         "teardown": plan.teardown,
         "timeout": DEFAULT_TIMEOUT_S,
         "stand_ins": plan.stand_ins,
+        "continue_after_failure": plan.continue_after_failure,
         "tests": [
             {"code": test.code, **({"timeout": test.timeout} if test.timeout else {})}
             for test in plan.tests
@@ -219,7 +220,8 @@ def run_plan(plan: Plan, workdir: Path, hf_path: str | None = None) -> list[Outc
             # a rank's own error says more than a peer that was stopped because of it
             errors.sort(key=lambda text: "no result" in text)
             outcomes.append(Outcome(False, errors[0]))
-            if not all(entry is not None and not entry["ok"] for entry in entries):
+            all_failed = all(entry is not None and not entry["ok"] for entry in entries)
+            if not (plan.continue_after_failure and all_failed):
                 break  # the launch ended here: the next tests run in a fresh one
     return outcomes
 

@@ -4,9 +4,11 @@ Copied next to the script under test in a temporary folder and started there by 
 plainly, for scripts that launch their own processes). It imports the script as a module,
 runs the plan's setup, then each test from `--from-test` on, and appends one JSON line per test
 to `<results>/rank<R>.jsonl`. After each test the processes wait for each other's results
-(through those files, not the process group): when they all passed, or all failed, they go
-on; when only some failed, some may be stuck in a collective, so this launch ends and the
-next tests run in a fresh one. A watchdog turns a hang into a recorded timeout.
+(through those files, not the process group) and go on when they all passed; a failure
+ends this launch (some process may be stuck in a collective, or the failed test may have
+left the state half-built) and the next tests run in a fresh one, except in plans whose
+tests are independent (`continue_after_failure`), where processes that all failed go on.
+A watchdog turns a hang into a recorded timeout.
 """
 
 from __future__ import annotations
@@ -76,8 +78,9 @@ def _leave() -> None:
     os._exit(1)  # skip exit hooks: a peer may be stuck in a collective
 
 
-def _everyone_agrees(results: Path, index: int, limit: float) -> bool:
-    """Waits for every process's result of test `index`: True when all passed or all failed."""
+def _everyone_agrees(results: Path, index: int, limit: float, failures_too: bool) -> bool:
+    """Waits for every process's result of test `index`: True when all passed (or, with
+    `failures_too`, all failed)."""
     ranks = int(os.environ.get("WORLD_SIZE", "1"))
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -88,7 +91,7 @@ def _everyone_agrees(results: Path, index: int, limit: float) -> bool:
             found = [json.loads(line) for line in lines if json.loads(line)["index"] == index]
             outcomes.append(found[0]["ok"] if found else None)
         if None not in outcomes:
-            return len(set(outcomes)) == 1
+            return set(outcomes) == {True} or (failures_too and set(outcomes) == {False})
         time.sleep(0.05)
     return False
 
@@ -127,7 +130,7 @@ def main() -> None:
             entry = {"index": index, "ok": False, "error": _error_text(error)}
         watchdog.cancel()
         _record(args.results, entry)
-        if not _everyone_agrees(args.results, index, limit):
+        if not _everyone_agrees(args.results, index, limit, plan["continue_after_failure"]):
             _leave()
     exec(plan["teardown"], namespace)  # noqa: S102 - the plan is ours
 

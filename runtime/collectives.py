@@ -127,8 +127,9 @@ def gather_object(data: Any) -> list:
     return parts
 
 
-def reduce(data: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+def reduce(data: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
     """All-reduces every tensor ("sum", "mean" or "max") on copies, then multiplies by `scale`.
+    The default is "mean", as HF's `accelerate.utils.reduce` (`Accelerator.reduce`: "sum");
     "none" sums, as in HF Accelerate (whose docs list it beside the others)."""
     if reduction not in ("sum", "mean", "max", "none"):
         raise ValueError(f"reduction must be 'sum', 'mean' or 'max', not {reduction!r}")

@@ -40,7 +40,7 @@ def test_every_case_is_recorded_on_both(both):
     ours, theirs = both
     for rank in (0, 1):
         assert sorted(ours[rank]) == sorted(theirs[rank])
-    assert len(ours[0]) == 58
+    assert len(ours[0]) == 60
 
 
 @pytest.mark.parametrize("count", [30, 29])
@@ -87,6 +87,8 @@ def test_ddp_communication_hooks_give_hf_gradients(both):
         "broadcast",
         "broadcast nested",
         "reduce max",
+        "reduce default",
+        "accelerator reduce default",
         "accelerator reduce max",
         "copy_tensor_to_devices",
         "synchronized draws",
@@ -109,6 +111,7 @@ def test_operations_did_what_they_say(both):
     rank0, rank1 = both[0]
     assert rank1["broadcast"] == [0.0, 1.0, 2.0]
     assert rank0["reduce max"] == rank1["reduce max"] == [2.0, 5.0]
+    assert rank0["reduce default"] == [1.5] and rank0["accelerator reduce default"] == [3.0]
     assert rank1["copy_tensor_to_devices"] == [7, 8, 9]
     assert rank0["synchronized draws"] == rank1["synchronized draws"]
     assert rank0["debug gather"] == rank1["debug reduce"] == "DistributedOperationException"

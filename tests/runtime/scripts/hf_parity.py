@@ -153,6 +153,8 @@ record["broadcast nested"] = broadcast({"a": torch.tensor([rank]), "b": [torch.o
     "b"
 ][0].tolist()
 record["reduce max"] = reduce(torch.tensor([1.0 + rank, 5.0 - rank]), "max").tolist()
+record["reduce default"] = reduce(torch.tensor([1.0 + rank])).tolist()  # HF: mean
+record["accelerator reduce default"] = accelerator.reduce(torch.tensor([1.0 + rank])).tolist()
 record["accelerator reduce max"] = accelerator.reduce(torch.tensor([3.0 * rank]), "max").tolist()
 held = torch.tensor([7, 8, 9], dtype=torch.int32) if rank == 0 else None
 record["copy_tensor_to_devices"] = copy_tensor_to_devices(held).tolist()
