@@ -40,7 +40,7 @@ def test_every_case_is_recorded_on_both(both):
     ours, theirs = both
     for rank in (0, 1):
         assert sorted(ours[rank]) == sorted(theirs[rank])
-    assert len(ours[0]) == 60
+    assert len(ours[0]) == 62
 
 
 @pytest.mark.parametrize("count", [30, 29])
@@ -54,6 +54,13 @@ def test_iterable_loader_with_a_short_tail_gathers_what_hf_gathers(both, count):
     # the case: rank 1 used to abort in gloo and rank 0 got zero padding
     default = ours[0][f"iterable n={count} split=False dispatch=None drop=False sized=True"]
     assert sorted(default["gather_for_metrics"]) == list(range(count))
+
+
+def test_iterable_loader_of_pairs_matches_hf(both):
+    same_case(both, "iterable pairs dispatch=None")
+    same_case(both, "iterable pairs dispatch=False")
+    labels = [y for _, ys in both[0][0]["iterable pairs dispatch=None"] for y in ys]
+    assert len(labels) == 29
 
 
 def test_dispatched_map_style_loader_matches_hf(both):

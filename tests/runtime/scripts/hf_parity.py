@@ -100,6 +100,20 @@ for count in (30, 29):
                     key = f"iterable n={count} split={split} dispatch={dispatch} drop={drop_last}"
                     record[f"{key} sized={sized}"] = epoch_seen(accelerator, loader)
 
+
+# 1a. a stream of (features, label) pairs: nested batches are sliced and gathered alike
+class Pairs(Numbers):
+    def __iter__(self):
+        for value in range(self.count):
+            yield torch.tensor([float(value), -float(value)]), value % 3
+
+
+for dispatch in (None, False):
+    accelerator = fresh_accelerator(dispatch_batches=dispatch)
+    loader = accelerator.prepare(DataLoader(Pairs(29), batch_size=4))
+    seen = [accelerator.gather_for_metrics((x, y)) for x, y in loader]
+    record[f"iterable pairs dispatch={dispatch}"] = [[x.tolist(), y.tolist()] for x, y in seen]
+
 # 1b. map-style loaders dispatched from process 0
 for count in (30, 29):
     for split in (False, True):
