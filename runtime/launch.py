@@ -8,6 +8,7 @@ torch.distributed.run / elastic are imported only when a launch happens (import 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import traceback
@@ -86,6 +87,10 @@ def launch_script(
 def _run_in_worker(function: Callable, args: tuple) -> Any:
     from runtime import state, teardown
 
+    # The forked worker inherits the launcher's Python SIGTERM handler, which runs only
+    # between bytecodes: a worker blocked in a rendezvous or collective ignored the agent's
+    # stop for 30 s (then SIGKILL). The default action stops it at once.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     state.forget_inherited_state()
     try:
         return function(*args)

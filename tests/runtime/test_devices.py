@@ -57,5 +57,10 @@ def test_mps_runs_one_process_and_refuses_several(accelerator):
         devices.process_device(False, 0, 2)
 
 
-def test_a_backend_torch_does_not_know_falls_back_to_the_usual_name():
+def test_a_backend_torch_does_not_know_falls_back_to_the_usual_name(monkeypatch):
+    def unknown(device):
+        raise RuntimeError(f"Default backend not registered for device : {device}")
+
+    monkeypatch.setattr(torch.distributed, "get_default_backend_for_device", unknown)
     assert devices.default_backend(torch.device("hpu", 0)) == "hccl"
+    assert devices.default_backend(torch.device("privateuseone", 0)) == "gloo"

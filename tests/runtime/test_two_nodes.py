@@ -3,7 +3,9 @@ each, rendezvous (c10d) on 127.0.0.1, train scripts/two_nodes.py.
 
 The run must equal the same program on 1 node x 2 processes (every rank's losses and final
 weights), and when one node dies or its process fails, the other node's launcher must exit
-non-zero, naming the failing rank, within bounded time.
+non-zero, naming the failing rank, within bounded time. Node 0 starts first, so its launcher
+hosts the rendezvous store (as the head node does); when that node dies, torchrun's agent
+on the other node stops with its own error: the test asks for a bounded non-zero exit then.
 """
 
 import os
@@ -27,6 +29,16 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def wait_for_listener(port: int) -> None:
+    deadline = time.monotonic() + NODE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    pytest.fail(f"node 0 never listened on port {port}")
 
 
 def launch_two_nodes(out, *script_args: str) -> list[tuple[int, str, float]]:
@@ -54,13 +66,15 @@ def launch_two_nodes(out, *script_args: str) -> list[tuple[int, str, float]]:
         nodes.append(
             subprocess.Popen(
                 command,
-                env=_env(None),
+                env=_env({"NODE_TAG": str(node_rank)}),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
                 start_new_session=True,  # its own process group: killed as a whole if stuck
             )
         )
+        if node_rank == 0:
+            wait_for_listener(port)  # node 0 hosts the rendezvous store
     started = time.monotonic()
     outputs = [[] for _ in nodes]
     readers = [
@@ -109,23 +123,34 @@ def test_two_nodes_train_exactly_as_one_node_with_two_processes(tmp_path, one_no
     assert two_nodes[0]["weights"] == two_nodes[1]["weights"]  # DDP kept the nodes in step
 
 
+def failing_and_survivor(nodes):
+    failing = [node for node in nodes if " stops at step 3" in node[1]]
+    survivor = [node for node in nodes if node not in failing]
+    assert len(failing) == len(survivor) == 1
+    rank = int(failing[0][1].split(" stops at step 3")[0].rsplit("rank ", 1)[1])
+    return failing[0], survivor[0], rank
+
+
 @pytest.mark.parametrize(
     "how, named",
     [
-        ("die", "rank 1 stopped answering"),
-        ("raise", "rank 1 failed: RuntimeError: rank 1 gave up at step 3"),
+        ("die", "rank {rank} stopped answering (its node died, or it was killed)"),
+        ("raise", "rank {rank} failed: RuntimeError: rank {rank} gave up at step 3"),
     ],
 )
 def test_a_failing_node_makes_the_other_exit_naming_the_failing_rank(tmp_path, how, named):
-    nodes = launch_two_nodes(tmp_path, "--fail-rank", "1", "--fail-step", "3", "--how", how)
-    codes = [code for code, _, _ in nodes]
-    assert all(code != 0 for code in codes), codes
-    failing = [node for node in nodes if "rank 1 stops at step 3" in node[1]]
-    survivor = [node for node in nodes if node not in failing]
-    assert len(failing) == len(survivor) == 1
-    _, output, survivor_exit = survivor[0]
-    assert named in output, output[-3000:]
-    assert "rank 0 lost its" in output
+    nodes = launch_two_nodes(tmp_path, "--fail-node", "1", "--fail-step", "3", "--how", how)
+    assert all(code != 0 for code, _, _ in nodes), [code for code, _, _ in nodes]
+    failing, (_, output, survivor_exit), rank = failing_and_survivor(nodes)
+    assert named.format(rank=rank) in output, output[-3000:]
+    assert f"rank {1 - rank} lost its" in output
     # bounded: a short roll call through the launcher's store, not a collective's timeout
-    assert survivor_exit - failing[0][2] < 60
-    assert not (tmp_path / "rank0.json").exists()  # it did not train on alone
+    assert survivor_exit - failing[2] < 60
+    assert not list(tmp_path.glob("rank*.json"))  # nobody trained on alone
+
+
+def test_when_the_node_hosting_the_rendezvous_dies_the_other_still_exits(tmp_path):
+    nodes = launch_two_nodes(tmp_path, "--fail-node", "0", "--fail-step", "3", "--how", "die")
+    failing, (code, output, survivor_exit), _ = failing_and_survivor(nodes)
+    assert code != 0 and survivor_exit - failing[2] < 60, output[-3000:]
+    assert not list(tmp_path.glob("rank*.json"))

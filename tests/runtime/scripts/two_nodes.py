@@ -1,9 +1,10 @@
 """A small regression trained with runtime; each process writes OUT_DIR/rank{R}.json.
 
-Usage: two_nodes.py OUT_DIR [--fail-rank R --fail-step K --how die|raise]
+Usage: two_nodes.py OUT_DIR [--fail-node TAG --fail-step K --how die|raise]
 Run on 1 node x 2 processes or 2 nodes x 1 process, it must learn the same thing. With
---fail-rank, that process stops at step K: `raise` raises an error, `die` kills its own
-launcher and itself (its node dies: no traceback, no goodbye).
+--fail-node, the process whose launcher was started with NODE_TAG=TAG in its environment
+stops at step K: `raise` raises an error, `die` kills its own launcher and itself (its node
+dies: no traceback, no goodbye).
 """
 
 import argparse
@@ -19,7 +20,7 @@ from runtime import Accelerator, set_seed
 
 parser = argparse.ArgumentParser()
 parser.add_argument("out_dir", type=Path)
-parser.add_argument("--fail-rank", type=int, default=-1)
+parser.add_argument("--fail-node", default=None)
 parser.add_argument("--fail-step", type=int, default=-1)
 parser.add_argument("--how", choices=["die", "raise"], default="raise")
 args = parser.parse_args()
@@ -44,7 +45,7 @@ losses = []
 step = 0
 for epoch in range(3):
     for inputs, wanted in loader:
-        if rank == args.fail_rank and step == args.fail_step:
+        if args.fail_node == os.environ.get("NODE_TAG") and step == args.fail_step:
             print(f"rank {rank} stops at step {step}", flush=True)
             if args.how == "die":
                 os.kill(os.getppid(), signal.SIGKILL)  # the node's launcher
