@@ -1,7 +1,8 @@
 """An HF-Accelerate-compatible runtime on torch.distributed: `from runtime import Accelerator`.
 
-Everything but `launch` and `set_seed` is loaded on first use (PEP 562), so `import runtime`
-costs almost nothing beyond `import torch`; trackers and safetensors load only when used.
+Everything but `launch` (also named `notebook_launcher`) and `set_seed` is loaded on first use
+(PEP 562), so `import runtime` costs almost nothing beyond `import torch`; trackers and
+safetensors load only when used.
 The names of `accelerate` and `accelerate.utils` that scripts use are here too (and in
 `runtime.utils`, `runtime.state`, `runtime.logging` for the same import paths).
 """
