@@ -141,3 +141,12 @@ def test_join_warns_for_a_distributed_type_without_ddp():
 def test_launch_refuses_bad_rendezvous_arguments(arguments, message):
     with pytest.raises(ValueError, match=message):
         launch(print, **arguments)
+
+
+def test_prepare_data_loader_takes_hfs_slice_function_argument():
+    accelerator = Accelerator()
+    loader = DataLoader(TensorDataset(torch.arange(6)), batch_size=3)
+    prepared = accelerator.prepare_data_loader(
+        loader, device_placement=True, slice_fn_for_dispatch=None
+    )
+    assert indices(prepared) == [[0, 1, 2], [3, 4, 5]]

@@ -40,7 +40,7 @@ def test_every_case_is_recorded_on_both(both):
     ours, theirs = both
     for rank in (0, 1):
         assert sorted(ours[rank]) == sorted(theirs[rank])
-    assert len(ours[0]) == 62
+    assert len(ours[0]) == 63
 
 
 @pytest.mark.parametrize("count", [30, 29])
@@ -66,6 +66,8 @@ def test_iterable_loader_of_pairs_matches_hf(both):
 def test_dispatched_map_style_loader_matches_hf(both):
     for key in [k for k in both[1][0] if k.startswith("dispatched map-style")]:
         same_case(both, key)
+    same_case(both, "dispatched with a slice function")
+    assert both[0][0]["dispatched with a slice function"]["mine"][0] == [7, 6, 5, 4]
 
 
 def test_batch_sampler_given_as_the_sampler_matches_hf(both):

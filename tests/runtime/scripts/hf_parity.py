@@ -122,6 +122,18 @@ for count in (30, 29):
         loader = accelerator.prepare(DataLoader(data, batch_size=4))
         record[f"dispatched map-style n={count} split={split}"] = epoch_seen(accelerator, loader)
 
+
+def reversed_slice(batch, where, process_index=None, num_processes=None):
+    """A custom `slice_fn_for_dispatch`: each process's slice counted from the end."""
+    return [tensor.flip(0)[where] for tensor in batch]
+
+
+accelerator = fresh_accelerator(dispatch_batches=True)
+loader = accelerator.prepare_data_loader(
+    DataLoader(TensorDataset(torch.arange(16)), batch_size=4), slice_fn_for_dispatch=reversed_slice
+)
+record["dispatched with a slice function"] = epoch_seen(accelerator, loader)
+
 # 2. a BatchSampler given as the sampler, batch_size=None
 accelerator = fresh_accelerator()
 data = TensorDataset(torch.arange(22))
