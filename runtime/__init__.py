@@ -1,7 +1,8 @@
 """An HF-Accelerate-compatible runtime on torch.distributed: `from runtime import Accelerator`.
 
-Everything but `launch` and `set_seed` is loaded on first use (PEP 562), so `import runtime`
-costs almost nothing beyond `import torch`; trackers and safetensors load only when used.
+Everything but `launch` (also named `notebook_launcher`) and `set_seed` is loaded on first use
+(PEP 562), so `import runtime` costs almost nothing beyond `import torch`; trackers and
+safetensors load only when used.
 The names of `accelerate` and `accelerate.utils` that scripts use are here too (and in
 `runtime.utils`, `runtime.state`, `runtime.logging` for the same import paths).
 """
@@ -9,7 +10,7 @@ The names of `accelerate` and `accelerate.utils` that scripts use are here too (
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from runtime.launch import launch
+from runtime.launch import launch, notebook_launcher
 from runtime.seeding import set_seed
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from runtime.config import (
         AutocastKwargs,
         DataLoaderConfiguration,
+        DDPCommunicationHookType,
         DistributedDataParallelKwargs,
         DistributedType,
         GradientAccumulationPlugin,
@@ -40,6 +42,7 @@ _LAZY = {
         [
             "AutocastKwargs",
             "DataLoaderConfiguration",
+            "DDPCommunicationHookType",
             "DistributedDataParallelKwargs",
             "DistributedType",
             "GradientAccumulationPlugin",
@@ -58,6 +61,7 @@ __all__ = [
     "Accelerator",
     "AcceleratorState",
     "AutocastKwargs",
+    "DDPCommunicationHookType",
     "DataLoaderConfiguration",
     "DistributedDataParallelKwargs",
     "DistributedType",
@@ -72,6 +76,7 @@ __all__ = [
     "ProfileKwargs",
     "ProjectConfiguration",
     "launch",
+    "notebook_launcher",
     "set_seed",
 ]
 

@@ -28,11 +28,15 @@ import torch
 
 from runtime import collectives, config, options, state, wrappers
 from runtime.checkpoint import Checkpointing
+from runtime.config import DataLoaderConfiguration, GradientAccumulationPlugin
 from runtime.experiment import ExperimentTracking
 from runtime.preparing import Preparing
 from runtime.process_control import ProcessControl
 from runtime.stepping import TrainingStep
 from runtime.unsupported import UNSUPPORTED_ATTRIBUTES, check_backends
+
+# HF's `accelerate.accelerator` module offers these too (`from ... import DataLoaderConfiguration`)
+__all__ = ["Accelerator", "DataLoaderConfiguration", "GradientAccumulationPlugin"]
 
 
 class Accelerator(Preparing, TrainingStep, ProcessControl, ExperimentTracking, Checkpointing):
@@ -76,7 +80,7 @@ class Accelerator(Preparing, TrainingStep, ProcessControl, ExperimentTracking, C
         self.project_configuration = project_config or config.ProjectConfiguration()
         if project_dir is not None and self.project_configuration.project_dir is None:
             self.project_configuration.set_directories(str(project_dir))
-        self.dataloader_config = options.loader_configuration(
+        self._dataloader_config = options.loader_configuration(
             dataloader_config, split_batches, even_batches
         )
         handlers = options.kwargs_handlers(kwargs_handlers)
@@ -169,6 +173,15 @@ class Accelerator(Preparing, TrainingStep, ProcessControl, ExperimentTracking, C
     @scaler.setter
     def scaler(self, scaler) -> None:
         self.state._scaler = scaler
+
+    @property
+    def dataloader_config(self):
+        return self._dataloader_config
+
+    @dataloader_config.setter
+    def dataloader_config(self, given) -> None:
+        """Read at once (HF's or ours): what runtime lacks fails here, not at `prepare`."""
+        self._dataloader_config = options.loader_configuration(given, False, True)
 
     @property
     def even_batches(self) -> bool:

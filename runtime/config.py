@@ -63,6 +63,31 @@ class LoggerType(_ValueEnum):
     TRACKIO = "trackio"
 
 
+class RNGType(_ValueEnum):
+    """The random number generators `synchronize_rng_states` can align across processes."""
+
+    TORCH = "torch"
+    CUDA = "cuda"
+    MLU = "mlu"
+    SDAA = "sdaa"
+    MUSA = "musa"
+    NPU = "npu"
+    XLA = "xla"
+    XPU = "xpu"
+    HPU = "hpu"
+    GENERATOR = "generator"
+
+
+class DDPCommunicationHookType(_ValueEnum):
+    """DDP gradient communication hooks (`DistributedDataParallelKwargs(comm_hook=...)`)."""
+
+    NO = "no"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    POWER_SGD = "power_sgd"
+    BATCHED_POWER_SGD = "batched_power_sgd"
+
+
 class PrecisionType(str, _ValueEnum):
     NO = "no"
     FP8 = "fp8"
@@ -121,8 +146,9 @@ class KwargsHandler(Settings):
 
 
 class DataLoaderConfiguration(Settings):
-    """How `prepare` shards loaders. `dispatch_batches` and the seedable/stateful samplers are
-    not implemented: they must stay at their defaults."""
+    """How `prepare` shards loaders (HF's fields and defaults). `dispatch_batches=None`
+    dispatches IterableDatasets only; `use_stateful_dataloader` (torchdata) is not
+    implemented and must stay False."""
 
     split_batches: bool = False
     dispatch_batches: bool | None = None
@@ -161,7 +187,10 @@ class GradientAccumulationPlugin(KwargsHandler):
 
 
 class DistributedDataParallelKwargs(KwargsHandler):
-    """Arguments forwarded to `DistributedDataParallel` (only those changed from the defaults)."""
+    """Arguments forwarded to `DistributedDataParallel` (only those changed from the defaults),
+    and a gradient communication hook registered on the wrapped model (`register_comm_hook`):
+    `comm_hook` fp16 / bf16 compression or PowerSGD (`comm_state_option` are PowerSGDState's
+    arguments), optionally wrapped by `comm_wrapper` fp16 / bf16 compression."""
 
     dim: int = 0
     broadcast_buffers: bool = True
@@ -170,6 +199,59 @@ class DistributedDataParallelKwargs(KwargsHandler):
     check_reduction: bool = False
     gradient_as_bucket_view: bool = False
     static_graph: bool = False
+    comm_hook: DDPCommunicationHookType = DDPCommunicationHookType.NO
+    comm_wrapper: DDPCommunicationHookType = DDPCommunicationHookType.NO
+    comm_state_option: dict | None = None
+
+    _HOOK_OPTIONS = ("comm_hook", "comm_wrapper", "comm_state_option")
+
+    def __post_init__(self) -> None:
+        # HF's enum members, ours or their values: read by value
+        self.comm_hook = DDPCommunicationHookType(
+            str(getattr(self.comm_hook, "value", self.comm_hook))
+        )
+        self.comm_wrapper = DDPCommunicationHookType(
+            str(getattr(self.comm_wrapper, "value", self.comm_wrapper))
+        )
+        if self.comm_wrapper not in (
+            DDPCommunicationHookType.NO,
+            DDPCommunicationHookType.FP16,
+            DDPCommunicationHookType.BF16,
+        ):
+            raise ValueError(f"comm_wrapper must be NO, FP16 or BF16, not {self.comm_wrapper}")
+        self.comm_state_option = dict(self.comm_state_option or {})
+
+    def to_kwargs(self) -> dict:
+        """DDP's own arguments only: the hook is registered after wrapping."""
+        kwargs = super().to_kwargs()
+        return {name: value for name, value in kwargs.items() if name not in self._HOOK_OPTIONS}
+
+    def register_comm_hook(self, model) -> None:
+        """Registers the configured hook on a `DistributedDataParallel` model (HF's mapping to
+        `torch.distributed.algorithms.ddp_comm_hooks`)."""
+        if self.comm_hook == DDPCommunicationHookType.NO:
+            return
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+        hooks = {
+            DDPCommunicationHookType.FP16: default_hooks.fp16_compress_hook,
+            DDPCommunicationHookType.BF16: default_hooks.bf16_compress_hook,
+            DDPCommunicationHookType.POWER_SGD: powerSGD_hook.powerSGD_hook,
+            DDPCommunicationHookType.BATCHED_POWER_SGD: powerSGD_hook.batched_powerSGD_hook,
+        }
+        wrappers = {
+            DDPCommunicationHookType.FP16: default_hooks.fp16_compress_wrapper,
+            DDPCommunicationHookType.BF16: default_hooks.bf16_compress_wrapper,
+        }
+        hook = hooks[self.comm_hook]
+        if self.comm_wrapper in wrappers:
+            hook = wrappers[self.comm_wrapper](hook)
+        power_sgd = self.comm_hook in (
+            DDPCommunicationHookType.POWER_SGD,
+            DDPCommunicationHookType.BATCHED_POWER_SGD,
+        )
+        state = powerSGD_hook.PowerSGDState(None, **self.comm_state_option) if power_sgd else None
+        model.register_comm_hook(state=state, hook=hook)
 
 
 class GradScalerKwargs(KwargsHandler):

@@ -16,10 +16,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, SequentialSampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+)
 
 from runtime.collectives import apply_to_tensors
-from runtime.sampling import BatchShard, sync_sampler_rng
+from runtime.sampling import BatchShard, IterableShard, SeedableRandomSampler, sync_sampler_rng
 
 
 def send_to_device(data: Any, device: torch.device, non_blocking: bool = False) -> Any:
@@ -68,15 +74,18 @@ def _restore_rng(saved: dict, generators: list[torch.Generator]) -> None:
 class PreparedDataLoader(DataLoader):
     """A DataLoader yielding this rank's batches on the device; `isinstance(x, DataLoader)` holds.
 
-    It also knows, while iterated, whether the current batch is the last one
-    (`end_of_dataloader`) and how many real samples the last global batch holds (`remainder`),
-    which `gather_for_metrics` uses, and how far the epoch has got (for `save_state`).
+    `batching` holds what the inner DataLoader iterates: the dataset and a `BatchShard` (as
+    `batch_sampler`, or as `sampler` when the original sampler is itself a BatchSampler), or
+    an `IterableShard` and a batch size. While iterated, it knows whether the current batch
+    is the last one (`end_of_dataloader`) and how many real samples the last global batch
+    holds (`remainder`), which `gather_for_metrics` uses, and how far the epoch has got (for
+    `save_state`).
     """
 
     def __init__(
         self,
         original: DataLoader,
-        batch_shard,
+        batching: dict,
         *,
         device,
         gradient_state,
@@ -84,20 +93,20 @@ class PreparedDataLoader(DataLoader):
         process_index: int,
         split_batches: bool,
         even_batches: bool,
+        non_blocking: bool = False,
     ) -> None:
-        iterable = isinstance(original.dataset, IterableDataset)
-        super().__init__(
-            original.dataset,
-            batch_size=1 if not iterable else original.batch_size,
-            batch_sampler=batch_shard if not iterable else None,
-            drop_last=original.drop_last if iterable else False,
-            **loader_settings(original),
+        super().__init__(**batching, **loader_settings(original))
+        self.iterable = isinstance(original.dataset, IterableDataset)
+        self.shard = next(
+            (part for part in batching.values() if isinstance(part, BatchShard)), None
         )
         self.original_batch_size = original.batch_size
-        if not iterable:
+        if self.original_batch_size is None and self.shard is not None:
+            self.original_batch_size = self.shard.batch_size
+        if "batch_sampler" in batching:
             # users read these for logging and epoch bookkeeping
-            object.__setattr__(self, "sampler", original.sampler)
-            per_process = original.batch_size
+            object.__setattr__(self, "sampler", getattr(batching["batch_sampler"], "sampler", None))
+            per_process = self.original_batch_size
             if split_batches and per_process is not None:
                 per_process //= num_processes
             object.__setattr__(self, "batch_size", per_process)
@@ -107,8 +116,8 @@ class PreparedDataLoader(DataLoader):
         self.process_index = process_index
         self.split_batches = split_batches
         self.even_batches = even_batches
-        self.iterable = iterable
-        self.iterable_skip = 0  # IterableDataset: this rank's first batches, skipped each epoch
+        self.non_blocking = non_blocking
+        self.skip_batches = 0  # IterableDataset / dispatch: this rank's first batches, skipped
         self.end_of_dataloader = False
         self.batches_yielded = 0
         self.in_epoch = False
@@ -133,21 +142,24 @@ class PreparedDataLoader(DataLoader):
     @property
     def remainder(self) -> int:
         """Real samples in the last global batch; -1 when unknown or nothing is padded."""
-        if self.iterable or self.total_batch_size is None:
-            return -1
-        shard = self.batch_sampler
-        if shard.drop_last:
+        if self.iterable:
+            # HF's count over the per-process stream: its padding is never dropped
+            try:
+                return len(self.dataset) % self.batch_size
+            except TypeError:
+                return -1
+        if self.shard is None or self.total_batch_size is None or self.shard.drop_last:
             return -1
         try:
-            count = len(shard.sampler) if shard.sampler is not None else len(self.dataset)
+            count = len(self.shard.sampler) if self.shard.sampler is not None else len(self.dataset)
         except TypeError:
             return -1
         return count % self.total_batch_size
 
     def set_epoch(self, epoch: int) -> None:
         """Forwards to the sampler, batch sampler and dataset that have `set_epoch`."""
-        if isinstance(self.batch_sampler, BatchShard):
-            self.batch_sampler.set_epoch(epoch)
+        if self.shard is not None:
+            self.shard.set_epoch(epoch)
         elif hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
         if hasattr(self.dataset, "set_epoch"):
@@ -160,16 +172,19 @@ class PreparedDataLoader(DataLoader):
         replays the interrupted one's shuffle."""
         clone = copy.copy(self)
         object.__setattr__(clone, "_iterator", None)
-        if self.iterable:
-            clone.iterable_skip = self.iterable_skip + batches
+        if self.shard is None:
+            clone.skip_batches = self.skip_batches + batches
         else:
-            object.__setattr__(clone, "batch_sampler", self.batch_sampler.skipping(batches))
+            shard = self.shard.skipping(batches)
+            clone.shard = shard
+            place = "sampler" if self.sampler is self.shard else "batch_sampler"
+            object.__setattr__(clone, place, shard)
         clone.resume_from, self.resume_from = self.resume_from, None
         clone.end_of_dataloader = clone.in_epoch = False
         return clone
 
     def _skipped(self) -> int:
-        return self.iterable_skip if self.iterable else self.batch_sampler.skip_first
+        return self.skip_batches if self.shard is None else self.shard.skip_first
 
     def position(self) -> dict | None:
         """Where the current epoch stands, for `save_state`; None between epochs."""
@@ -177,11 +192,15 @@ class PreparedDataLoader(DataLoader):
             return None
         return {"batches_yielded": self.batches_yielded, "epoch_start_rng": self.epoch_start_rng}
 
+    def _rank_batches(self) -> Iterator:
+        """This rank's batches, before placement."""
+        return itertools.islice(super().__iter__(), self.skip_batches, None)
+
     def __iter__(self):
         resume, self.resume_from = self.resume_from, None
         generators = self.generators
         resumed_from_rng = None
-        if resume is not None and not self.iterable:
+        if resume is not None and self.shard is not None:
             # replay the interrupted epoch's random draws (its shuffle) from its start; the
             # script skips the batches it had consumed (skip_first_batches), as with HF
             resumed_from_rng = _capture_rng(generators)
@@ -192,9 +211,7 @@ class PreparedDataLoader(DataLoader):
         self.in_epoch = True
         self.gradient_state.active_loaders.append(self)
         try:
-            batches = super().__iter__()
-            if self.iterable:
-                batches = itertools.islice(self._iterable_share(batches), self.iterable_skip, None)
+            batches = self._rank_batches()
             current = next(batches, None)
             if resumed_from_rng is not None:
                 _restore_rng(resumed_from_rng, generators)
@@ -216,32 +233,20 @@ class PreparedDataLoader(DataLoader):
     def _placed(self, batch: Any) -> Any:
         if self.device is None:
             return batch
-        return send_to_device(batch, self.device, self.pin_memory)
+        return send_to_device(batch, self.device, self.non_blocking or self.pin_memory)
 
-    def _iterable_share(self, batches: Iterator) -> Iterator:
-        """IterableDataset: every rank reads the stream and keeps its batches (or slices)."""
-        N, r = self.num_processes, self.process_index
-        if N == 1:
-            yield from batches
-            return
-        if self.split_batches:
-            for batch in batches:
-                yield apply_to_tensors(lambda t: t.tensor_split(N)[r], batch)
-            return
-        head: list = []
-        group: list = []
-        for batch in batches:
-            if len(head) < N:
-                head.append(batch)
-            group.append(batch)
-            if len(group) == N:
-                yield group[r]
-                group = []
-        if group:
-            if r < len(group):
-                yield group[r]
-            elif self.even_batches:
-                yield head[(r - len(group)) % len(head)]
+
+def _seedable(sampler, data_seed: int | None):
+    """HF's `use_seedable_sampler`: a RandomSampler becomes a SeedableRandomSampler."""
+    if not isinstance(sampler, RandomSampler):
+        return sampler
+    return SeedableRandomSampler(
+        sampler.data_source,
+        replacement=sampler.replacement,
+        num_samples=sampler._num_samples,
+        generator=sampler.generator,
+        data_seed=data_seed,
+    )
 
 
 def prepare_data_loader(
@@ -252,40 +257,92 @@ def prepare_data_loader(
     split_batches: bool,
     even_batches: bool,
     device_placement: bool,
+    dispatch_batches: bool | None = None,
+    use_seedable_sampler: bool = False,
+    data_seed: int | None = None,
+    non_blocking: bool = False,
+    num_processes: int | None = None,
+    process_index: int | None = None,
+    slice_fn=None,
 ) -> PreparedDataLoader:
-    """Wraps `loader` for this rank (see the module docstring)."""
-    N, r = state.num_processes, state.process_index
-    device = state.device if device_placement else None
-    shard = None
-    if not isinstance(loader.dataset, IterableDataset):
-        original = loader.batch_sampler
-        sampler = getattr(original, "sampler", None)
-        explicit = [
-            g
-            for g in (getattr(sampler, "generator", None), loader.generator)
-            if isinstance(g, torch.Generator)
-        ]
-        needs_sync = N > 1 and not isinstance(sampler, SequentialSampler)
-        global_rng = needs_sync and getattr(sampler, "generator", None) is None
-        shard = BatchShard(
-            original,
-            num_processes=N,
-            process_index=r,
-            split_batches=split_batches,
-            even_batches=even_batches,
-            batch_size=getattr(original, "batch_size", loader.batch_size),
-            rng_sync=sync_sampler_rng(global_rng, explicit) if needs_sync else None,
+    """Wraps `loader` for this rank (see the module docstring). `dispatch_batches` (by
+    default: for an IterableDataset whose batches go to the device) makes process 0 read
+    every batch and send each process its part (`DataLoaderDispatcher`)."""
+    N = state.num_processes if num_processes is None else num_processes
+    r = state.process_index if process_index is None else process_index
+    iterable = isinstance(loader.dataset, IterableDataset)
+    if dispatch_batches is None:
+        dispatch_batches = device_placement and iterable
+    if dispatch_batches and not device_placement:
+        raise ValueError(
+            "dispatch_batches=True needs the batches placed on the device (device_placement)"
         )
-    return PreparedDataLoader(
-        loader,
-        shard,
-        device=device,
-        gradient_state=gradient_state,
+    sampler_batches = loader.batch_sampler is None and isinstance(loader.sampler, BatchSampler)
+    batch_sampler = loader.sampler if sampler_batches else loader.batch_sampler
+    if not iterable and batch_sampler is None:
+        raise ValueError(
+            "prepare: a DataLoader with batch_size=None needs a BatchSampler as its sampler "
+            "(each item is then a batch of indices); this loader yields single samples"
+        )
+    if use_seedable_sampler and not iterable and isinstance(batch_sampler.sampler, RandomSampler):
+        batch_sampler = copy.copy(batch_sampler)  # the user's loader keeps its own sampler
+        batch_sampler.sampler = _seedable(batch_sampler.sampler, data_seed)
+    common = {
+        "device": state.device if device_placement else None,
+        "gradient_state": gradient_state,
+        "num_processes": N,
+        "process_index": r,
+        "split_batches": split_batches,
+        "even_batches": even_batches,
+        "non_blocking": non_blocking,
+    }
+    if iterable:
+        batching = {
+            "dataset": loader.dataset,
+            "batch_size": loader.batch_size,
+            "drop_last": loader.drop_last,
+        }
+    elif sampler_batches:
+        batching = {"dataset": loader.dataset, "sampler": batch_sampler, "batch_size": None}
+    else:
+        batching = {"dataset": loader.dataset, "batch_sampler": batch_sampler}
+    if dispatch_batches and N > 1:
+        from runtime.dispatching import DataLoaderDispatcher  # only when dispatching
+
+        return DataLoaderDispatcher(loader, batching, slice_fn=slice_fn, **common)
+    if iterable:
+        if N > 1:
+            batching["dataset"] = IterableShard(
+                loader.dataset,
+                batch_size=loader.batch_size,
+                drop_last=loader.drop_last,
+                num_processes=N,
+                process_index=r,
+                split_batches=split_batches,
+            )
+            if split_batches:
+                batching["batch_size"] = loader.batch_size // N
+        return PreparedDataLoader(loader, batching, **common)
+    sampler = batch_sampler.sampler if hasattr(batch_sampler, "sampler") else None
+    explicit = [
+        g
+        for g in (getattr(sampler, "generator", None), loader.generator)
+        if isinstance(g, torch.Generator)
+    ]
+    seeded_per_epoch = isinstance(sampler, SeedableRandomSampler)
+    needs_sync = N > 1 and not isinstance(sampler, SequentialSampler) and not seeded_per_epoch
+    global_rng = needs_sync and getattr(sampler, "generator", None) is None
+    shard = BatchShard(
+        batch_sampler,
         num_processes=N,
         process_index=r,
         split_batches=split_batches,
         even_batches=even_batches,
+        batch_size=getattr(batch_sampler, "batch_size", loader.batch_size),
+        rng_sync=sync_sampler_rng(global_rng, explicit) if needs_sync else None,
     )
+    batching["sampler" if sampler_batches else "batch_sampler"] = shard
+    return PreparedDataLoader(loader, batching, **common)
 
 
 class _SkipBatches:

@@ -8,6 +8,8 @@ torch.distributed.run / elastic are imported only when a launch happens (import 
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import sys
 import traceback
 import uuid
@@ -85,18 +87,31 @@ def launch_script(
 def _run_in_worker(function: Callable, args: tuple) -> Any:
     from runtime import state, teardown
 
+    # The forked worker inherits the launcher's Python SIGTERM handler, which runs only
+    # between bytecodes: a worker blocked in a rendezvous or collective ignored the agent's
+    # stop for 30 s (then SIGKILL). The default action stops it at once.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     state.forget_inherited_state()
     try:
         return function(*args)
     except BaseException as error:
         teardown.mark_failed()  # peers are elsewhere: no exit barrier for this rank
+        reported = teardown.describe_failure(error) if isinstance(error, Exception) else error
         traceback.print_exc()  # visible at once, not only in the final summary
         sys.stderr.flush()
         teardown.let_launcher_stop_this_rank(error)
+        if reported is not error:
+            raise reported from error
         raise
     finally:
         # forked workers leave through os._exit, so atexit never tears the group down
         state.shut_down_process_group()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
 
 
 def launch(
@@ -104,17 +119,37 @@ def launch(
     args: tuple = (),
     num_processes: int | None = None,
     mixed_precision: str | None = None,
+    use_port: str | int | None = None,
+    master_addr: str = "127.0.0.1",
+    node_rank: int = 0,
+    num_nodes: int = 1,
+    rdzv_backend: str = "c10d",
+    rdzv_endpoint: str = "",
+    rdzv_conf: dict | None = None,
+    rdzv_id: str | None = None,
+    max_restarts: int = 0,
+    monitor_interval: float = 0.1,
+    log_line_prefix_template: str | None = None,
 ) -> Any:
-    """Runs `function(*args)` on `num_processes` local processes (notebooks, tests).
+    """Runs `function(*args)` on `num_processes` local processes (notebooks, tests); HF's
+    `notebook_launcher` arguments.
 
-    Returns the return values as a list ordered by rank. A raising rank stops all and raises torch's
-    `ChildFailedError` carrying its traceback. With one process the function runs here.
+    Rendezvous: "c10d" (default) or "static" at `rdzv_endpoint`, else `master_addr:use_port`,
+    else a free local port (HF's default is the fixed port 29500). `max_restarts` lets
+    torch's elastic agent restart all processes after a failure; it checks them every
+    `monitor_interval` seconds. Returns this node's return values as a list ordered by local
+    rank. A raising rank stops all and raises torch's `ChildFailedError` carrying its
+    traceback. With one process on one node the function runs here.
     """
     if num_processes is None:
         num_processes = torch.cuda.device_count() if torch.cuda.is_available() else 1
+    if node_rank >= num_nodes:
+        raise ValueError(f"node_rank ({node_rank}) must be less than num_nodes ({num_nodes})")
+    if rdzv_backend not in ("c10d", "static", "etcd", "etcd-v2"):
+        raise ValueError(f"rdzv_backend must be 'c10d' or 'static', not {rdzv_backend!r}")
     if mixed_precision is not None:
-        os.environ["ACCELERATE_MIXED_PRECISION"] = mixed_precision
-    if num_processes <= 1:
+        os.environ["ACCELERATE_MIXED_PRECISION"] = str(mixed_precision)
+    if num_processes <= 1 and num_nodes == 1:
         return [function(*args)]
     if torch.distributed.is_initialized():
         raise RuntimeError("launch() must be called before any process group exists")
@@ -125,16 +160,38 @@ def launch(
         )
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+    rdzv_configs = dict(rdzv_conf or {})
+    if not rdzv_endpoint:
+        if use_port is not None:
+            rdzv_endpoint = f"{master_addr}:{use_port}"
+        elif num_nodes > 1:
+            raise ValueError("launch() on several nodes needs rdzv_endpoint or use_port")
+        elif rdzv_backend == "static":
+            rdzv_endpoint = f"{master_addr}:{_free_port(master_addr)}"
+        else:
+            rdzv_endpoint = "localhost:0"  # c10d picks a free port
+    if rdzv_backend == "static":
+        rdzv_configs["rank"] = node_rank
+    # one node: a fresh id per launch; several: every node must name the same run
+    run_id = rdzv_id or (str(uuid.uuid4()) if num_nodes == 1 else "none")
+    options = {}
+    if log_line_prefix_template is not None:
+        options["log_line_prefix_template"] = log_line_prefix_template
     config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
+        min_nodes=num_nodes,
+        max_nodes=num_nodes,
         nproc_per_node=num_processes,
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
-        run_id=str(uuid.uuid4()),
-        max_restarts=0,
-        monitor_interval=0.1,
+        rdzv_backend=rdzv_backend,
+        rdzv_endpoint=rdzv_endpoint,
+        rdzv_configs=rdzv_configs,
+        run_id=run_id,
+        max_restarts=max_restarts,
+        monitor_interval=monitor_interval,
         start_method="fork",
+        **options,
     )
     results = elastic_launch(config, _run_in_worker)(function, tuple(args))
     return [results[rank] for rank in sorted(results)]
+
+
+notebook_launcher = launch  # HF Accelerate's name

@@ -15,19 +15,27 @@ from runtime import config, state
 
 def loader_configuration(given: Any, split_batches: bool, even_batches: bool):
     """Our DataLoaderConfiguration from HF's or ours (duck typing) and the env overrides."""
+    dispatch_batches = seedable = data_seed = None
+    non_blocking = False
     if given is not None:
-        for option in ("dispatch_batches", "use_seedable_sampler", "use_stateful_dataloader"):
-            if getattr(given, option, None):
-                raise NotImplementedError(
-                    f"DataLoaderConfiguration({option}=True) is not implemented by runtime"
-                )
+        if getattr(given, "use_stateful_dataloader", False):
+            raise NotImplementedError(
+                "DataLoaderConfiguration(use_stateful_dataloader=True) needs torchdata's "
+                "StatefulDataLoader, which runtime does not support"
+            )
         split_batches = getattr(given, "split_batches", split_batches)
         even_batches = getattr(given, "even_batches", even_batches)
+        dispatch_batches = getattr(given, "dispatch_batches", None)
+        seedable = getattr(given, "use_seedable_sampler", False)
+        data_seed = getattr(given, "data_seed", None)
+        non_blocking = getattr(given, "non_blocking", False)
     return config.DataLoaderConfiguration(
         split_batches=bool(state.env_flag("MIGRATE_SPLIT_BATCHES", split_batches)),
         even_batches=bool(state.env_flag("MIGRATE_EVEN_BATCHES", even_batches)),
-        non_blocking=bool(getattr(given, "non_blocking", False)),
-        data_seed=getattr(given, "data_seed", None),
+        dispatch_batches=dispatch_batches,
+        use_seedable_sampler=bool(seedable),
+        non_blocking=bool(non_blocking),
+        data_seed=data_seed,
     )
 
 

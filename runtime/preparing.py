@@ -117,18 +117,29 @@ class Preparing:
         return prepared
 
     def prepare_data_loader(
-        self, data_loader: DataLoader, device_placement: bool | None = None
+        self,
+        data_loader: DataLoader,
+        device_placement: bool | None = None,
+        slice_fn_for_dispatch=None,
     ) -> data.PreparedDataLoader:
+        """Shards `data_loader` (HF's signature: `slice_fn_for_dispatch(batch, slice,
+        process_index=, num_processes=)` cuts dispatched batches)."""
         if getattr(data_loader, "_is_accelerate_prepared", False):
             return data_loader
         placement = self.device_placement if device_placement is None else device_placement
+        settings = self.dataloader_config
         prepared = data.prepare_data_loader(
             data_loader,
             state=self.state.partial_state,
             gradient_state=self.gradient_state,
-            split_batches=self.split_batches,
-            even_batches=self.even_batches,
+            split_batches=settings.split_batches,
+            even_batches=settings.even_batches,
             device_placement=placement,
+            dispatch_batches=settings.dispatch_batches,
+            use_seedable_sampler=settings.use_seedable_sampler,
+            data_seed=settings.data_seed,
+            non_blocking=settings.non_blocking,
+            slice_fn=slice_fn_for_dispatch,
         )
         self._dataloaders.append(prepared)
         return prepared

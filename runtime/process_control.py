@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from runtime import collectives
+from runtime.config import DistributedType
 
 
 class ProcessControl:
@@ -94,24 +95,30 @@ class ProcessControl:
         with fewer batches do not hang the others. It is enabled when `even_batches` is off
         (the argument overrides the prepared loaders' setting inside the block). HF does this
         on GPUs only; here it also works with gloo on CPU."""
-        if not self.use_distributed:
+        if self.distributed_type not in (DistributedType.MULTI_GPU, DistributedType.MULTI_CPU):
+            if self.distributed_type != DistributedType.NO:
+                warnings.warn(
+                    "Joining uneven inputs is only supported for multi-GPU (and, in runtime, "
+                    f"multi-CPU) DDP training, not {self.distributed_type}: "
+                    "`join_uneven_inputs` will have no effect.",
+                    stacklevel=3,
+                )
             yield
             return
         from torch.distributed.algorithms import Join
 
         restore = []
         if even_batches is not None:
-            for loader in self._dataloaders:
-                shard = loader.batch_sampler
-                if getattr(loader, "iterable", False) or not hasattr(shard, "even_batches"):
-                    warnings.warn(
-                        "join_uneven_inputs: even_batches is not overridden for loaders over "
-                        "an IterableDataset",
-                        stacklevel=3,
-                    )
-                    continue
-                restore.append((shard, shard.even_batches))
-                shard.even_batches = even_batches
+            overridden = [loader for loader in self._dataloaders if loader.shard is not None]
+            if len(overridden) < len(self._dataloaders):
+                warnings.warn(
+                    "Overriding even_batches is only supported for map-style datasets, yet some "
+                    "dataloaders given were iterable (or dispatched)",
+                    stacklevel=3,
+                )
+            for loader in overridden:
+                restore.append((loader.shard, loader.shard.even_batches))
+                loader.shard.even_batches = even_batches
         else:
             even_batches = self.even_batches
         try:

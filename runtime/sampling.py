@@ -1,19 +1,23 @@
-"""This rank's share of a loader's batch sampler, and one global sampling order for all ranks.
+"""This rank's share of a loader's samples, and one global sampling order for all ranks.
 
 `BatchShard` wraps the original batch sampler, so every rank iterates it exactly as the
 un-migrated script would and keeps its share: `split_batches=False`: rank r takes batches
 r, r+N, ...; `True`: rank r takes slice r of every batch. `even_batches=True` completes the
 tail with samples from the start of the epoch so all ranks see equal batches.
+`IterableShard` does the same per sample for an `IterableDataset` that every rank reads
+(HF's `IterableDatasetShard`); `SeedableRandomSampler` is HF's reseeded-per-epoch sampler.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from torch.utils.data import IterableDataset, RandomSampler
 
 from runtime.collectives import broadcast_from_main
 
@@ -188,3 +192,82 @@ def sync_sampler_rng(global_rng: bool, generators: list[torch.Generator]):
             torch.set_rng_state(own)
 
     return context
+
+
+class SeedableRandomSampler(RandomSampler):
+    """A RandomSampler whose order is a function of `initial_seed + epoch` (HF's sampler for
+    `use_seedable_sampler`): the same on every process without any communication, and
+    replayable with `set_epoch`. It moves to the next epoch after each full pass."""
+
+    def __init__(self, *args, data_seed: int | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial_seed = data_seed if data_seed is not None else torch.random.initial_seed()
+        self.epoch = 0
+
+    def __iter__(self):
+        if self.generator is None:
+            self.generator = torch.Generator()
+        self.generator.manual_seed(self.initial_seed + self.epoch)
+        yield from super().__iter__()
+        self.set_epoch(self.epoch + 1)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+
+class IterableShard(IterableDataset):
+    """This process's samples of an IterableDataset every process reads (HF's
+    IterableDatasetShard): of each global batch of `batch_size * N` samples (`batch_size`
+    with `split_batches`), process r keeps the r-th contiguous slice. A short last global
+    batch is completed with samples from the first one, or dropped with `drop_last`."""
+
+    def __init__(
+        self,
+        dataset: IterableDataset,
+        *,
+        batch_size: int,
+        drop_last: bool,
+        num_processes: int,
+        process_index: int,
+        split_batches: bool,
+    ) -> None:
+        if split_batches and batch_size > 1 and batch_size % num_processes:
+            raise ValueError(
+                f"split_batches=True needs a batch size divisible by the {num_processes} "
+                f"processes; the loader's batch size is {batch_size}"
+            )
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.num_processes = num_processes
+        self.process_index = process_index
+        self.split_batches = split_batches
+
+    def set_epoch(self, epoch: int) -> None:
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        # HF's count: per process, in whole `batch_size` chunks of the padded global batches
+        global_batches = len(self.dataset) / (self.batch_size * self.num_processes)
+        rounded = math.floor(global_batches) if self.drop_last else math.ceil(global_batches)
+        return rounded * self.batch_size
+
+    def __iter__(self):
+        N, r = self.num_processes, self.process_index
+        global_size = self.batch_size if self.split_batches else self.batch_size * N
+        per_process = global_size // N
+        mine = slice(r * per_process, (r + 1) * per_process)
+        first: list | None = None
+        current: list = []
+        for sample in self.dataset:
+            current.append(sample)
+            if len(current) == global_size:
+                yield from current[mine]
+                first = first if first is not None else current
+                current = []
+        if self.drop_last or not current:
+            return
+        pool = itertools.cycle(first if first is not None else list(current))
+        current.extend(_take(pool, global_size - len(current)))
+        yield from current[mine]

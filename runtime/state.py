@@ -3,8 +3,9 @@
 - `PartialState`: the process group, device and ranks. Created by the first `Accelerator()` or
   `PartialState()`; every later call returns the same object. A run with no launcher (no
   WORLD_SIZE, or WORLD_SIZE=1) is a 1-process run and creates no process group; under torchrun
-  with WORLD_SIZE > 1 the group is initialised from the environment (env://): nccl when this
-  process uses CUDA, gloo otherwise (CPU multi-process needs no flag, unlike HF).
+  with WORLD_SIZE > 1 the group is initialised from the environment (env://) with the
+  backend of the process's device (runtime/devices.py: nccl for CUDA, gloo on CPU; CPU
+  multi-process needs no flag, unlike HF).
 - `AcceleratorState`: what the first `Accelerator` fixed for the process: mixed precision (a
   second Accelerator asking for another one raises, as in HF) and the fp16 GradScaler (one for
   the process, so a backward through one Accelerator and a step through another agree).
@@ -20,10 +21,9 @@ import os
 from contextlib import contextmanager
 from typing import Any
 
-import torch
 import torch.distributed as dist
 
-from runtime import teardown
+from runtime import devices, teardown
 from runtime.config import DistributedType
 from runtime.gradient_state import GradientState
 from runtime.splitting import split_share
@@ -63,12 +63,13 @@ class PartialState:
         self.owns_process_group = False
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if dist.is_available() and not dist.is_initialized() and world_size > 1:
+            local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
+            device = devices.process_device(cpu, local_rank, world_size)
             init_kwargs = dict(init_kwargs)
-            backend = init_kwargs.pop("backend", None)
-            backend = backend or ("gloo" if cpu or not torch.cuda.is_available() else "nccl")
-            if backend == "nccl":
+            backend = init_kwargs.pop("backend", None) or devices.default_backend(device)
+            if device.type != "cpu":
                 # pin the device before the group exists so nccl never guesses device 0
-                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+                devices.use_device(device)
             dist.init_process_group(backend=backend, **init_kwargs)
             self.owns_process_group = True
         self.distributed = dist.is_available() and dist.is_initialized()
@@ -79,23 +80,18 @@ class PartialState:
         else:
             self.process_index, self.num_processes, self.backend = 0, 1, None
         self.local_process_index = int(os.environ.get("LOCAL_RANK", self.process_index))
-        self.device = self._pick_device()
-
-    def _pick_device(self) -> torch.device:
-        if self.use_cpu or not torch.cuda.is_available():
-            return torch.device("cpu")
-        index = self.local_process_index % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index)
+        self.device = devices.process_device(cpu, self.local_process_index, self.num_processes)
+        if self.device.index is not None:
+            devices.use_device(self.device)
+        # collectives check shapes across processes first (HF's ACCELERATE_DEBUG_MODE)
+        self.debug = bool(env_flag("ACCELERATE_DEBUG_MODE", False))
 
     # ---- facts -------------------------------------------------------------------------
     @property
     def distributed_type(self) -> DistributedType:
         if not self.distributed or self.num_processes == 1:
             return DistributedType.NO
-        return (
-            DistributedType.MULTI_GPU if self.device.type == "cuda" else DistributedType.MULTI_CPU
-        )
+        return devices.distributed_type(self.device)
 
     @property
     def initialized(self) -> bool:
@@ -240,6 +236,11 @@ def get_process_state(cpu: bool = False, init_kwargs: dict | None = None) -> Par
     return _process_state
 
 
+def debug_mode() -> bool:
+    """Whether collectives check shapes first (`PartialState().debug`, ACCELERATE_DEBUG_MODE)."""
+    return _process_state is not None and bool(getattr(_process_state, "debug", False))
+
+
 def _shut_down_at_exit() -> None:
     if _process_state is not None and _process_state.owns_process_group:
         _process_state.shut_down()
@@ -312,6 +313,25 @@ class AcceleratorState:
     def scaler(self):
         return self._scaler
 
+    @property
+    def distributed_type(self) -> DistributedType:
+        return self.__dict__.get("_distributed_type") or self.partial_state.distributed_type
+
+    @distributed_type.setter
+    def distributed_type(self, value: DistributedType) -> None:
+        """Overrides what this state reports (HF's tests do this); the run itself is unchanged."""
+        self._distributed_type = value
+
+    def __getattr__(self, name: str):
+        # reached only for missing attributes: after `_reset_state()` the state is emptied
+        if name in _ACCELERATOR_STATE_ATTRIBUTES:
+            raise AttributeError(
+                f"`AcceleratorState` object has no attribute `{name}`. This happens if "
+                "`AcceleratorState._reset_state()` was called and an `Accelerator` or "
+                "`PartialState` was not reinitialized."
+            )
+        raise AttributeError(f"'AcceleratorState' object has no attribute '{name}'")
+
     def get_deepspeed_plugin(self, name: str):
         raise NotImplementedError("DeepSpeed is not supported by runtime (DDP only)")
 
@@ -320,8 +340,11 @@ class AcceleratorState:
 
     @staticmethod
     def _reset_state(reset_partial_state: bool = False) -> None:
-        """Forgets the Accelerator-level state (and the gradient state); for tests, as in HF."""
+        """Forgets the Accelerator-level state (and the gradient state); for tests, as in HF:
+        Accelerators made before then fail clearly when they next use it."""
         global _accelerator_state
+        if _accelerator_state is not None:
+            _accelerator_state.__dict__.clear()
         _accelerator_state = None
         GradientState._reset_state()
         if reset_partial_state:
@@ -336,7 +359,6 @@ _PROCESS_FACTS = (
     "num_processes",
     "process_index",
     "local_process_index",
-    "distributed_type",
     "backend",
     "use_distributed",
     "is_main_process",
@@ -358,6 +380,7 @@ for _fact in _PROCESS_FACTS:  # AcceleratorState answers these from the PartialS
     )
 
 _accelerator_state: AcceleratorState | None = None
+_ACCELERATOR_STATE_ATTRIBUTES = {"partial_state", "mixed_precision", "_scaler", *_PROCESS_FACTS}
 
 
 def accelerator_state_for(

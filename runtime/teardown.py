@@ -4,6 +4,12 @@ gloo aborted about 1 run in 4 at exit when ranks tore the group down apart, so t
 destroyed after a barrier at exit (`atexit`) and in `end_training`; a failing rank skips the
 barrier (its peers are elsewhere), writes torchrun's error file, and peers hit by its death
 wait for torchrun's agent to stop them, so the summary names the rank that raised.
+
+On several nodes the agent of a surviving node never saw the failure, so the rank that fails
+also records its error in the launcher's store (torchrun's MASTER_ADDR:MASTER_PORT), and a
+rank whose collective broke because of a peer asks that store who failed: the ranks that
+recorded an error, and those that neither did nor answer within a few seconds (a node that
+died). Its own error then names them, so every node's summary points at the real failure.
 """
 
 from __future__ import annotations
@@ -13,10 +19,14 @@ import os
 import sys
 import threading
 import time
+from datetime import timedelta
 
 import torch.distributed as dist
 
 PEER_FAILURE_GRACE_S = 10.0
+ROLL_CALL_S = 5.0  # how long a survivor waits for the others to say they are alive
+_SILENT = "stopped answering (its node died, or it was killed)"
+_remote_failure = {"seen": False}
 _PEER_FAILURE_SIGNS = (
     "Connection closed by peer",
     "Connection reset by peer",
@@ -85,16 +95,103 @@ def let_launcher_stop_this_rank(error: BaseException) -> None:
     Exiting at once would race the real failure, and torchrun names the earliest failure
     (timestamps in whole seconds) the root cause; bounded, so nothing can hang on it.
     """
-    if is_peer_failure(error) and os.environ.get("TORCHELASTIC_RUN_ID"):
+    local = not _remote_failure["seen"]  # a peer on another node: no local agent will stop us
+    if local and is_peer_failure(error) and os.environ.get("TORCHELASTIC_RUN_ID"):
         threading.Event().wait(PEER_FAILURE_GRACE_S)
+
+
+def _job_store():
+    """A client of the launcher's store, or None outside torchrun or when it is gone."""
+    host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not (os.environ.get("TORCHELASTIC_RUN_ID") and host and port):
+        return None
+    try:
+        return dist.TCPStore(
+            host, int(port), is_master=False, timeout=timedelta(seconds=2), wait_for_workers=False
+        )
+    except Exception:  # noqa: BLE001 - unreachable: its node died too
+        return None
+
+
+def _key(kind: str, rank: int) -> str:
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    return f"runtime/{run}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{kind}/{rank}"
+
+
+def publish_failure(error: BaseException) -> None:
+    """This rank failed on its own: tell the others, through the launcher's store."""
+    store = _job_store()
+    if store is None or "RANK" not in os.environ:
+        return
+    try:
+        store.set(_key("failed", int(os.environ["RANK"])), f"{type(error).__name__}: {error}"[:400])
+    except Exception:  # noqa: BLE001, S110 - best effort: the local summary names this rank
+        pass
+
+
+def failed_peers(wait_s: float = ROLL_CALL_S) -> dict[int, str]:
+    """The other ranks that failed (their recorded errors) or stopped answering."""
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    others = [other for other in range(world) if other != rank]
+    store = _job_store()
+    if store is None:
+        # the store's node is gone too; with one peer it can only be that one
+        return {others[0]: _SILENT} if world == 2 else {}
+    failed: dict[int, str] = {}
+    silent = list(others)
+    try:
+        store.set(_key("alive", rank), "1")
+        deadline = time.monotonic() + wait_s
+        while silent and time.monotonic() < deadline:
+            for other in list(silent):
+                if store.check([_key("failed", other)]):
+                    failed[other] = store.get(_key("failed", other)).decode()
+                    silent.remove(other)
+                elif store.check([_key("alive", other)]):
+                    silent.remove(other)
+            time.sleep(0.1)
+    except Exception:  # noqa: BLE001, S110 - the store went away while asking
+        pass
+    return {**failed, **dict.fromkeys(silent, _SILENT)}
+
+
+def _on_other_nodes(ranks) -> bool:
+    """Whether all `ranks` run on other nodes (torchrun's GROUP_RANK, LOCAL_WORLD_SIZE)."""
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))
+    if not per_node or "GROUP_RANK" not in os.environ:
+        return False
+    return all(rank // per_node != int(os.environ["GROUP_RANK"]) for rank in ranks)
+
+
+def describe_failure(error: BaseException) -> BaseException:
+    """The error to report for this rank: its own (published for the others), or, when a
+    collective broke because of a peer, one naming the rank(s) that really failed."""
+    if not is_peer_failure(error):
+        publish_failure(error)
+        return error
+    failed = failed_peers() if int(os.environ.get("WORLD_SIZE", "1")) > 1 else {}
+    if not failed:
+        return error
+    _remote_failure["seen"] = _on_other_nodes(failed)
+    named = "; ".join(
+        f"rank {other} {'failed: ' if message != _SILENT else ''}{message}"
+        for other, message in sorted(failed.items())
+    )
+    rank = os.environ.get("RANK", "?")
+    print(f"[runtime] rank {rank} lost its peers: {named}", file=sys.stderr, flush=True)
+    described = RuntimeError(f"{named} (rank {rank} lost its connection: {error})")
+    described.__cause__ = error
+    return described
 
 
 def _record_failure(exc_type, exc, traceback) -> None:
     # A failing rank must not wait in the exit barrier: its peers are elsewhere.
     _exit_is_failure["failed"] = True
+    reported = describe_failure(exc) if isinstance(exc, Exception) else exc
     _previous_excepthook(exc_type, exc, traceback)
     sys.stderr.flush()
     let_launcher_stop_this_rank(exc)
+    exc = reported
     if os.environ.get("TORCHELASTIC_ERROR_FILE") and isinstance(exc, Exception):
         # the file torchrun reads to name the root-cause rank and print its traceback
         from torch.distributed.elastic.multiprocessing.errors import get_error_handler

@@ -24,9 +24,9 @@ def check_mixed_precision(mixed_precision: str, device: torch.device) -> None:
         raise ValueError(f"mixed_precision must be 'no', 'fp16' or 'bf16', not {mixed_precision!r}")
     if mixed_precision == "fp16" and device.type == "cpu":
         raise ValueError(
-            "mixed_precision='fp16' needs a CUDA device: this process runs on the CPU, where fp16 "
-            "autocast and GradScaler do not apply (HF Accelerate silently trains in fp32 here). "
-            "Use mixed_precision='bf16' on CPU, or 'no'."
+            "mixed_precision='fp16' needs an accelerator (CUDA, XPU, ...): this process runs on "
+            "the CPU, where fp16 autocast and GradScaler do not apply (HF Accelerate silently "
+            "trains in fp32 here). Use mixed_precision='bf16' on CPU, or 'no'."
         )
 
 
@@ -39,8 +39,8 @@ def autocast_context(mixed_precision: str, device: torch.device, **autocast_kwar
 
 
 def make_grad_scaler(mixed_precision: str, device: torch.device, **scaler_kwargs):
-    if mixed_precision == "fp16" and device.type == "cuda":
-        return torch.amp.GradScaler("cuda", **scaler_kwargs)
+    if mixed_precision == "fp16" and device.type not in ("cpu", "mps"):
+        return torch.amp.GradScaler(device.type, **scaler_kwargs)
     return None
 
 
@@ -85,11 +85,11 @@ def prepare_model(
         and not evaluation_mode
     )
     if wrap:
-        on_cuda = state.device.type == "cuda"
+        on_device = state.device.index is not None  # an accelerator, not the CPU
         model = DistributedDataParallel(
             model,
-            device_ids=[state.device.index] if on_cuda else None,
-            output_device=state.device.index if on_cuda else None,
+            device_ids=[state.device.index] if on_device else None,
+            output_device=state.device.index if on_device else None,
             **(ddp_kwargs or {}),
         )
     model._is_accelerate_prepared = True

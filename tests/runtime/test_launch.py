@@ -1,5 +1,6 @@
 """Launching: `migrate launch`, plain torchrun, `runtime.launch(fn)`, failures and clean exits."""
 
+import ast
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -128,3 +129,25 @@ def test_launch_reports_the_raising_function_rank():
     assert done.returncode != 0 and seconds_since_the_raise(done) < 30
     root_cause = done.stderr.split("Root Cause")[1]
     assert "rank      : 1" in root_cause and "function failed on rank 1" in root_cause
+
+
+@pytest.mark.slow
+def test_notebook_launcher_with_a_static_rendezvous():
+    done = check(run_python("launch_function.py", "--static"))
+    assert done.stdout.splitlines()[-1] == "result [[0, 10], [0, 10]]"
+
+
+@pytest.mark.slow
+def test_launch_restarts_the_processes_up_to_max_restarts(tmp_path):
+    done = check(run_python("launch_function.py", "--restarts", str(tmp_path), timeout=240))
+    ranks_and_restarts = ast.literal_eval(done.stdout.splitlines()[-1].removeprefix("result "))
+    assert [rank for rank, _ in ranks_and_restarts] == [0, 1]
+    assert all(restarts >= 1 for _, restarts in ranks_and_restarts)
+
+
+@pytest.mark.slow
+def test_launch_stops_the_others_when_one_fails_within_the_monitor_interval():
+    done = run_python("launch_function.py", "--sleeper", timeout=120)
+    assert done.returncode != 0 and "rank 0 does not sleep" in done.stderr
+    seconds = float(done.stdout.split("stopped after ")[1].split()[0])
+    assert seconds < 60  # the other process slept 100 s

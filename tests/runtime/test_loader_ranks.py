@@ -13,7 +13,7 @@ def rank_state(rank, processes=2):
     return SimpleNamespace(num_processes=processes, process_index=rank, device=torch.device("cpu"))
 
 
-def prepared(loader, rank, *, split=False, even=True, gradient_state=None):
+def prepared(loader, rank, *, split=False, even=True, gradient_state=None, dispatch=None):
     return prepare_data_loader(
         loader,
         state=rank_state(rank),
@@ -21,6 +21,7 @@ def prepared(loader, rank, *, split=False, even=True, gradient_state=None):
         split_batches=split,
         even_batches=even,
         device_placement=True,
+        dispatch_batches=dispatch,
     )
 
 
@@ -34,20 +35,40 @@ def flat(loader):
     return [[int(i) for i in (b[0] if isinstance(b, (list, tuple)) else b)] for b in loader]
 
 
-def test_iterable_dataset_batches_are_dealt_round_robin():
-    loaders = [prepared(DataLoader(Stream(), batch_size=2), rank) for rank in (0, 1)]
+def undispatched_stream(rank, **options):
+    return prepared(
+        DataLoader(Stream(), batch_size=options.pop("batch_size", 2)),
+        rank,
+        dispatch=False,
+        **options,
+    )
+
+
+def test_undispatched_iterable_dataset_gives_each_rank_a_slice_of_every_global_batch():
+    loaders = [undispatched_stream(rank) for rank in (0, 1)]
     assert flat(loaders[0]) == [[0, 1], [4, 5], [8, 9]]
-    assert flat(loaders[1]) == [[2, 3], [6, 7], [0, 1]]  # even_batches: padded from the start
+    assert flat(loaders[1]) == [[2, 3], [6, 7], [0, 1]]  # padded from the start, as HF does
 
 
-def test_iterable_dataset_uneven_leaves_the_last_rank_short():
-    loaders = [prepared(DataLoader(Stream(), batch_size=2), rank, even=False) for rank in (0, 1)]
-    assert flat(loaders[1]) == [[2, 3], [6, 7]]
+def test_undispatched_iterable_dataset_pads_even_with_even_batches_off():
+    # HF's IterableDatasetShard has no uneven mode: only drop_last shortens the stream
+    assert flat(undispatched_stream(1, even=False)) == [[2, 3], [6, 7], [0, 1]]
 
 
-def test_iterable_dataset_split_slices_each_batch():
-    loaders = [prepared(DataLoader(Stream(), batch_size=4), rank, split=True) for rank in (0, 1)]
-    assert flat(loaders[0])[0] == [0, 1] and flat(loaders[1])[0] == [2, 3]
+def test_undispatched_iterable_dataset_split_slices_each_batch():
+    loaders = [undispatched_stream(rank, batch_size=4, split=True) for rank in (0, 1)]
+    assert flat(loaders[0]) == [[0, 1], [4, 5], [8, 9]]
+    assert flat(loaders[1]) == [[2, 3], [6, 7], [0, 1]]
+
+
+def test_undispatched_iterable_dataset_keeps_hf_length_and_no_remainder():
+    class SizedStream(Stream):
+        def __len__(self):
+            return 10
+
+    loader = prepared(DataLoader(SizedStream(), batch_size=2), 0, dispatch=False)
+    assert len(loader) == 3  # ceil(10 / 4) global batches
+    assert loader.remainder == 0  # HF keeps the padding in gather_for_metrics here
 
 
 def test_remainder_counts_real_samples_of_the_last_global_batch():

@@ -1,11 +1,16 @@
-"""`runtime.launch(fn, args, num_processes=2)`, as a notebook would call it."""
+"""`runtime.launch(fn, args, num_processes=2)`, as a notebook would call it.
 
+Usage: launch_function.py [--fail | --static | --restarts DIR | --sleeper]
+"""
+
+import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 
-from runtime import Accelerator, launch
+from runtime import Accelerator, launch, notebook_launcher
 
 
 def gather_ranks(scale):
@@ -16,5 +21,33 @@ def gather_ranks(scale):
     return accelerator.gather(torch.tensor([accelerator.process_index * scale])).tolist()
 
 
+def fail_first_attempt(folder):
+    """Each process raises on its first attempt; after the agent restarts them all, returns."""
+    accelerator = Accelerator()
+    marker = Path(folder) / f"tried{accelerator.process_index}"
+    if not marker.exists():
+        marker.write_text("")
+        raise RuntimeError("first attempt fails")
+    return [accelerator.process_index, int(os.environ["TORCHELASTIC_RESTART_COUNT"])]
+
+
+def raise_or_sleep():
+    if Accelerator().process_index == 0:
+        raise RuntimeError("rank 0 does not sleep")
+    time.sleep(100)
+
+
 if __name__ == "__main__":
-    print("result", launch(gather_ranks, args=(10,), num_processes=2))
+    if "--static" in sys.argv:
+        print("result", notebook_launcher(gather_ranks, (10,), 2, rdzv_backend="static"))
+    elif "--restarts" in sys.argv:
+        folder = sys.argv[sys.argv.index("--restarts") + 1]
+        print("result", launch(fail_first_attempt, (folder,), num_processes=2, max_restarts=3))
+    elif "--sleeper" in sys.argv:
+        started = time.time()
+        try:
+            launch(raise_or_sleep, num_processes=2, monitor_interval=0.05)
+        finally:
+            print(f"stopped after {time.time() - started:.1f} s", flush=True)
+    else:
+        print("result", launch(gather_ranks, args=(10,), num_processes=2))
