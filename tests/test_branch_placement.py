@@ -257,7 +257,8 @@ def test_an_elif_chain_prepares_per_branch_and_a_branch_that_only_prints_prepare
             print(model)
         """)  # fmt: skip
     output, findings = migrate_text('mode = "train"\n' + source)
-    assert findings == []
+    # one note: the test branch prints each process's own outputs, the main process's shown
+    assert [(f.code, f.line) for f in findings] == [("MIG953", 16)]
     lines = output.splitlines()
     prepares = [(i, line) for i, line in enumerate(lines) if "accelerator.prepare(" in line]
     assert [line for _i, line in prepares] == [

@@ -29,8 +29,9 @@ def test_module_loaders_with_the_network_made_in_train(launched):
     folder, printed = launched
     out = printed["module_loaders_function_model"]
     # loaders prepared at module level, the network and optimizer in train(): 64 samples,
-    # batch 8, two processes: 32 samples each, printed once (the main process)
-    assert out.count("samples 32 ") == 2 and "samples 64" not in out, out
+    # batch 8, two processes: 32 samples each, summed over the processes (64, not 128 as two
+    # unsplit copies would count) and printed once an epoch (the main process)
+    assert out.count("samples 64 ") == 2 and "samples 128" not in out, out
     import torch
 
     saved = torch.load(folder / "module_loaders_function_model" / "regressor.pt")

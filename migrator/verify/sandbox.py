@@ -23,6 +23,9 @@ def mirror(source: Path, target: Path, max_entries: int = MAX_ENTRIES) -> None:
     """Fills `target` (created) with the mirror of `source`, breadth first; a folder whose
     entries no longer fit in what is left of `max_entries` is linked whole."""
     budget = max_entries
+    # verify's own work folder may lie inside `source` (TMPDIR under the program's folder):
+    # it is left out, or the mirror would copy itself
+    own = os.path.abspath(target)
     queue = [(source, target)]
     while queue:
         folder, copy = queue.pop(0)
@@ -37,6 +40,8 @@ def mirror(source: Path, target: Path, max_entries: int = MAX_ENTRIES) -> None:
         budget -= len(entries or [])
         for entry in entries or []:
             destination = copy / entry.name
+            if own == entry.path or own.startswith(entry.path.rstrip(os.sep) + os.sep):
+                continue
             try:
                 mirrored = entry.is_dir(follow_symlinks=False) and entry.name not in LINKED_WHOLE
             except OSError:

@@ -29,3 +29,15 @@ def test_a_folder_beyond_the_budget_is_linked_whole(tmp_path):
     mirror(user, run, max_entries=10)
     assert (run / "images").is_symlink() and len(list((run / "images").iterdir())) == 20
     assert (run / "train.py").is_symlink()
+
+
+def test_a_work_folder_inside_the_user_folder_is_left_out(tmp_path):
+    # TMPDIR under the program's own folder: verify's work folder lies inside what it mirrors
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "train.py").write_text("")
+    run = user / "migrate-verify-x" / "original-cwd"
+    mirror(user, run)
+    assert (run / "train.py").is_symlink()
+    assert not (run / "migrate-verify-x").exists()
+    assert sorted(p.name for p in run.iterdir()) == ["train.py"]

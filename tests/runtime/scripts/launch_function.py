@@ -22,13 +22,15 @@ def gather_ranks(scale):
 
 
 def fail_first_attempt(folder):
-    """Each process raises on its first attempt; after the agent restarts them all, returns."""
-    accelerator = Accelerator()
-    marker = Path(folder) / f"tried{accelerator.process_index}"
-    if not marker.exists():
-        marker.write_text("")
+    """Each process raises in the first round, before it joins the process group (a worker
+    the agent stops while the other is still connecting would fail a later round too); after
+    the agent restarts them all, they train together and return."""
+    restarts = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    if restarts == 0:
+        (Path(folder) / f"tried{os.environ['RANK']}").write_text("")
         raise RuntimeError("first attempt fails")
-    return [accelerator.process_index, int(os.environ["TORCHELASTIC_RESTART_COUNT"])]
+    accelerator = Accelerator()
+    return [accelerator.process_index, restarts]
 
 
 def raise_or_sleep():
