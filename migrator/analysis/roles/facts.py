@@ -38,6 +38,12 @@ class DataRegion:
     # ids of the simple statements that bind the seeds from the loader (`batch = next(it)`):
     # they do not count as rebinding a seed from non-data.
     seed_statements: set[int] = field(default_factory=set)
+    # the loaders whose batches reach it (a helper's: through every call of it), whether a
+    # call hands it something else, whether they may hold what prepare does not place
+    # (batch_feeds.py)
+    feeds: list[Origin] = field(default_factory=list)
+    mixed: bool = False
+    opaque: bool = False
 
     def contains(self, call: CallSite) -> bool:
         if call.scope is not self.scope:
