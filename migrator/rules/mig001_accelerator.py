@@ -170,13 +170,11 @@ class CreateAccelerator(Rule):
         outside the owner, not after a call of the owner there (`setup(args)` from `main()`
         before `train(args)`), would meet no accelerator. A MIG900 naming it; False if so."""
         index = context.facts.index
-        for need in context.needs:
+        for need in list(context.needs):
             scope = need.scope
             while scope is not None and scope.kind != "function":
                 scope = scope.parent
             if scope is None or scope.within(owner) or owner.within(scope):
-                continue
-            if need.soft is not None:  # a print that can stay a print
                 continue
             made = call_sites_of(index, owner)
             if need.fallback is not None and any(not c.scope.within(owner) for c in
@@ -187,6 +185,11 @@ class CreateAccelerator(Rule):
             outside = [c for c in call_sites_of(index, scope) if not c.scope.within(owner)
                        and not any(m.scope is c.scope and m.node.lineno < c.node.lineno
                                    for m in made)]  # fmt: skip
+            if need.soft is not None:  # a print that can stay a print: it does in a
+                if outside:  # function that may run before the owner made the accelerator
+                    context.edits.cancel(need.soft)
+                    context.needs.remove(need)
+                continue
             if outside:
                 call = outside[0]
                 context.block_file(Finding(code="MIG900", node=owner.node, message=(

@@ -316,6 +316,7 @@ class _Analyser(
                         trainer_device
                         or patterns.is_device_constructor(value, self.imports)
                         or (patterns.is_accelerator_device(value, facts.accelerator_names))
+                        or _chosen_device(name, value, binding)
                     ):
                         if (
                             scope is module
@@ -349,6 +350,18 @@ class _Analyser(
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         if level == "warning":
             self.facts.blocked = True
+
+
+def _chosen_device(name: str, value: ast.expr, binding) -> bool:
+    """`device = choose_device(args.device)`, `device = args.device`, `dev = cfg["device"]`:
+    a variable named as the device, set once outside a loop from a helper, a flag or a
+    config. Not `cpu_device = ...`: a host device for copies, which stays."""
+    return (
+        patterns.looks_like_device_name(name)
+        and "cpu" not in name.lower()
+        and binding.loop is None
+        and isinstance(value, (ast.Call, ast.Attribute, ast.Subscript))
+    )
 
 
 def analyse(tree: ast.Module, source: Source, index: ModuleIndex | None = None) -> TrainingFacts:
