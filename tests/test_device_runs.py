@@ -39,6 +39,8 @@ RUNS = {  # run name -> (fixture, command line)
     "batch_helper": ("batch_helper_shared_with_plain_loader", []),
     "step_helper": ("batch_step_helper_checked_by_hand", []),
     "collate_objects": ("collate_object_batches", []),
+    "model_tensors": ("model_plain_tensor_attributes", []),
+    "trainer_made_model": ("model_tensors_trainer_made_model", []),
 }
 
 DRIVER = textwrap.dedent("""\
@@ -131,7 +133,9 @@ def test_helpers_fed_prepared_and_plain_batches_place_both(launched):
     assert "smoke test True" in step and "epoch 1: 2 steps" in step, step
 
 
-def test_objects_of_a_collate_of_its_own_train(launched):
+def test_objects_of_a_collate_of_its_own_and_model_tensors_train(launched):
     _, printed = launched
     assert "epoch 1 loss" in printed["collate_objects"]
     assert "on cpu" in printed["collate_objects"]
+    assert "epoch 1 loss" in printed["model_tensors"]
+    assert "epoch 1 kernel on cpu" in printed["trainer_made_model"]

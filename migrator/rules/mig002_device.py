@@ -25,6 +25,7 @@ from migrator.rules.base import Rule, RuleContext
 from migrator.rules.cpu_conditions import FALSE, deps, render
 from migrator.rules.cpu_request import cpu_request
 from migrator.rules.device_requests import CpuRequests
+from migrator.rules.model_tensors import model_tensors
 
 
 class Device(Rule):
@@ -37,6 +38,7 @@ class Device(Rule):
         self._cpu_flag(context)
         self._device_variables(context)
         self._literal_devices(context)
+        model_tensors(context)
 
     # -- `Accelerator(cpu=...)` --------------------------------------------------------------
     def _cpu_flag(self, context: RuleContext) -> None:

@@ -25,6 +25,7 @@ from migrator.analysis.roles.facts import TrainingFacts, chain_text
 from migrator.analysis.roles.held_objects import HeldObjects
 from migrator.analysis.roles.homes import ClassHomes
 from migrator.analysis.roles.loops import LoopAnalysis
+from migrator.analysis.roles.model_classes import model_methods
 from migrator.analysis.roles.objects import ObjectRoles
 from migrator.analysis.roles.optimizer_pairs import OptimizerPairs
 from migrator.analysis.roles.regions import DataRegions
@@ -81,6 +82,7 @@ class _Analyser(
             return self.facts
         self._find_eval_loops()
         self._find_regions(per_batch)
+        self.facts.model_methods = model_methods(self.facts)
         self._find_devices()
         self.facts.backward_calls = [
             site
@@ -327,7 +329,8 @@ class _Analyser(
                         facts.device_bindings.append(binding)
 
     def _used_in_training(self, name: str) -> bool:
-        return any(name in scope.uses for scope in self.facts.training_scopes)
+        facts = self.facts
+        return any(name in scope.uses for scope in [*facts.training_scopes, *facts.model_methods])
 
     # -- findings ----------------------------------------------------------------------------
     def _block(self, node: ast.AST, name: str | None, scope: Scope | None = None,

@@ -99,6 +99,9 @@ class TrainingFacts:
     # A train/eval epoch function fed the training loader and plain eval loaders
     # (shared_epochs.py): a SharedEpoch each.
     shared_epochs: list = field(default_factory=list)
+    # The methods of the classes trained models are made of (model_classes.py): the tensors
+    # they place live inside the prepared model.
+    model_methods: list[Scope] = field(default_factory=list)
 
     @property
     def has_training(self) -> bool:
