@@ -18,9 +18,9 @@ from migrator.rules.device_requests import CpuRequests
 DEVICE_WORDS = re.compile(r"cuda|gpu|cpu|device|accel", re.IGNORECASE)
 
 
-def cpu_request(context) -> tuple[Cond, list[ast.AST]]:
+def cpu_request(context) -> tuple[Cond, list[ast.AST], list[ast.AST]]:
     """(when the original trained on the CPU though CUDA was there, the device expressions
-    that could not be read). An object is on the CPU when none of its placements moves it
+    that could not be read, those that were). An object is on the CPU when none of its placements moves it
     off (`if args.gpu is not None: model.cuda(args.gpu)` / `else: model.cuda()`); the
     models decide, else the batches."""
     facts = context.facts
@@ -52,9 +52,10 @@ def cpu_request(context) -> tuple[Cond, list[ast.AST]]:
     found = sites["model"] or sites["batch"]
     conds = [cond for cond, _ in found if cond is not None]
     known = both(*conds) if conds else FALSE
-    if known == FALSE:
-        return FALSE, []  # one placement moves it off the CPU: the rest cannot matter
-    return known, list(dict.fromkeys(read for cond, read in found if cond is None))
+    if known == FALSE and conds:
+        return FALSE, [], []  # one placement moves it off the CPU: the rest cannot matter
+    unread = list(dict.fromkeys(read for cond, read in found if cond is None))
+    return known, unread, [read for cond, read in found if cond is not None]
 
 
 def _placed(facts, scope, site) -> str | None:

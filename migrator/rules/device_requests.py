@@ -23,14 +23,18 @@ the rule says so in a note.
 from __future__ import annotations
 
 import ast
+import re
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.distributed.facts import RANK_KINDS
 from migrator.analysis.model.dataflow import data_root
+from migrator.analysis.model.instances import module_classes
 from migrator.analysis.model.origins import (
     argument_for,
+    bindings_of,
     is_method,
     param_default,
+    value_call,
 )
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Scope
@@ -56,6 +60,11 @@ from migrator.rules.script_values import (
 )
 
 MAX_DEPTH = 8
+CONFIG_NAMES = re.compile(
+    r"(^|_)(args|opts?|options|config|cfg|conf|hparams|hp|params|settings|flags|hyperparams)$",
+    re.IGNORECASE,
+)
+PARSERS = {"parse_args", "parse_known_args", "parse_args_into_dataclasses"}
 OPERATORS = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not", ast.In: "in",
              ast.NotIn: "not in", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}  # fmt: skip
 
@@ -99,6 +108,8 @@ class CpuRequests(ValueReader):
             found = self._named(expr, scope, env, depth, self.device)
             if found is not UNSET:
                 return found
+            if not self.config_holder(expr, scope):
+                return None
             flag = self._portable(expr, scope, env)  # `args.device`: a string the user passes
             return comparison(flag[0], "==", '"cpu"', flag[1]) if flag is not None else None
         return None
@@ -125,6 +136,22 @@ class CpuRequests(ValueReader):
         if function is None or function.kind != "function" or is_method(function):
             return None
         return self._returns(function, call, scope, env, depth)
+
+    def config_holder(self, expr, scope: Scope) -> bool:
+        """`args.device`, `cfg.train.device`, `Config.DEVICE`, `self.opt.device`: read from
+        the command line's namespace or a configuration, not from a tensor."""
+        root = patterns.root_name(expr)
+        if root is None:
+            return False
+        name = root.split(".")[-1]
+        if CONFIG_NAMES.search(name) or name in module_classes(self.index):
+            return True
+        origin = self.facts.origin(scope, root)
+        return any(
+            (call := value_call(b)) is not None
+            and patterns.last_part(dotted_name(call.func) or "") in PARSERS
+            for b in bindings_of(origin)
+        )
 
     def follows_object(self, expr, scope: Scope) -> bool:
         """`x.device` of a model, a batch or a call's result: where that object is, which
@@ -199,8 +226,11 @@ class CpuRequests(ValueReader):
             return None
         if isinstance(expr, ast.Constant) and isinstance(expr.value, bool):
             return TRUE if expr.value else FALSE
-        if asks_availability(expr, self.imports):
-            return TRUE
+        if asks_availability(expr, self.imports) or _main_guard(expr):
+            return TRUE  # `if __name__ == "__main__":`: the script is run
+        if isinstance(expr, ast.IfExp):  # `True if torch.cuda.is_available() else False`
+            return merge(*(self.test(e, scope, env, depth + 1)
+                           for e in (expr.test, expr.body, expr.orelse)))  # fmt: skip
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
             inner = self.test(expr.operand, scope, env, depth + 1)
             return negate(inner) if inner is not None else None
@@ -234,3 +264,12 @@ class CpuRequests(ValueReader):
 
 
 __all__ = ["COMPARISON", "CpuRequests"]
+
+
+def _main_guard(expr) -> bool:
+    return (
+        isinstance(expr, ast.Compare)
+        and isinstance(expr.left, ast.Name)
+        and expr.left.id == "__name__"
+        and patterns.string_value(expr.comparators[0]) == "__main__"
+    )

@@ -46,8 +46,9 @@ class Device(Rule):
         (`--no-cuda`, `--device cpu`) becomes `Accelerator(cpu=...)` (cpu_request.py)."""
         if context.facts.accelerator_names:
             return  # already on the target: its Accelerator says where it runs
-        cond, unread = cpu_request(context)
-        for node in unread:
+        cond, unread, sites = cpu_request(context)
+        texts = {context.source.text_of(node).strip(): node for node in reversed(unread)}
+        for node in sorted(texts.values(), key=lambda n: (n.lineno, n.col_offset)):
             context.findings.append(Finding(code=self.code, level="note", node=node, message=(
                 f"where the original trained is decided by "
                 f"`{context.source.text_of(node).strip()}` (line {node.lineno}), which this "
@@ -55,7 +56,14 @@ class Device(Rule):
                 "process's GPU wherever there is one; pass `cpu=` to `Accelerator(...)` if "
                 "that choice can be the CPU")))  # fmt: skip
         if cond != FALSE:
-            context.add_kwarg("cpu", render(cond), deps(cond))
+            code = render(cond)
+            note = Finding(code=self.code, level="note", node=sites[0] if sites else None,
+                           message=(
+                f"the original trains on the CPU when `{code}`, but the Accelerator must be "
+                "made before that can be read, so it gets no `cpu=` and trains on this "
+                "process's GPU wherever there is one; make the Accelerator after it and pass "
+                f"`cpu={code}` by hand"))  # fmt: skip
+            context.add_kwarg("cpu", code, deps(cond), unless_placed=note)
 
     # -- `device = ...` ----------------------------------------------------------------------
     def _device_variables(self, context: RuleContext) -> None:
@@ -205,7 +213,7 @@ def _flag(requests: CpuRequests, expr: ast.expr, scope: Scope) -> bool:
         return False
     if not patterns.looks_like_device_name(expr.attr):
         return False
-    return not (
+    return requests.config_holder(expr, scope) and not (
         patterns.is_accelerator_device(expr, requests.facts.accelerator_names)
         or requests.follows_object(expr.value, scope)
     )

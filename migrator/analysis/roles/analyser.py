@@ -32,6 +32,7 @@ from migrator.analysis.roles.regions import DataRegions
 from migrator.analysis.roles.retained_graphs import RetainedGraphs
 from migrator.analysis.roles.step_kinds import StepKinds
 from migrator.analysis.roles.trained_models import TrainedModels
+from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
 from migrator.findings import Finding
 from migrator.source import Source
@@ -356,15 +357,22 @@ class _Analyser(
 
 
 def _chosen_device(name: str, value: ast.expr, binding) -> bool:
-    """`device = choose_device(args.device)`, `device = args.device`, `dev = cfg["device"]`:
-    a variable named as the device, set once outside a loop from a helper, a flag or a
-    config. Not `cpu_device = ...`: a host device for copies, which stays."""
-    return (
-        patterns.looks_like_device_name(name)
-        and "cpu" not in name.lower()
-        and binding.loop is None
-        and isinstance(value, (ast.Call, ast.Attribute, ast.Subscript))
-    )
+    """`device = choose_device(args.device)`, `device = args.device`, `dev = cfg["device"]`,
+    `device = next(model.parameters()).device`: a variable named as the device, set once
+    outside a loop from a helper, a flag or a config that names a device too. Not
+    `cpu_device = ...` (a host device for copies, which stays), nor `device = config.cuda`
+    (a switch, not a device)."""
+    if not patterns.looks_like_device_name(name) or "cpu" in name.lower() or binding.loop:
+        return False
+    if isinstance(value, ast.Call):
+        named = patterns.last_part(dotted_name(value.func) or "")
+    elif isinstance(value, ast.Attribute):
+        named = value.attr
+    elif isinstance(value, ast.Subscript):
+        named = patterns.string_value(value.slice) or ""
+    else:
+        return False
+    return "device" in named.lower()
 
 
 def analyse(tree: ast.Module, source: Source, index: ModuleIndex | None = None) -> TrainingFacts:
