@@ -163,3 +163,22 @@ def test_a_global_accelerator_made_in_main_still_gathers_the_metrics():
     assert 'accelerator = Accelerator(cpu=args.device == "cpu")' in output
     assert "accelerator.gather_for_metrics(" in output
     assert not [f for f in findings if f.code == "MIG953"]
+
+
+def test_fp16_is_off_where_the_cpu_is_asked_for():
+    """The original's `torch.autocast("cuda")` did nothing to a model on the CPU, and fp16 has
+    no CPU kernels: mixed precision holds only where `cpu=` does not."""
+    source = SCRIPT.format(
+        imports="",
+        choice="    device = torch.device(args.device)",
+    ).replace(
+        "        loss = nn.functional.cross_entropy(model(x), y)\n",
+        '        with torch.autocast("cuda", dtype=torch.float16):\n'
+        "            loss = nn.functional.cross_entropy(model(x), y)\n",
+    )
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    assert (
+        '        mixed_precision="fp16" if torch.cuda.is_available() and not (args.device == "cpu")'
+        ' else "no",\n        cpu=args.device == "cpu",\n'
+    ) in output

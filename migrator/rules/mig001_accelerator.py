@@ -146,10 +146,11 @@ class CreateAccelerator(Rule):
         for effect in self._later:  # the place is found: what finding it asked for is done
             effect()
         self._later = []
-        arguments = ", ".join(f"{k.name}={k.code}" for k in context.kwargs)
+        values = _values(context.kwargs)
+        arguments = ", ".join(f"{name}={code}" for name, code in values)
         code = f"{context.accelerator} = Accelerator({arguments})\n"
         if indent + len(code) > LINE_LENGTH:
-            lines = "".join(f"    {k.name}={k.code},\n" for k in context.kwargs)
+            lines = "".join(f"    {name}={code},\n" for name, code in values)
             code = f"{context.accelerator} = Accelerator(\n{lines})\n"
         blank = scope is module and index > 0 and guarded is None
         context.edits.insert(block.holder, index, context.statement(code, blank), priority=0)
@@ -296,6 +297,24 @@ class CreateAccelerator(Rule):
             f"{need_words(context, need, node)} already uses the accelerator; migrate by hand"
         )))  # fmt: skip
         return False
+
+
+def _values(kwargs) -> list[tuple[str, str]]:
+    """(name, code) of each argument; fp16 is off where `cpu=` holds (the original's autocast
+    on "cuda" did nothing to a model on the CPU, and fp16 has no CPU kernels)."""
+    cpu = next((k.code for k in kwargs if k.name == "cpu"), None)
+    values = []
+    for kwarg in kwargs:
+        code = kwarg.code
+        if kwarg.name == "mixed_precision" and cpu is not None and code.startswith('"fp16"'):
+            if cpu == "True":
+                code = '"no"'
+            elif code == '"fp16"':
+                code = f'"fp16" if not ({cpu}) else "no"'
+            elif code.endswith(' else "no"'):
+                code = code[: -len(' else "no"')] + f' and not ({cpu}) else "no"'
+        values.append((kwarg.name, code))
+    return values
 
 
 def _body_start(block: Block) -> int:
