@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -29,16 +29,25 @@ from runtime.sampling import BatchShard, IterableShard, SeedableRandomSampler, s
 
 
 def send_to_device(data: Any, device: torch.device, non_blocking: bool = False) -> Any:
-    """Moves every tensor of a batch to `device`; objects with `.to` (BatchEncoding) move too."""
-    if hasattr(data, "to") and not isinstance(data, torch.Tensor) and hasattr(data, "keys"):
-        return data.to(device)
-
-    def move(tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.device == device:
-            return tensor
-        return tensor.to(device, non_blocking=non_blocking)
-
-    return apply_to_tensors(move, data)
+    """Moves a batch to `device` as HF Accelerate does: a tensor, or any object with `.to`
+    (BatchEncoding, DETR's NestedTensor, a batch class of the script's own), is moved by its
+    own `.to`; lists, tuples (namedtuples too) and mappings are walked; anything else stays."""
+    if isinstance(data, torch.Tensor):
+        return data if data.device == device else data.to(device, non_blocking=non_blocking)
+    if hasattr(data, "to"):
+        try:
+            return data.to(device, non_blocking=non_blocking)
+        except TypeError:  # a `.to(device)` of the script's own, without non_blocking=
+            return data.to(device)
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
+        return type(data)(*(send_to_device(item, device, non_blocking) for item in data))
+    if isinstance(data, (list, tuple)):
+        return type(data)(send_to_device(item, device, non_blocking) for item in data)
+    if isinstance(data, Mapping):
+        return type(data)(
+            {key: send_to_device(value, device, non_blocking) for key, value in data.items()}
+        )
+    return data
 
 
 def loader_settings(loader: DataLoader) -> dict:

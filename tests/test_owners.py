@@ -96,8 +96,8 @@ def test_a_train_and_eval_epoch_function_prepares_the_training_loader_only():
             "`run_epoch()` trains on `train_loader` (prepared) and evaluates `val_loader`, "
             "`test_loader` through the same loop (its `loader` parameter): those stay plain, so "
             "every process evaluates the whole set and gets the same metrics (for a plateau "
-            "scheduler, early stopping, the best checkpoint); the loop keeps its `.to(device)`, "
-            "which prepared batches pass through unchanged"
+            "scheduler, early stopping, the best checkpoint); the loop keeps moving their "
+            "batches with its own `.to(...)`"
         )
     ]
 

@@ -173,6 +173,7 @@ def test_accumulation_steps_copied_after_the_device_are_read_from_the_config_par
         '    def __init__(self, model, config, device="cpu"):\n'
         "        self.accelerator = Accelerator(\n"
         "            gradient_accumulation_steps=config.accumulation_steps,\n"
+        "            cpu=True,\n"  # its device defaults to the CPU, and no call passes another
         "        )\n"
         "        self.model = model\n"
         "        self.device = self.accelerator.device\n"
@@ -226,6 +227,7 @@ def test_a_copy_computed_from_local_copies_of_a_parameter_is_spelt_out_from_the_
     assert (
         "        self.accelerator = Accelerator(\n"
         "            gradient_accumulation_steps=max(config.training.accumulation_steps, 1),\n"
+        "            cpu=True,\n"
         "        )\n"
         "        self.model = model\n"
     ) in output
@@ -288,7 +290,8 @@ class Trainer:
 if __name__ == "__main__":
     data = TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,)))
     config = {"training": {"lr": 0.1, "amp": True}}
-    Trainer(nn.Linear(4, 2), config, "cpu").train(DataLoader(data, batch_size=8))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    Trainer(nn.Linear(4, 2), config, device).train(DataLoader(data, batch_size=8))
 """
 
 

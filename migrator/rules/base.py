@@ -50,6 +50,9 @@ class AcceleratorKwarg:
     name: str
     code: str
     depends_on: tuple[str, ...] = ()
+    # the note left when the Accelerator cannot be made where this argument can be read: the
+    # argument goes, not the migration (`cpu=`); None: the migration needs it
+    unless_placed: Finding | None = None
 
 
 @dataclass(eq=False)
@@ -122,9 +125,9 @@ class RuleContext:
             self.accelerator_imports.append("PartialState")
         return "PartialState().is_main_process"
 
-    def add_kwarg(self, name: str, code: str, depends_on=()) -> None:
+    def add_kwarg(self, name: str, code: str, depends_on=(), unless_placed=None) -> None:
         if all(kwarg.name != name for kwarg in self.kwargs):
-            self.kwargs.append(AcceleratorKwarg(name, code, tuple(depends_on)))
+            self.kwargs.append(AcceleratorKwarg(name, code, tuple(depends_on), unless_placed))
 
     def owner_expression(self, scope: Scope, expr: ast.expr):
         """(code, depends_on) for `expr` (a literal, a name or `name.attr`) as the owner of

@@ -13,6 +13,7 @@ stop the migration (a finding) when they are not.
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from migrator.analysis.model.origins import call_sites_of, class_methods, is_method
 from migrator.analysis.roles.explain import where
@@ -40,6 +41,27 @@ class CreateAccelerator(Rule):
     triggers = ("backward",)
 
     def apply(self, context: RuleContext) -> None:
+        blocked, count = context.blocked, len(context.findings)
+        needs = list(context.needs)
+        kwargs = [(k, k.code, k.depends_on) for k in context.kwargs]
+        self._later: list = []  # edits the placement asks for, made once it is found
+        self._create(context)
+        optional = [k for k in context.kwargs if k.unless_placed is not None]
+        if context.blocked and not blocked and optional and not context.accelerator_created:
+            # an argument it can go without (`cpu=`) asks for a place it cannot have: it goes,
+            # with its note, rather than the whole migration
+            del context.findings[count:]
+            context.blocked = False
+            context.needs[:] = needs
+            for kwarg, code, depends in kwargs:
+                kwarg.code, kwarg.depends_on = code, depends
+            for kwarg in optional:
+                context.kwargs.remove(kwarg)
+                context.findings.append(kwarg.unless_placed)
+            self._later = []
+            self._create(context)
+
+    def _create(self, context: RuleContext) -> None:
         facts = context.facts
         if facts.accelerator_names or not context.needs:
             return
@@ -67,9 +89,9 @@ class CreateAccelerator(Rule):
             outside = [n for n in context.needs if not any(n.scope.within(m) for m in methods)]
             for need in outside:
                 if need.fallback is not None:  # the process-wide state's flag instead
-                    need.fallback()
+                    self._later.append(need.fallback)
                 elif need.soft is not None:  # prints stay prints
-                    context.edits.cancel(need.soft)
+                    self._later.append(partial(context.edits.cancel, need.soft))
                 else:
                     continue
                 context.needs.remove(need)
@@ -121,10 +143,14 @@ class CreateAccelerator(Rule):
             self._move_devices(context, block, index, module.body, moved)
         if not self._settle_needs(context, block, index):
             return
-        arguments = ", ".join(f"{k.name}={k.code}" for k in context.kwargs)
+        for effect in self._later:  # the place is found: what finding it asked for is done
+            effect()
+        self._later = []
+        values = _values(context.kwargs)
+        arguments = ", ".join(f"{name}={code}" for name, code in values)
         code = f"{context.accelerator} = Accelerator({arguments})\n"
         if indent + len(code) > LINE_LENGTH:
-            lines = "".join(f"    {k.name}={k.code},\n" for k in context.kwargs)
+            lines = "".join(f"    {name}={code},\n" for name, code in values)
             code = f"{context.accelerator} = Accelerator(\n{lines})\n"
         blank = scope is module and index > 0 and guarded is None
         context.edits.insert(block.holder, index, context.statement(code, blank), priority=0)
@@ -163,30 +189,32 @@ class CreateAccelerator(Rule):
         ))  # fmt: skip
         return None
 
-    @staticmethod
-    def _used_after_creation(context: RuleContext, owner: Scope) -> bool:
+    def _used_after_creation(self, context: RuleContext, owner: Scope) -> bool:
         """A global accelerator made in the owner (its arguments read the owner's values)
         exists once the owner runs: a function of the file that uses it and is called from
         outside the owner, not after a call of the owner there (`setup(args)` from `main()`
         before `train(args)`), would meet no accelerator. A MIG900 naming it; False if so."""
         index = context.facts.index
-        for need in context.needs:
+        for need in list(context.needs):
             scope = need.scope
             while scope is not None and scope.kind != "function":
                 scope = scope.parent
             if scope is None or scope.within(owner) or owner.within(scope):
                 continue
-            if need.soft is not None:  # a print that can stay a print
-                continue
             made = call_sites_of(index, owner)
             if need.fallback is not None and any(not c.scope.within(owner) for c in
                                                  call_sites_of(index, scope)):  # fmt: skip
-                need.fallback()  # the process-wide state's flag: it exists wherever it runs
-                context.needs.remove(need)
+                self._later.append(need.fallback)  # the process-wide state's flag: it exists
+                context.needs.remove(need)  # wherever it runs
                 continue
             outside = [c for c in call_sites_of(index, scope) if not c.scope.within(owner)
                        and not any(m.scope is c.scope and m.node.lineno < c.node.lineno
                                    for m in made)]  # fmt: skip
+            if need.soft is not None:  # a print that can stay a print: it does in a
+                if outside:  # function that may run before the owner made the accelerator
+                    self._later.append(partial(context.edits.cancel, need.soft))
+                    context.needs.remove(need)
+                continue
             if outside:
                 call = outside[0]
                 context.block_file(Finding(code="MIG900", node=owner.node, message=(
@@ -229,24 +257,22 @@ class CreateAccelerator(Rule):
         positions = [position_in(n, block) for n in context.needs if n.soft is None]
         return any(p is not None and p < index for p in positions)
 
-    @staticmethod
-    def _move_devices(context: RuleContext, block: Block, index: int, module: Block,
+    def _move_devices(self, context: RuleContext, block: Block, index: int, module: Block,
                       moved: list) -> None:  # fmt: skip
         """Module-level `device = ...` lines only the guard reads go into it, after the
         Accelerator; prints before the guard stay prints."""
         for small, name in moved:
-            context.edits.remove(small)
+            self._later.append(partial(context.edits.remove, small))
             line = context.statement(f"{name} = {context.accelerator}.device\n")
-            context.edits.insert(block.holder, index, line, priority=1)
+            self._later.append(partial(context.edits.insert, block.holder, index, line, priority=1))
         kept = [n for n in context.needs if position_in(n, block) is not None
                 or position_in(n, module) is None]  # fmt: skip
         for need in context.needs:
             if need not in kept and need.soft is not None:
-                context.edits.cancel(need.soft)
+                self._later.append(partial(context.edits.cancel, need.soft))
         context.needs[:] = [n for n in kept]
 
-    @staticmethod
-    def _settle_needs(context: RuleContext, block: Block, index: int) -> bool:
+    def _settle_needs(self, context: RuleContext, block: Block, index: int) -> bool:
         """Drop soft needs that come before the accelerator exists; False on a hard one (a
         MIG900 naming the first such code and the values the Accelerator waits for)."""
         early = []
@@ -255,11 +281,11 @@ class CreateAccelerator(Rule):
             if position is None or position >= index:
                 continue
             if need.fallback is not None:  # before the accelerator: the process-wide state
-                need.fallback()
+                self._later.append(need.fallback)
                 context.needs.remove(need)
                 continue
             if need.soft is not None:
-                context.edits.cancel(need.soft)
+                self._later.append(partial(context.edits.cancel, need.soft))
                 continue
             early.append((position, need_line(need), need))
         if not early:
@@ -271,6 +297,24 @@ class CreateAccelerator(Rule):
             f"{need_words(context, need, node)} already uses the accelerator; migrate by hand"
         )))  # fmt: skip
         return False
+
+
+def _values(kwargs) -> list[tuple[str, str]]:
+    """(name, code) of each argument; fp16 is off where `cpu=` holds (the original's autocast
+    on "cuda" did nothing to a model on the CPU, and fp16 has no CPU kernels)."""
+    cpu = next((k.code for k in kwargs if k.name == "cpu"), None)
+    values = []
+    for kwarg in kwargs:
+        code = kwarg.code
+        if kwarg.name == "mixed_precision" and cpu is not None and code.startswith('"fp16"'):
+            if cpu == "True":
+                code = '"no"'
+            elif code == '"fp16"':
+                code = f'"fp16" if not ({cpu}) else "no"'
+            elif code.endswith(' else "no"'):
+                code = code[: -len(' else "no"')] + f' and not ({cpu}) else "no"'
+        values.append((kwarg.name, code))
+    return values
 
 
 def _body_start(block: Block) -> int:

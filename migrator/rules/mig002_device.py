@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.origins import (
     argument_for,
     class_methods,
@@ -19,7 +20,12 @@ from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Binding, Line, Scope
 from migrator.analysis.syntax.views import call_args, contains
 from migrator.arglists import call_items
+from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.cpu_conditions import FALSE, deps, render
+from migrator.rules.cpu_request import cpu_request
+from migrator.rules.device_requests import CpuRequests
+from migrator.rules.model_tensors import model_tensors
 
 
 class Device(Rule):
@@ -29,8 +35,35 @@ class Device(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
+        self._cpu_flag(context)
         self._device_variables(context)
         self._literal_devices(context)
+        model_tensors(context)
+
+    # -- `Accelerator(cpu=...)` --------------------------------------------------------------
+    def _cpu_flag(self, context: RuleContext) -> None:
+        """The CPU the original's model and batches were placed on where CUDA is present
+        (`--no-cuda`, `--device cpu`) becomes `Accelerator(cpu=...)` (cpu_request.py)."""
+        if context.facts.accelerator_names:
+            return  # already on the target: its Accelerator says where it runs
+        cond, unread, sites = cpu_request(context)
+        texts = {context.source.text_of(node).strip(): node for node in reversed(unread)}
+        for node in sorted(texts.values(), key=lambda n: (n.lineno, n.col_offset)):
+            context.findings.append(Finding(code=self.code, level="note", node=node, message=(
+                f"where the original trained is decided by "
+                f"`{context.source.text_of(node).strip()}` (line {node.lineno}), which this "
+                "tool cannot read: the Accelerator gets no `cpu=`, so it trains on this "
+                "process's GPU wherever there is one; pass `cpu=` to `Accelerator(...)` if "
+                "that choice can be the CPU")))  # fmt: skip
+        if cond != FALSE:
+            code = render(cond)
+            note = Finding(code=self.code, level="note", node=sites[0] if sites else None,
+                           message=(
+                f"the original trains on the CPU when `{code}`, but the Accelerator must be "
+                "made before that can be read, so it gets no `cpu=` and trains on this "
+                "process's GPU wherever there is one; make the Accelerator after it and pass "
+                f"`cpu={code}` by hand"))  # fmt: skip
+            context.add_kwarg("cpu", code, deps(cond), unless_placed=note)
 
     # -- `device = ...` ----------------------------------------------------------------------
     def _device_variables(self, context: RuleContext) -> None:
@@ -106,6 +139,8 @@ class Device(Rule):
 
     def _still_used(self, context: RuleContext, scope: Scope, name: str) -> bool:
         dropped = context.edits.dropped_names
+        if name in scope.declared_global:  # `global device` in main(): the module's variable
+            scope = context.facts.index.module_scope
         for current in scopes_seeing(scope, name):
             for use in current.uses.get(name, []):
                 if id(use.node) not in dropped:
@@ -116,6 +151,7 @@ class Device(Rule):
     def _literal_devices(self, context: RuleContext) -> None:
         facts = context.facts
         imports = facts.index.imports
+        requests = CpuRequests(context)
         for scope in facts.training_scopes:
             devices = facts.device_names(scope)
             for site in scope.calls:
@@ -130,9 +166,10 @@ class Device(Rule):
                 args = call_args(call)
                 for position, arg in enumerate(args):
                     keyword = arg.keyword
-                    literal = patterns.is_device_constructor(arg.value, imports) and not (
-                        patterns.moves_off_device(call, site.small, imports)
-                    )
+                    literal = (
+                        patterns.is_device_constructor(arg.value, imports)
+                        or _flag(requests, arg.value, scope)  # `device=args.device`
+                    ) and not patterns.moves_off_device(call, site.small, imports)
                     positional_to = kind == "to" and keyword is None and position == 0
                     if literal and (keyword == "device" or positional_to):
                         if patterns.has_explicit_index(arg.value):
@@ -166,6 +203,20 @@ class Device(Rule):
         else:
             context.edits.rewrite(node, render, drops=[node])
         context.need_accelerator_at(site.statement)
+
+
+def _flag(requests: CpuRequests, expr: ast.expr, scope: Scope) -> bool:
+    """`args.device`, `cfg.train.device`: the device the user names on the command line or in
+    a config; not a model's or a batch's `.device`, not `self.device` (a device variable)."""
+    text = chain_text(expr) if isinstance(expr, ast.Attribute) else None
+    if text is None or text.startswith(patterns.SELF + ".") or "cpu" in expr.attr.lower():
+        return False
+    if not patterns.looks_like_device_name(expr.attr):
+        return False
+    return requests.config_holder(expr, scope) and not (
+        patterns.is_accelerator_device(expr, requests.facts.accelerator_names)
+        or requests.follows_object(expr.value, scope)
+    )
 
 
 def _device_only_if(index, bindings: list[Binding], removed=frozenset()):

@@ -8,6 +8,7 @@ import ast
 from migrator.analysis.catalogue.patterns import name_of
 from migrator.analysis.model.chains import chain_text
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.mig004_batch_placement import drop_guards_if_emptied
 from migrator.rules.placement_calls import strip_placement
 
 
@@ -28,6 +29,7 @@ class ModelPlacement(Rule):
                     continue
                 if strip_placement(site.node, devices, facts.index.imports, context.edits):
                     context.edits.clean_up(site.small)
+                    drop_guards_if_emptied(context, site.statement)  # `if use_cuda:`
 
     def _places_prepared_model(self, context: RuleContext, site) -> bool:
         scope = site.scope

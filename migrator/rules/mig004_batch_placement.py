@@ -1,7 +1,9 @@
 """MIG004 batch placement: in loops over prepared loaders (and helpers they hand batches to),
 `.to(device)`/`.cuda()` on loader data is removed — the prepared loader already placed it.
 Statements left doing nothing (`x = x`, `batch = {k: v for k, v in batch.items()}`) go too.
-Tensors that do not come from a prepared loader keep their placement."""
+Tensors that do not come from a prepared loader keep their placement, and so does a region
+some of whose batches may not be placed (batch_feeds.py: a helper also called with other data,
+a collate function of the script's own): MIG002 points it at `accelerator.device`."""
 
 from __future__ import annotations
 
@@ -27,6 +29,12 @@ class BatchPlacement(Rule):
         facts = context.facts
         for region in facts.regions:
             if region.loader is None or not context.prepared(region.loader.name):
+                continue
+            if (
+                region.mixed
+                or region.opaque
+                or not all(context.prepared(loader.name) for loader in region.feeds)
+            ):  # batches the loader may not place: `.to(...)` stays (on accelerator.device)
                 continue
             devices = facts.device_names(region.scope)
             comprehension_calls = self._comprehension_calls(region)

@@ -173,8 +173,8 @@ def _shared_note(shared) -> Finding:
             f"`{function}()` trains on `{shared.train}` (prepared) and evaluates {evaluated} "
             f"through the same loop (its `{shared.param}` parameter): those stay plain, so every "
             "process evaluates the whole set and gets the same metrics (for a plateau "
-            "scheduler, early stopping, the best checkpoint); the loop keeps its "
-            "`.to(device)`, which prepared batches pass through unchanged"
+            "scheduler, early stopping, the best checkpoint); the loop keeps moving their "
+            "batches with its own `.to(...)`"
         ),
     )
 

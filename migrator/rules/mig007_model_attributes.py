@@ -1,7 +1,8 @@
 """MIG007 model attributes: a prepared model is wrapped in DistributedDataParallel, which answers
 the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but not the model's
-own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`). Those go
-through `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
+own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`), nor its class
+(`model.__class__.__name__`, `type(model)`, `isinstance(model, Net)`). Those go through
+`accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
 `hasattr(model, "x")` and `getattr`/`setattr` by name go through it too, and so does indexing
 (`model[-1]` of an nn.Sequential: DDP has no `__getitem__`).
 `model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
@@ -56,7 +57,13 @@ class ModelAttributes(Rule):
                         use.attr not in MODULE_API or (keyed and use.attr in NAMED)
                     )
                     alone = use.kind == "call" and _main_only(context, scope, use.statement)
-                    if not (own or alone or use.kind == "subscript" or _named_attribute(use)):
+                    if not (
+                        own
+                        or alone
+                        or use.kind == "subscript"
+                        or _named_attribute(use)
+                        or _type_query(use, facts.index.imports)
+                    ):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
                         continue  # a model re-created after training is a plain model
@@ -105,6 +112,23 @@ def _named_attribute(use) -> bool:
         return False
     attribute = call.args[1]
     return not (isinstance(attribute, ast.Constant) and attribute.value in MODULE_API)
+
+
+def _type_query(use, imports) -> bool:
+    """`type(model)`, `isinstance(model, Regressor)`: the wrapper's class is not the model's
+    (a run folder named after `type(model).__name__` would read DistributedDataParallel);
+    `isinstance(model, nn.Module)` and other torch classes keep the wrapper."""
+    call = use.call
+    if use.kind != "arg" or use.callee not in ("type", "isinstance") or call is None:
+        return False
+    if not call.args or call.args[0] is not use.node or call.keywords:
+        return False
+    if use.callee == "type":
+        return len(call.args) == 1
+    classes = call.args[1].elts if isinstance(call.args[1], ast.Tuple) else [call.args[1]]
+    return len(call.args) == 2 and not any(
+        (imports.qualify(c) or "").startswith("torch.") for c in classes
+    )
 
 
 def _other_methods(facts) -> list:

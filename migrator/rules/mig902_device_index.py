@@ -1,5 +1,6 @@
-"""MIG902 explicit device index: `.cuda(1)`, `.to("cuda:1")`, `torch.device("cuda", 1)` pin a
-GPU, but under Accelerate each process owns one device. Reported, never rewritten; except the
+"""MIG902 explicit device index: `.cuda(1)`, `.to("cuda:1")`, `torch.device("cuda", 1)`, a
+`--device` flag whose default is `"cuda:1"` pin a GPU, but under Accelerate each process owns
+one device. Reported, never rewritten; except the
 first GPU chosen as the script's device (`device = torch.device("cuda:0")`, what a one-GPU
 script means by "the GPU"), which MIG002 already made `accelerator.device`.
 
@@ -50,6 +51,8 @@ class DeviceIndex(Rule):
 def explicit_index(source, call: ast.Call, imports) -> str | None:
     func = call.func
     args = patterns.positional(call)
+    if isinstance(func, ast.Attribute) and func.attr == "add_argument":
+        return _flag_default(source, call)
     if not args:
         return None
     if isinstance(func, ast.Attribute) and func.attr == "cuda":
@@ -61,6 +64,17 @@ def explicit_index(source, call: ast.Call, imports) -> str | None:
             return integer_text(source, args[1].value)
         return _indexed_string(source, args[0].value)
     return None
+
+
+def _flag_default(source, call: ast.Call) -> str | None:
+    """`parser.add_argument("--device", default="cuda:1")`: the device the script runs on
+    unless told otherwise pins a GPU (`cuda:0`, "the GPU" of a one-GPU script, does not)."""
+    names = [patterns.string_value(a) or "" for a in call.args]
+    default = next((k.value for k in call.keywords if k.arg == "default"), None)
+    if not any(patterns.looks_like_device_name(n.lstrip("-").replace("-", "_")) for n in names):
+        return None
+    index = _indexed_string(source, default) if default is not None else None
+    return None if index in ("'cuda:0'", '"cuda:0"') else index
 
 
 def _indexed_string(source, expr: ast.expr) -> str | None:

@@ -387,5 +387,5 @@ MODULE_API = {
     "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
     "register_full_backward_hook", "register_buffer", "register_parameter", "add_module",
     "forward", "type", "share_memory", "get_submodule", "get_parameter", "get_buffer",
-    "module", "compile", "__class__",
+    "module", "compile",
 }  # fmt: skip

@@ -177,7 +177,9 @@ class PerProcessValues(ValueExpressions):
             if current.kind != "class" and own and name not in current.declared_global:
                 return current
             current = current.parent
-        return self.index.module_scope if name in self.index.module_scope.bindings else None
+        module = self.index.module_scope
+        declared = any(name in s.declared_global for s in self.index.scopes)  # `global accelerator`
+        return module if name in module.bindings or declared else None
 
     def _lookup(self, scope: Scope, name: str) -> Value:
         if name in self._frame.state:

@@ -25,12 +25,14 @@ from migrator.analysis.roles.facts import TrainingFacts, chain_text
 from migrator.analysis.roles.held_objects import HeldObjects
 from migrator.analysis.roles.homes import ClassHomes
 from migrator.analysis.roles.loops import LoopAnalysis
+from migrator.analysis.roles.model_classes import model_methods
 from migrator.analysis.roles.objects import ObjectRoles
 from migrator.analysis.roles.optimizer_pairs import OptimizerPairs
 from migrator.analysis.roles.regions import DataRegions
 from migrator.analysis.roles.retained_graphs import RetainedGraphs
 from migrator.analysis.roles.step_kinds import StepKinds
 from migrator.analysis.roles.trained_models import TrainedModels
+from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
 from migrator.findings import Finding
 from migrator.source import Source
@@ -89,6 +91,7 @@ class _Analyser(
             return self.facts
         self._find_eval_loops()
         self._find_regions(per_batch)
+        self.facts.model_methods = model_methods(self.facts)
         self._find_devices()
         self.facts.backward_calls = [
             site
@@ -348,6 +351,7 @@ class _Analyser(
                         trainer_device
                         or patterns.is_device_constructor(value, self.imports)
                         or (patterns.is_accelerator_device(value, facts.accelerator_names))
+                        or _chosen_device(name, value, binding)
                     ):
                         if (
                             scope is module
@@ -358,7 +362,8 @@ class _Analyser(
                         facts.device_bindings.append(binding)
 
     def _used_in_training(self, name: str) -> bool:
-        return any(name in scope.uses for scope in self.facts.training_scopes)
+        facts = self.facts
+        return any(name in scope.uses for scope in [*facts.training_scopes, *facts.model_methods])
 
     # -- findings ----------------------------------------------------------------------------
     def _block(self, node: ast.AST, name: str | None, scope: Scope | None = None,
@@ -381,6 +386,25 @@ class _Analyser(
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         if level == "warning":
             self.facts.blocked = True
+
+
+def _chosen_device(name: str, value: ast.expr, binding) -> bool:
+    """`device = choose_device(args.device)`, `device = args.device`, `dev = cfg["device"]`,
+    `device = next(model.parameters()).device`: a variable named as the device, set once
+    outside a loop from a helper, a flag or a config that names a device too. Not
+    `cpu_device = ...` (a host device for copies, which stays), nor `device = config.cuda`
+    (a switch, not a device)."""
+    if not patterns.looks_like_device_name(name) or "cpu" in name.lower() or binding.loop:
+        return False
+    if isinstance(value, ast.Call):
+        named = patterns.last_part(dotted_name(value.func) or "")
+    elif isinstance(value, ast.Attribute):
+        named = value.attr
+    elif isinstance(value, ast.Subscript):
+        named = patterns.string_value(value.slice) or ""
+    else:
+        return False
+    return "device" in named.lower()
 
 
 def analyse(tree: ast.Module, source: Source, index: ModuleIndex | None = None) -> TrainingFacts:

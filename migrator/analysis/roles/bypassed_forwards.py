@@ -49,7 +49,7 @@ class BypassedForwards:
                     continue
                 if func.attr == "forward":
                     run.add(model)
-                elif func.attr not in patterns.MODULE_API:
+                elif func.attr not in patterns.MODULE_API and func.attr != "__class__":
                     bypassed.setdefault(model, site)  # `gen.sample(n)`, `vae.decoder(z)`
         for model, site in bypassed.items():
             if model in run:

@@ -38,6 +38,12 @@ class DataRegion:
     # ids of the simple statements that bind the seeds from the loader (`batch = next(it)`):
     # they do not count as rebinding a seed from non-data.
     seed_statements: set[int] = field(default_factory=set)
+    # the loaders whose batches reach it (a helper's: through every call of it), whether a
+    # call hands it something else, whether they may hold what prepare does not place
+    # (batch_feeds.py)
+    feeds: list[Origin] = field(default_factory=list)
+    mixed: bool = False
+    opaque: bool = False
 
     def contains(self, call: CallSite) -> bool:
         if call.scope is not self.scope:
@@ -94,6 +100,9 @@ class TrainingFacts:
     # A train/eval epoch function fed the training loader and plain eval loaders
     # (shared_epochs.py): a SharedEpoch each.
     shared_epochs: list = field(default_factory=list)
+    # The methods of the classes trained models are made of (model_classes.py): the tensors
+    # they place live inside the prepared model.
+    model_methods: list[Scope] = field(default_factory=list)
 
     @property
     def has_training(self) -> bool:

@@ -23,12 +23,9 @@ from migrator.analysis.model.origins import (  # fmt: skip
     value_call,
 )
 from migrator.analysis.roles import explain
+from migrator.analysis.roles.batch_feeds import TENSOR_FIELDS, opaque_loader, settle_feeds
 from migrator.analysis.roles.facts import INLINE_LOADER, DataRegion, TrainingFacts
 from migrator.analysis.syntax.index import ModuleIndex
-
-# Attributes a tensor batch has (`batch.shape`): read as fields, they say nothing of its type.
-TENSOR_FIELDS = {"shape", "dtype", "device", "data", "T", "mT", "ndim", "is_cuda", "grad", "real",
-                 "imag", "layout", "requires_grad", "is_leaf", "names", "nbytes", "itemsize"}  # fmt: skip
 
 
 class DataRegions:
@@ -106,6 +103,7 @@ class DataRegions:
 
     def _find_regions(self, per_batch: set[int]) -> None:
         facts = self.facts
+        inline: dict[int, ast.Call | None] = {}  # a loop region's loader built in place
         for loop in [*facts.training_loops, *facts.eval_loops]:
             source = self._loop_source(loop)
             if source is None:  # loader-less training: no batches to follow
@@ -125,7 +123,8 @@ class DataRegions:
             else:  # a DataLoader built in place (MIG006 names and prepares it)
                 loader = Origin(source.scope, INLINE_LOADER)
             region = DataRegion(scope=loop.scope, loop=loop, loader=loader, seeds=seeds,
-                                seed_statements=source.batch_statements)  # fmt: skip
+                                seed_statements=source.batch_statements, feeds=[loader])  # fmt: skip
+            inline[id(region)] = source.inline
             facts.regions.append(region)
         # Helpers called with batch data inside a region receive it as a parameter.
         queue = list(facts.regions)
@@ -133,6 +132,8 @@ class DataRegions:
         while queue:
             region = queue.pop()
             region.names = derive(region)
+            if region.loop is not None:
+                region.opaque = opaque_loader(facts, region, inline.get(id(region)))
             for site in region.scope.calls:
                 callee = self._callee_scope(site)
                 if callee is None or not region.contains(site):
@@ -148,6 +149,7 @@ class DataRegions:
                                         seeds={param})  # fmt: skip
                     facts.regions.append(helper)
                     queue.append(helper)
+        settle_feeds(facts, self._callee_scope)
         for region in facts.regions:
             if region.scope not in facts.training_scopes:
                 facts.training_scopes.append(region.scope)

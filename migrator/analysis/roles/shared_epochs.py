@@ -8,8 +8,8 @@ The loader the training call passes is the training loader, prepared where it is
 model and optimizer, in the function where they all meet (the caller). The loaders the other
 calls pass stay plain: every process evaluates the whole set and gets the same metrics, which
 a plateau scheduler, early stopping or a best-model choice read (per-process shards would make
-the processes decide differently); the loop keeps its `.to(device)`, which the training
-batches, already placed, pass through unchanged. A note says so.
+the processes decide differently); the loop keeps its `.to(device)` for them, the device
+now the accelerator's (MIG002), where the training batches already are. A note says so.
 
 A mixin of LoopAnalysis (loops.py), beside LoopSources: it reads `self.index`, `self.facts`,
 `_calls_reachable`; roles.py asks it for a loop's loader its origin cannot name.
