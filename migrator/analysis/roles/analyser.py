@@ -21,6 +21,7 @@ from migrator.analysis.model.origins import (  # fmt: skip
 )
 from migrator.analysis.roles import explain
 from migrator.analysis.roles.bypassed_forwards import BypassedForwards
+from migrator.analysis.roles.eval_loaders import EvalLoaders
 from migrator.analysis.roles.facts import TrainingFacts, chain_text
 from migrator.analysis.roles.held_objects import HeldObjects
 from migrator.analysis.roles.homes import ClassHomes
@@ -43,6 +44,7 @@ class _Analyser(
     HeldObjects,
     TrainedModels,
     DataRegions,
+    EvalLoaders,
     LoopAnalysis,
     RetainedGraphs,
     BypassedForwards,
@@ -124,8 +126,40 @@ class _Analyser(
         facts = self.facts
         findings = list(facts.findings)
         self._roles(per_batch)
-        if not facts.blocked:
-            return
+        if facts.blocked:
+            self._meet(per_batch, findings)
+        if facts.blocked:
+            self._through_constructors(per_batch, findings)
+
+    def _through_constructors(self, per_batch: set[int], findings: list) -> None:
+        """A Trainer made with its caller's objects (`trainer = Trainer(model, optimizer,
+        device)` in `main()`, which loops over the loader and calls `trainer.train_step(...)`):
+        `self.optimizer = optimizer` in `__init__` holds the caller's optimizer. Roles again
+        with such attributes traced to what the constructions pass (origins.py); kept when
+        they hold, else the first refusal stands."""
+        facts = self.facts
+        saved = {name: _copy(getattr(facts, name)) for name in RETRIED}
+        facts.findings, facts.blocked, facts.owner, facts.meeting = (
+            list(findings),
+            False,
+            None,
+            None,
+        )
+        facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
+        facts.shared_epochs, facts.inline_loaders, facts.held_loaders = [], [], []
+        facts.origins.clear()
+        facts.homes.clear()
+        facts.through_instances = True
+        self._sources.clear()
+        self._roles(per_batch)
+        if facts.blocked:
+            for name, value in saved.items():
+                setattr(facts, name, value)
+            facts.through_instances = False
+            self._sources.clear()
+
+    def _meet(self, per_batch: set[int], findings: list) -> None:
+        facts = self.facts
         meeting = self._meeting_point()
         if meeting is None or facts.meeting is not None:
             return
@@ -162,6 +196,9 @@ class _Analyser(
                     return
                 facts.inline_loaders.append((source.inline, statement))
                 inline_scopes.append(statement.block.scope)
+            if source is not None and source.held:  # in a container: prepared where it is made
+                facts.held_loaders += [h for h in source.held if h not in facts.held_loaders]
+                inline_scopes.append(source.scope)
             for name in source.loaders if source is not None else []:
                 found = facts.origin(source.scope, name) or self._shared_loader(source.scope, name)
                 if found is None:
@@ -349,6 +386,15 @@ class _Analyser(
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         if level == "warning":
             self.facts.blocked = True
+
+
+# what a second reading of the roles resets, and puts back when the first one stands
+RETRIED = ("findings", "blocked", "owner", "meeting", "optimizers", "models", "train_loaders",
+           "schedulers", "shared_epochs", "inline_loaders", "held_loaders", "origins", "homes")  # fmt: skip
+
+
+def _copy(value):
+    return type(value)(value) if isinstance(value, (list, dict)) else value
 
 
 def analyse(tree: ast.Module, source: Source, index: ModuleIndex | None = None) -> TrainingFacts:
