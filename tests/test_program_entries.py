@@ -145,3 +145,24 @@ def test_the_migrated_programs_train_on_two_processes(name, steps, tmp_path):
         assert len(re.findall(steps, done.stdout)) == 3, done.stdout
     else:  # 96 samples, batch 12: 4 batches on each process (printed by both: a plain print)
         assert done.stdout.count("epoch 2 batches 4 loss") == 2, done.stdout
+
+
+@pytest.mark.parametrize("fixture", sorted(p for p in PROGRAMS.iterdir() if (p / "in").is_dir()),
+                         ids=lambda p: p.name)  # fmt: skip
+def test_no_unchanged_file_with_a_training_step_is_silent_in_a_bulk_run(
+    fixture, tmp_path, monkeypatch, capsys
+):
+    """Never silent (issue 27): in `migrate .` over a program, every file left unchanged that
+    has a backward and an optimizer step, and the entry of a program left unchanged, says
+    why."""
+    work = tmp_path / "program"
+    shutil.copytree(fixture / "in", work)
+    _code, report = run_cli(work, monkeypatch, capsys, ".", mode="check")
+    migrated = {item.get("program") for item in report["files"] if item["changed"]}
+    for item in report["files"]:
+        if item["changed"] or item.get("error"):
+            continue
+        text = (work / item["path"]).read_text()
+        stepping = ".backward(" in text and ".step(" in text
+        refused_entry = item.get("program") == item["path"] and item["path"] not in migrated
+        assert not (stepping or refused_entry) or item["findings"], item["path"]
