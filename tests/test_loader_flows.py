@@ -138,3 +138,38 @@ def test_a_dict_of_loaders_is_no_loaderless_loop():
     assert not [f for f in findings if f.code == "MIG905"]
     _output, findings = _migrated("tensors_by_phase_loaderless")
     assert [f.code for f in findings] == ["MIG905"]
+
+
+def test_an_iterable_the_model_runs_on_that_no_dataloader_reaches_is_named():
+    """A test set from a module outside the program: it may be a DataLoader or a list of
+    tensors; it stays plain (its batches keep their `.to(device)`) and a note says so."""
+    source = textwrap.dedent("""\
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+        from data import held_out_batches
+
+        def main():
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            loader = DataLoader(TensorDataset(torch.randn(16, 2), torch.randn(16, 1)), batch_size=4)
+            model = nn.Linear(2, 1).to(device)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                loss = nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
+            test_batches = held_out_batches()
+            with torch.no_grad():
+                for x, y in test_batches:
+                    x = x.to(device)
+                    print(model(x).sum().item())
+    """)
+    output, findings = migrate_text(source)
+    assert output is not None
+    assert "            x = x.to(device)\n" in output
+    [note] = [f.message for f in findings if f.code == "MIG006"]
+    assert note.startswith(
+        "`test_batches`, which the loop at line 18 evaluates on, is not prepared"
+    )
+    assert "it comes from `held_out_batches()`" in note

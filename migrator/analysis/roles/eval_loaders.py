@@ -24,7 +24,7 @@ import ast
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.chains import split_chain
 from migrator.analysis.model.loader_values import LoaderValues
-from migrator.analysis.model.origins import Origin, bindings_of, call_sites_of, value_call
+from migrator.analysis.model.origins import Origin, bindings_of, calls_of, value_call
 from migrator.analysis.roles import explain
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import Loop, ModuleIndex
@@ -64,7 +64,7 @@ class EvalLoaders:
                 source = self._loop_source(loop)
                 if source is None:
                     continue
-                runs = scope is facts.owner or bool(call_sites_of(self.index, scope))
+                runs = scope is facts.owner or bool(calls_of(self.index, scope))
                 if source.inline is not None:  # `for x in DataLoader(test_set, ...)`
                     if runs:
                         self._plain_note(loop, None, "it is built in the loop's head, where it "
@@ -74,7 +74,14 @@ class EvalLoaders:
                 if not (source.loaders or source.held) or not runs:
                     continue
                 origins = [facts.origin(source.scope, name) for name in source.loaders]
-                if any(found is None or not self._is_loader(found) for found in origins):
+                untraced = [name for name, found in zip(source.loaders, origins)
+                            if found is None or not self._is_loader(found)]  # fmt: skip
+                if untraced:  # a loader, or a list of tensors? The model it runs says which
+                    if self._runs_model(loop) and not facts.distributed.one_process_only(
+                        loop.statement
+                    ):
+                        for name in untraced:
+                            self._plain_note(loop, name, self._untraced(source.scope, name))
                     continue
                 if any(found.name in shared.evaluated and found.scope is shared.caller
                        for shared in facts.shared_epochs for found in origins):  # fmt: skip
@@ -118,11 +125,39 @@ class EvalLoaders:
         if (known is not None and known is not scope) or same_name:
             return (f"another object of the same name, `{found.name}`, is prepared "
                     f"{explain.where(known or facts.owner)}")  # fmt: skip
-        if scope.kind == "function" and not call_sites_of(self.index, scope):
+        if scope.kind == "function" and not calls_of(self.index, scope):
             return f"{explain.where(scope)}, which makes it, runs from outside this file"
         if any(b.loop is not None and b.loop in facts.training_loops for b in made):
             return "it is made inside the training loop"
         return None
+
+    def _runs_model(self, loop: Loop) -> bool:
+        """The loop runs a model the program trains (`model(x)`, `model.forward(x)`)."""
+        for call in loop.calls:
+            called = patterns.name_of(call.node.func)
+            if call.method == "forward" and call.receiver is not None:
+                called = patterns.name_of(call.receiver)
+            if called is not None and self.facts.role(call.scope, called) == "model":
+                return True
+        return False
+
+    def _untraced(self, scope, name: str) -> str:
+        """Why the iterable a loop runs the model on is not known to be a DataLoader."""
+        found = self.facts.origin(scope, name)
+        if found is None:
+            return f"where `{name}` comes from is not one place in this program"
+        made = found.scope.assigns(found.name)
+        call = made[0].value if len(made) == 1 else None
+        if isinstance(call, ast.Call):
+            maker = patterns.name_of(call.func) or "a call"
+            return (f"it comes from `{maker}()`, which this program does not show making a "
+                    "DataLoader (another module, or not a loader); if it is one, prepare it "
+                    "where it is made")  # fmt: skip
+        if not made:
+            return (f"`{found.name}` is a parameter {explain.where(found.scope)} that this "
+                    "program does not trace to a DataLoader; if it is one, prepare it where "
+                    "it is made")  # fmt: skip
+        return f"`{found.name}` is not traced to a DataLoader {explain.where(found.scope)}"
 
     def _plain_note(self, loop: Loop, name: str | None, why: str) -> None:
         """MIG006 note: the loader `loop` evaluates on stays plain, and why."""
