@@ -10,6 +10,8 @@ A loader is one when its value comes from a `DataLoader(...)`, however it reache
 - in another scope the program runs (an `evaluate()` that makes its test loader, a method of
   the Trainer, module code): prepared there, right after it is made, as the objects of a
   class's other methods are (its home: placement/homes.py);
+- received where the training loader is received (both parameters of the function where the
+  objects meet, both kept by a Trainer's `__init__`): prepared there with it;
 - nowhere this file can prepare it (a parameter no call here passes, a loader built in the
   loop's head, a loop run by one process under `if rank == 0:`): plain, with a MIG006 note.
 
@@ -45,6 +47,12 @@ class EvalLoaders:
             call = value_call(binding)
             if call is not None and patterns.is_loader_call(call, self.imports):
                 return True
+        if self._received(origin) and any(  # received where the training loader is
+            self._received(Origin(self.facts.homes.get(t, self.facts.owner), t))
+            and self.facts.homes.get(t, self.facts.owner) is origin.scope
+            for t in self.facts.train_loaders
+        ):
+            return True
         values = LoaderValues(self.index)
         if split_chain(origin.name) is None:
             return values.name_is_loader(origin.scope, origin.name)
@@ -53,6 +61,20 @@ class EvalLoaders:
         except SyntaxError:
             return False
         return values.is_loader(origin.scope, expr)
+
+    @staticmethod
+    def _received(origin: Origin) -> bool:
+        """`origin` is what its scope receives: a parameter, or `self.x = x` of one."""
+        scope = origin.scope
+        if scope is None or scope.kind != "function":
+            return False
+        made = scope.assigns(origin.name)
+        if not made:
+            return origin.name in scope.params
+        return all(
+            b.kind == "assign" and isinstance(b.value, ast.Name) and b.value.id in scope.params
+            for b in made
+        )
 
     def _find_eval_loops(self) -> None:
         facts = self.facts
