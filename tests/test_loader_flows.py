@@ -172,4 +172,16 @@ def test_an_iterable_the_model_runs_on_that_no_dataloader_reaches_is_named():
     assert note.startswith(
         "`test_batches`, which the loop at line 18 evaluates on, is not prepared"
     )
-    assert "it comes from `held_out_batches()`" in note
+    assert "it comes from `held_out_batches(...)`" in note
+
+
+def test_a_migration_its_prepared_evaluation_loader_makes_unsound_keeps_it_plain():
+    """The engine's second try: with the validation loader prepared, the inputs would be
+    gathered before the model runs on them (refused by the soundness check); plain, the
+    migration is sound, and the note says why the loader stays plain."""
+    output, findings = _migrated("eval_loader_kept_plain_for_its_metric")
+    assert "model, optimizer, train_loader = accelerator.prepare(" in output
+    assert "gather_for_metrics" not in output
+    [note] = [f.message for f in findings]
+    assert note.startswith("`val_loader`, which the loop at line 16 evaluates on, is not prepared")
+    assert "the soundness check refused that version" in note

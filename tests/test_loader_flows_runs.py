@@ -17,6 +17,7 @@ FIXTURES = [
     "eval_loader_returned_by_helper",
     "eval_loader_made_in_evaluate",
     "eval_loader_left_plain",
+    "eval_loader_kept_plain_for_its_metric",
     "loaders_dict_by_phase",
     "loaders_dict_comprehension",
     "loaders_dict_from_helper",
@@ -51,6 +52,13 @@ def test_loaders_left_plain_give_each_process_the_whole_set(printed):
     assert [checked for checked, _ in found] == ["16", "16"], out
     assert all(int(right) <= 16 for _, right in found), out
     assert "test batches 2" in out, out
+
+
+def test_a_loader_whose_metric_cannot_be_gathered_alike_stays_whole(printed):
+    out = printed["eval_loader_kept_plain_for_its_metric"]
+    # the validation loader stays plain: each process evaluates all 16 samples, so the
+    # best-model decision is the same on both
+    assert out.count("evaluated 16") == 3, out
 
 
 def test_loaders_in_a_dict_by_phase_are_both_sharded(printed):

@@ -30,6 +30,7 @@ from migrator.analysis.roles.objects import ObjectRoles
 from migrator.analysis.roles.optimizer_pairs import OptimizerPairs
 from migrator.analysis.roles.regions import DataRegions
 from migrator.analysis.roles.retained_graphs import RetainedGraphs
+from migrator.analysis.roles.second_readings import SecondReadings
 from migrator.analysis.roles.step_kinds import StepKinds
 from migrator.analysis.roles.trained_models import TrainedModels
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
@@ -38,6 +39,7 @@ from migrator.source import Source
 
 
 class _Analyser(
+    SecondReadings,
     ObjectRoles,
     OptimizerPairs,
     ClassHomes,
@@ -130,52 +132,6 @@ class _Analyser(
             self._meet(per_batch, findings)
         if facts.blocked:
             self._through_constructors(per_batch, findings)
-
-    def _through_constructors(self, per_batch: set[int], findings: list) -> None:
-        """A Trainer made with its caller's objects (`trainer = Trainer(model, optimizer,
-        device)` in `main()`, which loops over the loader and calls `trainer.train_step(...)`):
-        `self.optimizer = optimizer` in `__init__` holds the caller's optimizer. Roles again
-        with such attributes traced to what the constructions pass (origins.py); kept when
-        they hold, else the first refusal stands."""
-        facts = self.facts
-        saved = {name: _copy(getattr(facts, name)) for name in RETRIED}
-        facts.findings, facts.blocked, facts.owner, facts.meeting = (
-            list(findings),
-            False,
-            None,
-            None,
-        )
-        facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
-        facts.shared_epochs, facts.inline_loaders, facts.held_loaders = [], [], []
-        facts.origins.clear()
-        facts.homes.clear()
-        facts.through_instances = True
-        self._sources.clear()
-        self._roles(per_batch)
-        if facts.blocked:
-            for name, value in saved.items():
-                setattr(facts, name, value)
-            facts.through_instances = False
-            self._sources.clear()
-
-    def _meet(self, per_batch: set[int], findings: list) -> None:
-        facts = self.facts
-        meeting = self._meeting_point()
-        if meeting is None or facts.meeting is not None:
-            return
-        first = (list(facts.findings), facts.blocked)
-        facts.findings, facts.blocked, facts.owner = list(findings), False, None
-        facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
-        facts.meeting, facts.shared_epochs = meeting, []
-        facts.origins.clear()
-        facts.homes.clear()
-        self._roles(per_batch)
-        homed = any(home is meeting for home in facts.homes.values())  # function_homes.py
-        if facts.blocked or (facts.owner is not meeting and not homed):  # the first one stands
-            facts.findings, facts.blocked = first
-            facts.meeting, facts.owner = None, None
-            facts.origins.clear()
-            facts.homes.clear()
 
     def _roles(self, per_batch: set[int]) -> None:
         facts = self.facts
@@ -388,14 +344,10 @@ class _Analyser(
             self.facts.blocked = True
 
 
-# what a second reading of the roles resets, and puts back when the first one stands
-RETRIED = ("findings", "blocked", "owner", "meeting", "optimizers", "models", "train_loaders",
-           "schedulers", "shared_epochs", "inline_loaders", "held_loaders", "origins", "homes")  # fmt: skip
-
-
-def _copy(value):
-    return type(value)(value) if isinstance(value, (list, dict)) else value
-
-
-def analyse(tree: ast.Module, source: Source, index: ModuleIndex | None = None) -> TrainingFacts:
-    return _Analyser(tree, source, index).run()
+def analyse(
+    tree: ast.Module, source: Source, index: ModuleIndex | None = None, plain_evaluation=False
+) -> TrainingFacts:
+    """The roles; `plain_evaluation`: evaluation loaders are not prepared (a note each)."""
+    analyser = _Analyser(tree, source, index)
+    analyser.facts.plain_evaluation = plain_evaluation
+    return analyser.run()

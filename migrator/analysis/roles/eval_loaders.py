@@ -32,6 +32,12 @@ from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import Loop, ModuleIndex
 from migrator.findings import Finding
 
+PLAIN = (
+    "prepared, the metrics computed from it would not be sound on N processes (the migration "
+    "could not gather them alike: the soundness check refused that version); gather them by "
+    "hand to prepare it"
+)
+
 
 class EvalLoaders:
     facts: TrainingFacts
@@ -121,6 +127,10 @@ class EvalLoaders:
                     for name in names:
                         self._plain_note(loop, name, why)
                     continue
+                if facts.plain_evaluation:
+                    for name in names:
+                        self._plain_note(loop, name, PLAIN)
+                    continue
                 for found in away:
                     facts.homes[found.name] = found.scope
                 facts.eval_loops.append(loop)
@@ -166,13 +176,13 @@ class EvalLoaders:
     def _untraced(self, scope, name: str) -> str:
         """Why the iterable a loop runs the model on is not known to be a DataLoader."""
         found = self.facts.origin(scope, name)
-        if found is None:
-            return f"where `{name}` comes from is not one place in this program"
+        if found is None:  # a parameter its calls fill with different objects
+            return explain.untraceable(self.facts, scope, name)
         made = found.scope.assigns(found.name)
         call = made[0].value if len(made) == 1 else None
         if isinstance(call, ast.Call):
-            maker = patterns.name_of(call.func) or "a call"
-            return (f"it comes from `{maker}()`, which this program does not show making a "
+            maker = ast.unparse(call.func)
+            return (f"it comes from `{maker}(...)`, which this program does not show making a "
                     "DataLoader (another module, or not a loader); if it is one, prepare it "
                     "where it is made")  # fmt: skip
         if not made:

@@ -102,6 +102,9 @@ class TrainingFacts:
     # `__init__` what the constructions pass, `fit(self, loader)` what `trainer.fit(loader)`
     # passes; read so when the class alone cannot own training (a Trainer its caller drives)
     through_instances: bool = False
+    # evaluation loaders stay plain, each with a note (the engine's second try when prepared
+    # ones left the migration unsound)
+    plain_evaluation: bool = False
     # A train/eval epoch function fed the training loader and plain eval loaders
     # (shared_epochs.py): a SharedEpoch each.
     shared_epochs: list = field(default_factory=list)
