@@ -171,19 +171,25 @@ def run(root: Path, sets: list[str], jobs: int) -> list[FileOutcome]:
 
 
 def program_pass(root: Path, results: list[FileOutcome]) -> list[FileOutcome]:
-    """As the CLI does in bulk (`migrator/program_runs.py`): every file whose training step
-    hides in another module (MIG910) is migrated again with its helper modules as one program,
-    whose outcomes replace its files' (idempotence: the migrated program, in a copy, migrated
-    again changes nothing)."""
+    """As the CLI does in bulk (`migrator/program/runs.py`): every file whose training step
+    hides in another module (MIG910), and every unchanged file with no backward of its own
+    whose program it drives (an entry by the import graph), is migrated again with its helper
+    modules as one program, whose outcomes replace its files' (idempotence: the migrated
+    program, in a copy, migrated again changes nothing)."""
     from migrator.engine import Options
     from migrator.program.unit import migrate_program
 
     by_path = {(root / r.set / r.name).resolve(): r for r in results}
-    for entry in [r for r in results if any(f["code"] == "MIG910" for f in r.findings)]:
+    programs = []
+    for entry in [r for r in results if _hidden(r) or _may_drive(root, r)]:
+        program = migrate_program(root / entry.set / entry.name, Options())
+        if program is not None and (_hidden(entry) or program.drives):
+            programs.append((entry, program))
+    helpers = {Path(r.path).resolve() for _, program in programs for r in program.results[1:]}
+    for entry, program in programs:
         path = root / entry.set / entry.name
-        program = migrate_program(path, Options())
-        if program is None:
-            continue
+        if not _hidden(entry) and path.resolve() in helpers:
+            continue  # a module another entry imports is that program's helper
         stable = _program_stable(path, program) if any(r.changed for r in program.results) else None
         for result in program.results:
             old = by_path.get(Path(result.path).resolve())
@@ -206,6 +212,19 @@ def program_pass(root: Path, results: list[FileOutcome]) -> list[FileOutcome]:
             else:
                 old.outcome = "untouched"
     return results
+
+
+def _hidden(result: FileOutcome) -> bool:
+    return any(f["code"] == "MIG910" for f in result.findings)
+
+
+def _may_drive(root: Path, result: FileOutcome) -> bool:
+    """`migrator.program.runs.may_drive` for a measured file: a .py file left unchanged on
+    its own, with no backward of its own, that imports something."""
+    if not result.name.endswith(".py") or result.outcome in ("changed", "crashed", "skipped"):
+        return False
+    data = (root / result.set / result.name).read_bytes()
+    return b"import" in data and b".backward(" not in data
 
 
 def _program_stable(entry: Path, program) -> bool:

@@ -103,12 +103,16 @@ def migrate_tree(
     return (output if output != text else None), findings
 
 
-def render_migration(text: str, tree: ast.Module, options: Options = Options(), index=None):
+def render_migration(
+    text: str, tree: ast.Module, options: Options = Options(), index=None, plain_evaluation=False
+):
     """The analysis and the rules on one parsed module: (the edited text before imports are
     added or retired, or None when nothing is edited; the rule context; the findings, with
     positions; no context for code already on the target, which `migrate_tree` completes on
     its own). `migrate_tree` finishes the text; a program (`migrator/program.py`) splits it
-    into its files first and edits each file's imports on its own."""
+    into its files first and edits each file's imports on its own. `plain_evaluation`: no
+    evaluation loader is prepared (each gets a note): the second try of a migration whose
+    prepared evaluation loaders left it unsound."""
     from migrator.analysis import analyse
     from migrator.analysis.placement.plan import plan_prepare
     from migrator.analysis.placement.prepare_plan import PreparePlan
@@ -126,7 +130,7 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
     index = index if index is not None else ModuleIndex(tree, source)
     if is_on_target(index):  # already on Accelerate: a program on it is left alone
         return None, None, []
-    facts = analyse(tree, source, index)
+    facts = analyse(tree, source, index, plain_evaluation=plain_evaluation)
     findings = list(facts.findings)
     context = RuleContext(
         tree=tree, source=source, facts=facts, plan=PreparePlan(), edits=EditSet(),
@@ -155,6 +159,10 @@ def render_migration(text: str, tree: ast.Module, options: Options = Options(), 
         output = complete_outputs(output, context)
     checked = on_input(check_output(output), text, output)
     if any(f.needs_human for f in checked):  # SPEC §3b: right, or not made
+        if facts.eval_loops and not plain_evaluation:  # its evaluation loaders left plain,
+            again = render_migration(text, tree, options, index, plain_evaluation=True)
+            if again[0] is not None:  # every process evaluates the whole set, soundly
+                return again
         return None, context, [*_positioned(source, findings), *checked]
     return output, context, [*_positioned(source, findings), *checked]
 

@@ -24,7 +24,6 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
-from runtime.collectives import apply_to_tensors
 from runtime.sampling import BatchShard, IterableShard, SeedableRandomSampler, sync_sampler_rng
 
 

@@ -40,9 +40,14 @@ def test_a_sweep_over_widths_prepares_in_the_function_that_makes_the_objects():
         "",
         "accelerator = Accelerator()",
         "        accelerator.backward(loss)",
+        "            outputs = model(inputs)",
+        "            outputs, labels = accelerator.gather_for_metrics((outputs, labels))",
+        "            correct += (outputs.argmax(dim=1) == labels).sum().item()",
         "    model = nn.Sequential(nn.Linear(6, width), nn.ReLU(), nn.Linear(width, 2))",
         "",
-        "    model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)",
+        "    model, optimizer, train_loader, val_loader = accelerator.prepare(",
+        "        model, optimizer, train_loader, val_loader",
+        "    )",
         (
             '        accelerator.print(f"width {width} epoch {epoch} batches {len(train_loader)} '
             'loss {loss:.4f}")'
@@ -50,13 +55,13 @@ def test_a_sweep_over_widths_prepares_in_the_function_that_makes_the_objects():
         "    device = accelerator.device",
         '    accelerator.print("records", records)',
     ]
-    # the batches of the prepared loader are placed; the evaluation helper's are not touched
+    # the batches of both prepared loaders are placed; the evaluation counts gathered ones
     assert removed[:3] == [
         "        inputs = inputs.to(device)",
         "        labels = labels.to(device)",
         "        loss.backward()",
     ]
-    assert "inputs, labels = inputs.to(device), labels.to(device)" not in "\n".join(removed)
+    assert "            inputs, labels = inputs.to(device), labels.to(device)" in removed
 
 
 def test_a_grid_search_over_a_list_of_rates_prepares_where_the_objects_meet():

@@ -6,8 +6,10 @@ line by line (difflib): a line kept stays in its cell; in a block of replaced li
 similar to an old one is its rewrite and stays in that line's cell, and the others are
 insertions; an insertion goes to the cell of the line before it, so at a boundary to the end
 of the earlier cell (imports and `accelerator = Accelerator()` follow the imports cell;
-`prepare` follows the cell that made the objects). Moving a statement across a boundary
-never changes what the cells do when run top to bottom. Every changed cell
+`prepare` follows the cell that made the objects), except an inserted block header (`with
+accelerator.main_process_first():` around a download that opens a cell), which goes to the
+cell of the body it wraps. Moving a statement across a boundary never changes what the cells
+do when run top to bottom. Every changed cell
 must parse on its own and every masked line must come back exactly once, or the notebook is
 an internal error (never a half-migrated notebook).
 """
@@ -158,21 +160,26 @@ class Program:
     def _owners(self, new_lines: list[str]) -> list[int]:
         """The code cell (ordinal) each migrated line belongs to."""
         owners: list[int] = []
+        inserted: list[bool] = []  # placed at a boundary, at the end of the earlier cell
         cell_of = [ordinal for ordinal, _ in self.origin]
         matcher = difflib.SequenceMatcher(None, self.lines, new_lines, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
                 owners += cell_of[i1:i2]
+                inserted += [False] * (i2 - i1)
             elif tag == "insert":
                 owners += [self._insertion_cell(i1)] * (j2 - j1)
+                inserted += [True] * (j2 - j1)
             elif tag == "replace":
-                owners += self._replacement_owners(i1, i2, new_lines[j1:j2])
-        return owners
+                owners += self._replacement_owners(i1, i2, new_lines[j1:j2], inserted)
+        return _headers_with_bodies(new_lines, owners, inserted)
 
-    def _replacement_owners(self, i1: int, i2: int, new: list[str]) -> list[int]:
+    def _replacement_owners(
+        self, i1: int, i2: int, new: list[str], inserted: list[bool]
+    ) -> list[int]:
         """Cells for the `new` lines replacing original lines i1..i2: a line similar to an old
         line (at or after the previous match: order is kept) is its rewrite; others are
-        insertions after the previous match, or at i1."""
+        insertions after the previous match, or at i1 (flagged in `inserted`)."""
         owners = []
         matched = None
         for line in new:
@@ -185,6 +192,7 @@ class Program:
             if best is not None and best_ratio >= SIMILAR:
                 matched = best
             owners.append(self._insertion_cell(i1) if matched is None else self.origin[matched][0])
+            inserted.append(matched is None)
         return owners
 
     def _insertion_cell(self, before: int) -> int:
@@ -195,6 +203,44 @@ class Program:
         if before == 0:
             return self.origin[0][0]
         return self.origin[before - 1][0]
+
+
+def _headers_with_bodies(lines: list[str], owners: list[int], inserted: list[bool]) -> list[int]:
+    """An inserted block header goes to the cell of the body it wraps (`with
+    accelerator.main_process_first():` before a download that opens a cell), with the inserted
+    comment lines right above it; else a cell would end with a header whose body opens the next
+    one. From the last line up, so nested headers follow their inner header."""
+    owners = list(owners)
+    for at in range(len(lines) - 1, -1, -1):
+        if not inserted[at] or not _opens_block(lines[at]):
+            continue
+        body = next((i for i in range(at + 1, len(lines)) if lines[i].strip()), None)
+        if body is None or _indent(lines[body]) <= _indent(lines[at]):
+            continue
+        if owners[body] <= owners[at]:
+            continue
+        owners[at] = owners[body]
+        above = at - 1
+        while above >= 0 and inserted[above] and lines[above].lstrip().startswith("#"):
+            owners[above] = owners[body]
+            above -= 1
+    return owners
+
+
+def _opens_block(line: str) -> bool:
+    """A compound statement's header with its body on the next lines (`with x:`, `if y:`)."""
+    stripped = line.strip()
+    if not stripped.endswith(":") or stripped.startswith("#"):
+        return False
+    try:
+        ast.parse(stripped + "\n    pass\n")
+    except SyntaxError:
+        return False
+    return True
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def _language(document: dict) -> str:

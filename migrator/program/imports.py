@@ -38,11 +38,98 @@ def project_root(entry: Path) -> Path:
     return start
 
 
-def search_path(entry: Path) -> list[Path]:
-    """Where absolute imports of the program are looked up, first match wins."""
+def search_path(entry: Path, tree: ast.Module | None = None) -> list[Path]:
+    """Where absolute imports of the program are looked up, first match wins: the folders the
+    entry puts on `sys.path` itself (`sys.path.insert(0, str(Path(__file__).parent.parent))`,
+    `sys.path.append(os.path.join(os.path.dirname(__file__), "src"))`), the entry's folder,
+    the project root. `tree`: the entry's, when the caller has it."""
     first = entry.resolve().parent
     root = project_root(entry)
-    return [first] if root == first else [first, root]
+    if tree is None:
+        try:
+            tree = ast.parse(entry.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            tree = None
+    ahead, behind = sys_path_edits(tree, entry.resolve()) if tree is not None else ([], [])
+    found: list[Path] = []
+    for folder in [*ahead, first, *behind, root]:
+        if folder not in found and folder.is_dir():
+            found.append(folder)
+    return found
+
+
+def sys_path_edits(tree: ast.Module, entry: Path) -> tuple[list[Path], list[Path]]:
+    """(folders put first, folders put last) by the entry's module-level `sys.path.insert(0,
+    ...)` / `sys.path.append(...)` calls whose folder is known from `__file__` alone."""
+    ahead: list[Path] = []
+    behind: list[Path] = []
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("insert", "append")
+            and _dotted(call.func.value) == "sys.path"
+            and call.args
+        ):
+            continue
+        folder = _file_path(call.args[-1], entry)
+        if folder is not None:
+            (ahead if call.func.attr == "insert" else behind).append(folder)
+    return ahead, behind
+
+
+def _file_path(expr: ast.expr, entry: Path) -> Path | None:
+    """The path `expr` computes from `__file__` (the entry): `Path(__file__).resolve().parent`,
+    `/ "src"`, `os.path.dirname(os.path.abspath(__file__))`, `os.path.join(x, "..")`,
+    `str(...)`; None for anything else."""
+    if isinstance(expr, ast.Name) and expr.id == "__file__":
+        return entry
+    if isinstance(expr, ast.Attribute) and expr.attr == "parent":
+        inner = _file_path(expr.value, entry)
+        return inner.parent if inner is not None else None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
+        inner = _file_path(expr.left, entry)
+        part = expr.right.value if isinstance(expr.right, ast.Constant) else None
+        return _joined(inner, part)
+    if not isinstance(expr, ast.Call):
+        return None
+    name = _dotted(expr.func) or ""
+    method = expr.func.attr if isinstance(expr.func, ast.Attribute) else ""
+    if method in ("resolve", "absolute") and not expr.args:
+        return _file_path(expr.func.value, entry)
+    if not expr.args:
+        return None
+    first = expr.args[0]
+    if name in ("Path", "pathlib.Path", "str", "os.fspath") or name.endswith(
+        ("path.abspath", "path.realpath", "path.normpath")
+    ):
+        return _file_path(first, entry) if len(expr.args) == 1 else None
+    if name.endswith("path.dirname") and len(expr.args) == 1:
+        inner = _file_path(first, entry)
+        return inner.parent if inner is not None else None
+    if name.endswith("path.join"):
+        found = _file_path(first, entry)
+        for part in expr.args[1:]:
+            found = _joined(found, part.value if isinstance(part, ast.Constant) else None)
+        return found
+    return None
+
+
+def _joined(folder: Path | None, part) -> Path | None:
+    if folder is None or not isinstance(part, str) or part.startswith("/"):
+        return None
+    return (folder / part).resolve() if part == ".." or "/.." in part else folder / part
+
+
+def _dotted(expr: ast.expr) -> str | None:
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    return ".".join([expr.id, *reversed(parts)])
 
 
 def module_file(folder: Path, dotted: str) -> Path | None:

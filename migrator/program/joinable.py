@@ -63,7 +63,20 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
             # meaning for the analysis; dunders (`__all__`, `__version__`) are never read by it
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name) and not name.id.startswith("__"):
-                        found[name.id] = f"= {ast.dump(node)}"
+                for name in _bound_names(target):
+                    if not name.startswith("__"):
+                        found[name] = f"= {ast.dump(node)}"
     return found
+
+
+def _bound_names(target: ast.expr) -> list[str]:
+    """The names an assignment target binds: `a`, `a, (b, *c)`; not the object an attribute or
+    an item is set on (`os.environ["X"] = ...`, `torch.backends.cudnn.benchmark = True` leave
+    `os` and `torch` the modules they are)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _bound_names(element)]
+    return []

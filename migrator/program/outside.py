@@ -30,7 +30,7 @@ def check_outside_callers(
     `exempt` (resolved paths), of a definition in `needy` without `accelerator=`."""
     if not any(needy.get(number) for number in range(1, len(files))):
         return
-    roots = search_path(files[0].path)
+    roots = search_path(files[0].path, files[0].tree)
     members = {file.path.resolve(): number for number, file in enumerate(files)}
     for path in _project_files(roots[-1]):
         if path in members or path in exempt:

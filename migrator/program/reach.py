@@ -160,7 +160,9 @@ def _imported_names(files: list[ProgramFile], needy: dict[int, set[str]]) -> dic
     `engine.train_one_epoch` (`import engine`)."""
     modules = [(file.path, file.tree) for file in files]
     found: dict[int, set[str]] = {}
-    for number, names in enumerate(program_names(modules, search_path(files[0].path))):
+    for number, names in enumerate(
+        program_names(modules, search_path(files[0].path, files[0].tree))
+    ):
         for local, (owner, name) in names.items():
             if owner != number and name in needy.get(owner, set()):
                 found.setdefault(number, set()).add(local)

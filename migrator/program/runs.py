@@ -3,7 +3,10 @@ runner.
 
 After every file went through the engine on its own, the entries of programs are migrated
 again as units: a file named on the command line alone (`migrate main.py`), and in a bulk run
-every file whose training step hides in another module (MIG910). A program's results replace
+every file whose training step hides in another module (MIG910) or that has no backward of its
+own but imports project modules with one (an entry by the import graph: `trainer =
+Trainer(...); trainer.train_step(...)`, `from utils import train; train(...)`), which counts
+as an entry when its program says it drives their step. A program's results replace
 the per-file results of all its files; a helper module the run did not name is added, and
 counted as included. A module that two entries share must come out the same from both, or
 neither program is migrated (a finding in each entry says why). Writing a program is all or
@@ -38,7 +41,7 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
     from migrator.program.unit import migrate_program, refuse_for_outsiders
 
     by_path = {_key(r.path): r for r in results}
-    entries = [r for r in results if _is_entry(r, single)]
+    entries = [r for r in results if _is_entry(r, single) or may_drive(r, single)]
     programs = []
     for entry in sorted(entries, key=lambda r: r.path):
         try:
@@ -46,12 +49,14 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
         except Exception as error:  # noqa: BLE001 - a bug must not stop the run or write half
             entry.error = f"internal error: program: {type(error).__name__}: {error}"
             continue
-        if program is None:
-            continue
-        hidden = any(f.code in ENTRY_CODES for f in entry.findings)
-        helpers = any(r.changed for r in program.results[1:])
-        if hidden or helpers or (not entry.changed and program.results[0].changed):
+        if program is not None and takes_program(entry, program, single):
             programs.append(program)
+    helpers = {Path(r.path).resolve() for program in programs for r in program.results[1:]}
+    programs = [  # a module another entry imports is that program's helper, not an entry
+        program for program in programs
+        if Path(program.entry).resolve() not in helpers
+        or not may_drive(by_path[_key(program.results[0].path)], single)
+    ]  # fmt: skip
     entry_paths = {Path(program.entry).resolve() for program in programs}
     for program in programs:  # a script outside calling a changed helper would break
         refuse_for_outsiders(program, entry_paths - {Path(program.entry).resolve()})
@@ -90,6 +95,42 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
                 run.included.append(path)
     run.results = [replaced.pop(_key(r.path), r) for r in results] + list(replaced.values())
     return run
+
+
+def may_drive(result: FileResult, single: bool) -> bool:
+    """In a bulk run, a file that may be a program's entry by what it imports: unchanged on
+    its own, with no backward of its own (`trainer.train_step(...)`, `from utils import
+    train; train(...)`); its program says whether it drives a step (`ProgramResult.drives`)."""
+    if (
+        single
+        or result.error is not None
+        or not result.path.endswith(".py")
+        or result.changed
+        or any(f.code in ENTRY_CODES for f in result.findings)
+    ):
+        return False
+    text = result.source or _read(result.path)  # a run keeps no text of unchanged files
+    return b"import" in text and b".backward(" not in text
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return b""
+
+
+def takes_program(entry: FileResult, program, single: bool) -> bool:
+    """Whether the program's results replace its files' own: the entry's step hides in a
+    helper (MIG910), the program changes a helper, or the entry drives a step of the program
+    and changed nothing on its own (then the program's refusal, if it is one, is what the
+    entry and its helpers report: no helper is migrated alone while its entry is refused)."""
+    hidden = any(f.code in ENTRY_CODES for f in entry.findings)
+    if may_drive(entry, single) and not program.drives:
+        return False  # imports a helper without running its step (an eval script)
+    helpers = any(r.changed for r in program.results[1:])
+    own = not entry.changed and (program.results[0].changed or program.drives)
+    return hidden or helpers or own
 
 
 def _is_entry(result: FileResult, single: bool) -> bool:

@@ -52,18 +52,16 @@ from migrator.engine import (
 )
 from migrator.findings import Finding
 from migrator.import_edits import add_module_imports
-from migrator.program.files import ProgramError, ProgramFile, read_file
+from migrator.program.files import ProgramError, ProgramFile
 from migrator.program.findings import CODE, assign, finding_at, in_program, unchanged
-from migrator.program.imports import local_imports, program_names, search_path
+from migrator.program.imports import program_names, search_path
 from migrator.program.joinable import joinable_problem
+from migrator.program.members import calls_steps, entry_steps, members
 from migrator.program.outside import check_outside_callers
 from migrator.program.reach import check_reach, reach_accelerator
 from migrator.source import Source
 
 MARKER = "__migrator_program_file__ = {}"
-MAX_FILES = 32  # a program joins at most this many files (the entry and its training helpers)
-STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
-MAX_SCANNED = 400  # project modules read to find them
 
 
 @dataclass
@@ -73,58 +71,13 @@ class ProgramResult:
     results: list[FileResult] = field(default_factory=list)  # one per file, entry first
     # per file number, the definitions that now take the accelerator (`program_reach.py`)
     needy: dict[int, set[str]] = field(default_factory=dict)
+    # the entry's code runs a training step of the program (its own or a helper's, through
+    # its calls): the program is the entry's, and its helpers are never migrated alone
+    drives: bool = False
 
     @property
     def paths(self) -> list[Path]:
         return [f.path for f in self.files]
-
-
-def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
-    """The entry and the project modules it imports (transitively) that hold a step call
-    (`_steps`: where the training step lives), with the modules on the import chain between
-    them (`loop.fit` passing the objects to `steps.training_step`): entry first, then in
-    import order. Files that cannot be read or parsed are left out (reported on their own)."""
-    roots = search_path(entry)
-    start = first or read_file(entry)
-    parsed = {start.path.resolve(): start}
-    parent: dict[Path, Path | None] = {start.path.resolve(): None}
-    order = [start.path.resolve()]
-    queue = [start]
-    while queue and len(parsed) < MAX_SCANNED:
-        current = queue.pop(0)
-        for imported in local_imports(current.tree, current.path, roots):
-            if imported.path in parent:
-                continue
-            parent[imported.path] = current.path.resolve()
-            try:
-                member = read_file(imported.path)
-            except (OSError, MigrationError):
-                continue
-            parsed[imported.path] = member
-            order.append(imported.path)
-            queue.append(member)
-    chosen = {order[0]}
-    for path in order[1:]:
-        if _steps(parsed[path].tree):
-            while path is not None and path not in chosen:
-                chosen.add(path)
-                path = parent[path]
-    selected = [parsed[path] for path in order if path in chosen]
-    return selected[:MAX_FILES]
-
-
-def _steps(tree: ast.Module) -> bool:
-    """Whether a module holds part of a training step: a `.backward(...)` or `.zero_grad(...)`
-    call (DeiT's and MAE's engines step through a loss-scaler object, without a backward), or
-    the native-DDP set-up the migration replaces (`utils.init_distributed_mode(args)` calling
-    `dist.init_process_group`: left out, it would start a second process group beside the
-    Accelerator's)."""
-    return any(
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in STEP_CALLS
-        for node in ast.walk(tree)
-    )
 
 
 def migrate_program(entry: Path, options: Options, first: ProgramFile | None = None):
@@ -147,11 +100,14 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
             joined, tree, options, index=_joined_index(tree, joined, files)
         )
     except ProgramError as error:
+        program.drives = calls_steps(files)
         program.results = unchanged(files, [[finding_at(files[0], 1, str(error))]])
         return program
     except MigrationError as error:
+        program.drives = calls_steps(files)
         program.results = unchanged(files, [[finding_at(files[0], 1, f"joined program: {error}")]])
         return program
+    program.drives = context is not None and entry_steps(context.facts, files[0])
     per_file = assign(files, in_program(findings, files))
     if output is None:
         program.results = unchanged(files, per_file)
@@ -180,7 +136,7 @@ def _joined_index(tree: ast.Module, joined: str, files: list[ProgramFile]):
     index = ModuleIndex(tree, Source(joined))
     modules = [(file.path, file.tree) for file in files]
     aliases: dict[str, str | None] = {}
-    for names in program_names(modules, search_path(files[0].path)):
+    for names in program_names(modules, search_path(files[0].path, files[0].tree)):
         for local, (_, name) in names.items():
             if local != name:
                 aliases[local] = name if aliases.get(local, name) == name else None

@@ -17,7 +17,23 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue.patterns import name_of, preorder
+from migrator.analysis.model.chains import chain_text
 from migrator.analysis.syntax.index import Block, Line, Scope
+
+
+def region_models(context, region) -> set[str]:
+    """The prepared models a data region's code names: plain names and `self.x`, and models
+    held on another object called by their chain (`self.cfg.model(x)`)."""
+    scope = region.scope
+    names = {
+        name for name in [*scope.params, *scope.bindings, *scope.uses]
+        if context.prepared_role(scope, name.lstrip("*")) == "model"
+    }  # fmt: skip
+    chains = {chain_text(call.node.func) for call in scope.calls}
+    return names | {
+        chain for chain in chains
+        if chain is not None and "." in chain and context.prepared_role(scope, chain) == "model"
+    }  # fmt: skip
 
 
 def hoisted_forward(walker, block: Block, index: int, accumulated, names):
@@ -29,7 +45,8 @@ def hoisted_forward(walker, block: Block, index: int, accumulated, names):
     gather, or None when the statement is not of that shape."""
     forwards = [
         node for expr in accumulated for node in ast.walk(expr)
-        if isinstance(node, ast.Call) and name_of(node.func) in walker.models
+        if isinstance(node, ast.Call)
+        and (name_of(node.func) or chain_text(node.func)) in walker.models  # `cfg.model(x)`
     ]  # fmt: skip
     if len(forwards) != 1 or walker.region.scope.kind == "class":
         return None

@@ -50,6 +50,7 @@ class Prepare(Rule):
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
             context.need_accelerator_before(block, index, "accelerator.prepare(...)")
         self._name_inline_loaders(context)
+        self._prepare_held_loaders(context)
         for names, block, index in plan.homes:  # a class's objects made in another method
             self._insert(context, names, block, index)
             self._hand_back(context, block.scope, names)
@@ -109,6 +110,19 @@ class Prepare(Rule):
         context.edits.insert(block.holder, index, statement, priority=10)
         context.need_accelerator_before(block, index, "accelerator.prepare(...)")
 
+    def _prepare_held_loaders(self, context: RuleContext) -> None:
+        """`{"train": DataLoader(...), ...}` -> `{"train": accelerator.prepare(DataLoader(...)),
+        ...}`: a loader a container holds with no name of its own is prepared where the
+        container is made (a dict comprehension's value, a helper's returned dict)."""
+        for value, statement in context.facts.held_loaders:
+            if _prepared_by(value, context):
+                continue
+            text = context.source.text_of(value)
+            context.edits.replace_with(value, f"{context.accelerator}.prepare({text})")
+            context.need_accelerator_before(
+                statement.block, statement.index, "accelerator.prepare(...)"
+            )
+
     def _name_inline_loaders(self, context: RuleContext) -> None:
         """`for b in enumerate(DataLoader(ds, ...)):` -> `train_loader = accelerator.prepare(
         DataLoader(ds, ...))` before the statement, and the loop iterates `train_loader`."""
@@ -125,6 +139,16 @@ class Prepare(Rule):
             context.need_accelerator_before(
                 statement.block, statement.index, "accelerator.prepare(...)"
             )
+
+
+def _prepared_by(call: ast.expr, context: RuleContext) -> bool:
+    """`accelerator.prepare(...)` already (the file was migrated before)."""
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "prepare"
+        and chain_text(call.func.value) in {*context.facts.accelerator_names, context.accelerator}
+    )
 
 
 def _own_returns(function: ast.AST) -> list[ast.Return]:

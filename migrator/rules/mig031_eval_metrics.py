@@ -36,7 +36,7 @@ from migrator.analysis.roles.facts import DataRegion
 from migrator.analysis.syntax.index import Block, Line, Loop, Scope
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
-from migrator.rules.metric_forwards import hoisted_forward
+from migrator.rules.metric_forwards import hoisted_forward, region_models
 from migrator.rules.metric_values import (
     PerBatchValues,
     averaged_per_batch,
@@ -79,10 +79,7 @@ class _Walker:
         self.region = region
         self.loop = loop
         self.values = PerBatchValues(context)  # Python numbers and 0-d tensors per batch
-        self.models = {
-            name for name in [*region.scope.params, *region.scope.bindings, *region.scope.uses]
-            if context.prepared_role(region.scope, name.lstrip("*")) == "model"
-        }  # fmt: skip
+        self.models = region_models(context, region)
         self.gathered: set[str] = set()  # names whole on every process after a gather
         self.metrics: set[str] = set()  # accumulators of gathered values
         self.collections: set[str] = set()  # per-process Python sets: never gathered

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.model.instances import instance_class, module_classes
+from migrator.analysis.model.classes import module_classes
+from migrator.analysis.model.instances import instance_class
 from migrator.analysis.model.origins import is_method
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope

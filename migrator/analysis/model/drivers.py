@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.analysis.model.origins import call_sites_of
+from migrator.analysis.model.origins import calls_of
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
 
 
@@ -20,7 +20,7 @@ def calls_reaching(index: ModuleIndex, function: Scope) -> Iterator[CallSite]:
     (each calling function followed once)."""
     pending, seen = [function], {id(function)}
     while pending:
-        for caller in call_sites_of(index, pending.pop()):
+        for caller in calls_of(index, pending.pop()):
             yield caller
             scope = caller.scope
             if scope.kind == "function" and id(scope) not in seen:
@@ -54,7 +54,7 @@ def undriven_callers(index: ModuleIndex, site: CallSite) -> str | None:
         if (
             scope.kind == "function"
             and scope is not site.scope
-            and not call_sites_of(index, scope)
+            and not calls_of(index, scope)
             and scope.name not in names
         ):
             names.append(scope.name)

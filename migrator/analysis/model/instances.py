@@ -13,20 +13,12 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.model.classes import method_of, module_classes
 from migrator.analysis.model.origins import argument_for, call_sites_of, value_call
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
 MAX_DEPTH = 8  # call sites followed back from a parameter
-
-
-def module_classes(index: ModuleIndex) -> dict[str, Scope]:
-    """Top-level classes of the module by name."""
-    return {
-        scope.name: scope
-        for scope in index.scopes
-        if scope.kind == "class" and scope.parent is index.module_scope
-    }
 
 
 def called_method(index: ModuleIndex, scope: Scope, name: str, method: str) -> Scope | None:
@@ -37,6 +29,16 @@ def called_method(index: ModuleIndex, scope: Scope, name: str, method: str) -> S
     if found is None or found.node.bases or found.node.keywords:
         return None
     return next((m for m in found.children if m.kind == "function" and m.name == method), None)
+
+
+def instance_method(index: ModuleIndex, scope: Scope, name: str, method: str) -> Scope | None:
+    """`trainer.train_step(...)`: the method `method` that a call on `name` runs, when `name`,
+    read in `scope`, holds an instance of a module class (a joined program's included): found
+    in that class or, through the bases the module defines, in one of them (a Trainer whose
+    `train_step` a base class in another file of the program defines). None when the class is
+    not certain, or the method may come from a base the module does not hold."""
+    found = instance_class(index, scope, name, 0)
+    return method_of(index, found, method) if found is not None else None
 
 
 def instance_class(index: ModuleIndex, scope: Scope, name: str, depth: int) -> Scope | None:

@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass, field
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.container_sources import ContainerSources
 from migrator.analysis.model.origins import argument_for, is_method
 from migrator.analysis.syntax.index import (
     Line,
@@ -35,9 +36,13 @@ class LoopSource:
     batches: set[str] | None = None  # bound from `next(it)`; None: the loop's own targets
     batch_statements: set[int] = field(default_factory=set)  # ids of `batch = next(it)`
     inline: ast.Call | None = None  # `enumerate(DataLoader(ds, ...))`: the loader has no name
+    # loaders a container holds with no name of their own here (`{"train": DataLoader(...)}`,
+    # a dict comprehension, a helper's returned dict): (the value, the statement writing it),
+    # prepared in place where the container is made
+    held: list[tuple[ast.expr, Statement]] = field(default_factory=list)
 
 
-class LoopSources:
+class LoopSources(ContainerSources):
     def _loop_source(self, loop: Loop) -> LoopSource | None:
         key = id(loop)
         if key not in self._sources:
@@ -69,11 +74,19 @@ class LoopSources:
                 parts = [self._unwrap(e, scope, seen) for e in inner]
                 if any(p is None or p.scope is not parts[0].scope or p.inline for p in parts):
                     return None
-                return LoopSource(parts[0].scope, [n for p in parts for n in p.loaders], through)
+                return LoopSource(parts[0].scope, [n for p in parts for n in p.loaders], through,
+                                  held=[h for p in parts for h in p.held])  # fmt: skip
             expr = inner[0]
+        if isinstance(expr, ast.Subscript):  # `loaders[phase]`, `dataloaders["val"]`
+            found = self._container_loaders(expr, scope)
+            if found is not None:
+                return LoopSource(found[0], found[1], through, held=found[2])
         name = patterns.name_of(expr) or self._held_loader(expr)  # `self.cfg.train_loader`
         if name is None:
             return None
+        taken = self._loop_variable_loaders(name, scope)  # `for loader in (train, val):`
+        if taken is not None:
+            return LoopSource(taken[0], taken[1], through)
         bound = self._wrapper_binding(scope, name, seen, at)
         if bound is NOT_LOADER_ITEMS:
             return None
@@ -102,6 +115,12 @@ class LoopSources:
         found: list[LoopSource] = []
         for binding in bindings:
             value = binding.value
+            if isinstance(value, ast.Subscript):  # `dataloader = dataloaders[phase]`
+                held = self._container_loaders(value, origin.scope)
+                if held is None:
+                    return None
+                found.append(LoopSource(held[0], held[1], held=held[2]))
+                continue
             # `dataloader = train_dataloader` / `= val_dataloader`, by phase, or
             # `bar = tqdm(self.loader)` / `bar = self.loader` by a flag; one alias (and
             # `self.loader = loader`) is the loader itself
@@ -119,9 +138,10 @@ class LoopSources:
         if any(f.scope is not first.scope or f.inline is not None or f.batches is not None
                or f.through_enumerate != first.through_enumerate for f in found[1:]):  # fmt: skip
             return None
-        if any(f.loaders != first.loaders for f in found):  # by phase: `if train: dl = train_dl`
-            loaders = list(dict.fromkeys(n for f in found for n in f.loaders))
-            return LoopSource(first.scope, loaders, first.through_enumerate)
+        if any(f.loaders != first.loaders or f.held != first.held for f in found):  # by phase:
+            loaders = list(dict.fromkeys(n for f in found for n in f.loaders))  # `dl = train_dl`
+            held = list({id(h[0]): h for f in found for h in f.held}.values())
+            return LoopSource(first.scope, loaders, first.through_enumerate, held=held)
         return first
 
     def _wrapped(self, call: ast.Call, scope: Scope) -> list[ast.expr] | None:
@@ -193,9 +213,10 @@ class LoopSources:
                     batches.update(name for name, _ in target_names(target))
             if found is None:
                 found = LoopSource(source.scope, list(source.loaders), False, batches,
-                                   inline=source.inline)  # fmt: skip
+                                   inline=source.inline, held=list(source.held))  # fmt: skip
             elif source.scope is found.scope and source.inline is None:
                 found.loaders += [n for n in source.loaders if n not in found.loaders]
+                found.held += [h for h in source.held if h not in found.held]
                 found.batches |= batches
             if found.scope is source.scope:
                 found.batch_statements.add(id(small))

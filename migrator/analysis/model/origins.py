@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.chains import held_alias
+from migrator.analysis.model.classes import class_named, method_of
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Binding, CallSite, ModuleIndex, Scope
 
@@ -75,11 +76,15 @@ def _origin(facts, scope: Scope, name: str, seen: frozenset) -> Origin | None:
     result: Origin | None
     if name.startswith(patterns.SELF + "."):
         result = instance_origin(scope, name)
+        if result is not None and facts.through_instances:
+            result = _constructor_argument(facts, result, seen) or result
     elif facts.distributed.launch_param(scope, name):  # the rank `mp.spawn` passes
         result = Origin(scope, name)
     elif scope.kind == "function" and name in scope.params:
         results = set()
         sites = call_sites_of(facts.index, scope)
+        if facts.through_instances and is_method(scope):  # `trainer.fit(loader)` in main()
+            sites += instance_calls(facts.index, scope)
         if not sites or scope is facts.meeting:
             # No caller in this file (a driver elsewhere calls it), or the function where the
             # training objects meet: the parameter is the object, prepared in this function.
@@ -90,6 +95,8 @@ def _origin(facts, scope: Scope, name: str, seen: frozenset) -> Origin | None:
                 continue  # `run_epoch(model, val_loader)`: no optimizer at this call
             if patterns.name_of(argument) is not None:
                 results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
+            elif isinstance(argument, ast.Call) and _on_instance(site):
+                results.add(Origin(scope, name))  # `clf.fit(DataLoader(...))`: made for it
             else:
                 results.add(None)
         result = results.pop() if len(results) == 1 else None
@@ -111,6 +118,49 @@ def _origin(facts, scope: Scope, name: str, seen: frozenset) -> Origin | None:
     return result
 
 
+def _constructor_argument(facts, found: Origin, seen: frozenset) -> Origin | None:
+    """`self.optimizer = optimizer` in `__init__`, the class made as `Trainer(model, optimizer,
+    device)` in `main()`: the object is the one each construction passes (main's `optimizer`),
+    when every construction in this module (a joined program's included) passes the same one
+    by name. None otherwise (kept where `__init__` binds it)."""
+    init = found.scope
+    if init.name != "__init__" or not is_method(init):
+        return None
+    bindings = init.assigns(found.name)
+    params = [b.value.id for b in bindings if b.kind == "assign" and not b.unpacked
+              and isinstance(b.value, ast.Name)]  # fmt: skip
+    if len(bindings) != 1 or len(params) != 1 or params[0] not in init.params:
+        return None
+    if init.assigns(params[0]):
+        return None  # rebound before it is kept: not what the callers pass
+    sites = constructions(facts.index, init.parent)
+    results = set()
+    for site in sites:
+        argument = argument_for(site.node, init, params[0])
+        name = patterns.name_of(argument) if argument is not None else None
+        results.add(_origin(facts, site.scope, name, seen) if name is not None else None)
+    return results.pop() if len(results) == 1 else None
+
+
+def _on_instance(site: CallSite) -> bool:
+    """`trainer.fit(...)`: a method called on an instance (not `self.fit(...)`)."""
+    func = site.node.func
+    return isinstance(func, ast.Attribute) and patterns.name_of(func.value) != patterns.SELF
+
+
+def constructions(index: ModuleIndex, cls: Scope) -> list[CallSite]:
+    """The calls of this module that make an instance of `cls` (`Trainer(...)`, under the
+    names a joined program's imports give it)."""
+    return [site for site in index.calls() if class_named(index, site.node.func) is cls]
+
+
+def calls_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
+    """The calls that run `function`: by name, as a sibling method, and on an instance of its
+    class (`trainer.train_step(...)`)."""
+    found = call_sites_of(index, function)
+    return found + instance_calls(index, function) if is_method(function) else found
+
+
 def call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
     if is_method(function):  # `self.train_epoch(...)` from a sibling method
         return [
@@ -118,6 +168,37 @@ def call_sites_of(index: ModuleIndex, function: Scope) -> list[CallSite]:
             if site.scope.parent is function.parent
         ]  # fmt: skip
     return list(index.calls_named(function.name))
+
+
+# Methods whose calls on an instance are the object's own work, not a step of the program
+# (a model's forward, its placement): never traced as calls of the program's methods.
+OWN_WORK = frozenset({"forward", "__call__", "to", "cuda", "parameters"})
+
+
+def instance_calls(index: ModuleIndex, method: Scope) -> list[CallSite]:
+    """`trainer.train_step(img, ...)`: the calls of `method` on a name bound in its scope to
+    an instance of its class (or of a subclass inheriting it), `trainer = Trainer(...)`."""
+    if method.name in OWN_WORK or method.name.startswith("__"):
+        return []
+    found = []
+    for site in index.calls():
+        func = site.node.func
+        if site.method != method.name or not isinstance(func, ast.Attribute):
+            continue
+        receiver = func.value
+        if not isinstance(receiver, ast.Name) or receiver.id == patterns.SELF:
+            continue
+        scope = site.scope
+        bindings = scope.assigns(receiver.id) if scope.is_local(receiver.id) else []
+        calls = [value_call(b) for b in bindings if b.kind == "assign" and not b.unpacked]
+        if not calls or len(calls) != len(bindings) or None in calls:
+            continue
+        classes = [class_named(index, call.func) for call in calls]
+        if None in classes or any(c is not classes[0] for c in classes):
+            continue  # not certainly one class of the program
+        if method_of(index, classes[0], method.name) is method:
+            found.append(site)
+    return found
 
 
 def handed_to_parameter(index: ModuleIndex, use) -> tuple[Scope, str] | None:

@@ -19,6 +19,12 @@ import ast
 from migrator.analysis.model.chains import chain_uses
 from migrator.analysis.placement.branches import branch_points, order_words
 from migrator.analysis.placement.homes import plan_homes
+from migrator.analysis.placement.loader_points import (
+    early_loaders,
+    late_loaders,
+    loaders_before_a_loop,
+    within_loop,
+)
 from migrator.analysis.placement.prepare_plan import PreparePlan
 from migrator.analysis.placement.reading import (
     calls_any,
@@ -31,7 +37,6 @@ from migrator.analysis.placement.reading import (
     use_kind,
 )
 from migrator.analysis.placement.setup_uses import (
-    NEUTRAL_CALLEES,
     runs_object,
     use_words,
 )
@@ -47,10 +52,61 @@ def _mandatory(facts: TrainingFacts) -> list[str]:
 
 
 def plan_prepare(facts: TrainingFacts) -> PreparePlan:
+    plan = _checked_plan(facts)
+    if plan.conflict is None:
+        return plan
+    # An evaluation loader that no prepare can reach where it is made stays plain, with a note
+    # (SPEC §3b.1), rather than refusing the training it does not take part in: the loaders
+    # of one loop together, those made away from the owner first.
+    evaluated = [n for n in facts.eval_loaders if n not in facts.train_loaders]
+    evaluated.sort(key=lambda n: facts.homes.get(n, facts.owner) is facts.owner)
+    saved = (list(facts.eval_loaders), dict(facts.homes))
+    dropped: list[str] = []
+    for name in evaluated:
+        if name in dropped:
+            continue
+        dropped += _evaluated_with(facts, name)
+        facts.eval_loaders = [n for n in saved[0] if n not in dropped]
+        facts.homes = {n: h for n, h in saved[1].items() if n not in dropped}
+        retry = _checked_plan(facts)
+        if retry.conflict is None:
+            retry.notes += [_plain_note(facts, n, plan.conflict) for n in dropped]
+            return retry
+    facts.eval_loaders, facts.homes = saved
+    return plan
+
+
+def _checked_plan(facts: TrainingFacts) -> PreparePlan:
     plan = _plan(facts)
     if plan.conflict is None and facts.homes:  # objects at module level and in a function
         plan.conflict = check_function_homes(facts, plan)
     return plan
+
+
+def _evaluated_with(facts: TrainingFacts, name: str) -> list[str]:
+    """`name` and the evaluation loaders a loop draws from together with it (`zip(a, b)`)."""
+    found = [name]
+    for loop in facts.eval_loops:
+        names = _drawn_by(loop, [n for n in facts.eval_loaders if n not in facts.train_loaders])
+        if name in names:
+            found += [n for n in names if n not in found]
+    return found
+
+
+def _drawn_by(loop, names: list[str]) -> list[str]:
+    """Those of `names` that `loop` reads (in its head or inside it)."""
+    return [n for n in names if any(
+        use.statement is loop.statement or (use.loop is not None and loop.contains(use.loop))
+        for use in loop.scope.uses.get(n, []))]  # fmt: skip
+
+
+def _plain_note(facts: TrainingFacts, name: str, conflict: Finding) -> Finding:
+    why = conflict.message.removeprefix("cannot place accelerator.prepare(...): ")
+    why = why.removesuffix("; migrate by hand")
+    loop = next((lp for lp in facts.eval_loops if _drawn_by(lp, [name])), None)
+    return Finding(code="MIG006", level="note", node=loop.node if loop else conflict.node, message=(
+        f"evaluation loader `{name}` is not prepared: {why}; every process runs the whole "
+        "set (the same numbers, N times the work)"))  # fmt: skip
 
 
 def _plan(facts: TrainingFacts) -> PreparePlan:
@@ -88,8 +144,8 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
         defs = {name: [b.statement for b in owner.assigns(name)] for name in facts.models}
         plan.reloaded = _reloaded(facts, block, facts.models, defs)
         return plan
-    early = _early_loaders(facts, owner, mandatory) + _late_loaders(facts, owner, mandatory)
-    in_turn = _loaders_before_a_loop(facts, owner, mandatory, early)
+    early = early_loaders(facts, owner, mandatory) + late_loaders(facts, owner, mandatory)
+    in_turn = loaders_before_a_loop(facts, owner, mandatory, early)
     early += in_turn
     if early:
         plan.early = early
@@ -130,7 +186,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
             elif kind == "soft":
                 soft.append(use.statement)
     if in_turn:  # `return model` after the loop reads the last pass's prepared model
-        hard, soft = (_within_loop(owner.body, in_turn[0][2], found) for found in (hard, soft))
+        hard, soft = (within_loop(owner.body, in_turn[0][2], found) for found in (hard, soft))
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
     # Nothing made here (parameters, a class's `self.x`): prepared once, before the loops, not
     # in the epoch loop that holds every use.
@@ -237,113 +293,6 @@ def _reloaded(facts: TrainingFacts, block: Block, names: list[str], defs: dict) 
         if late and len(late) < len(defs[name]):
             defs[name] = [s for s in defs[name] if position(s) <= end]
             found.append((name, block, min(position(s) for s in late)))
-    return found
-
-
-def _wrapper_use(use, owner) -> str | None:
-    """The name `use` binds if its statement is `name = wrapper(loader, ...)` (one assignment
-    in the owner's body, the loader its first argument), else None."""
-    line = use.statement.node
-    if use.kind != "arg" or not isinstance(line, Line) or len(line.body) != 1:
-        return None
-    if use.callee == "len" or use.callee in NEUTRAL_CALLEES:
-        return None  # `steps = len(loader)` holds no loader
-    small = line.body[0]
-    if not isinstance(small, ast.Assign) or len(small.targets) != 1:
-        return None
-    target = small.targets[0]
-    call = small.value
-    if not isinstance(target, ast.Name) or not isinstance(call, ast.Call) or not call.args:
-        return None
-    if call.args[0] is not use.node or use.call is not call:
-        return None
-    return target.id
-
-
-def _early_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
-    """Loaders bound into a wrapper before the last model/optimizer definition, in the same
-    block: (name, block, index) to prepare each on its own just before its wrapper."""
-    every = facts.loaders
-    loaders = [n for n in mandatory if n in every]
-    others = [n for n in mandatory if n not in loaders]
-    found = []
-    for name in loaders:
-        wraps = [u for u in owner.uses.get(name, []) if _wrapper_use(u, owner) is not None]
-        if not wraps:
-            continue
-        first = min(wraps, key=lambda u: (u.statement.node.lineno, u.statement.node.col_offset))
-        block = first.statement.block
-        if block.scope is not owner:
-            continue
-        later = [b for n in others for b in owner.assigns(n)
-                 if b.statement.ancestor_in(block) is not None
-                 and b.statement.ancestor_in(block).index > first.statement.index]  # fmt: skip
-        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
-        if not later or any(d is None or d.index >= first.statement.index for d in defs):
-            continue
-        found.append((name, block, first.statement.index))
-    return found
-
-
-def _loaders_before_a_loop(facts: TrainingFacts, owner, mandatory: list[str], early) -> list:
-    """Loaders made before a loop of the owner's body that makes every model and optimizer
-    (`for name in model_names: model = build(name); optimizer = ...; train(...)`, folds
-    sharing one loader): (name, block, index) to prepare each loader once, before that loop;
-    the models and optimizers are prepared in each pass, where they are made."""
-    block = owner.body
-    taken = {e[0] for e in early}
-    every = facts.loaders
-    loaders = [n for n in mandatory if n not in taken and n in every]
-    others = [n for n in mandatory if n not in taken and n not in loaders]
-    if not loaders or not others:
-        return []
-    holders = {
-        id(s.node): s
-        for n in others
-        for b in owner.assigns(n)
-        if (s := b.statement.ancestor_in(block)) is not None
-    }
-    if len(holders) != 1:
-        return []
-    loop = next(iter(holders.values()))
-    if not isinstance(loop.node, (ast.For, ast.While)) or any(
-        t.node is loop.node for t in facts.training_loops
-    ):
-        return []
-    for name in loaders:
-        defs = [b.statement.ancestor_in(block) for b in owner.assigns(name)]
-        if not defs or any(d is None or d.index >= loop.index for d in defs):
-            return []
-    return [(name, block, loop.index) for name in loaders]
-
-
-def _within_loop(block: Block, index: int, statements: list[Statement]) -> list[Statement]:
-    """The uses inside `block.statements[index]` (the loop making a model per pass), dropping
-    those after it; uses before it stay, to be found too early."""
-    found = []
-    for statement in statements:
-        ancestor = statement.ancestor_in(block)
-        if ancestor is None or ancestor.index <= index:
-            found.append(statement)
-    return found
-
-
-def _late_loaders(facts: TrainingFacts, owner, mandatory: list[str]) -> list:
-    """Evaluation loaders made once, in the owner's own body, after its last training statement
-    (a sample sentence run through the trained model): (name, block, index) to prepare each on
-    its own right after it is made, as the others are prepared before training."""
-    block = owner.body
-    training = training_statements(facts, block)
-    if not training:
-        return []
-    found = []
-    for name in mandatory:
-        if name in facts.train_loaders or name not in facts.eval_loaders:
-            continue
-        bindings = owner.assigns(name)
-        made = bindings[0].statement if len(bindings) == 1 else None
-        if made is not None and made.block is block and made.index > max(training):
-            found.append((name, block, made.index + 1))
     return found
 
 

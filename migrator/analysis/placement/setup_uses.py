@@ -164,13 +164,35 @@ def runs_object(use, name: str, facts) -> bool:
     """Does this hard use of a model or optimizer need the prepared object (a forward, a
     hand-over to code that may run it), rather than set it up (an attribute written or read,
     `print(model)`, a state loaded into it), which the plain object serves before prepare?"""
-    return (
-        use.kind != "attr"
-        and name not in facts.train_loaders
-        and name not in facts.eval_loaders
-        and not _displayed(use)
-        and not is_setup_use(use, facts)
-    )
+    if name in facts.train_loaders or name in facts.eval_loaders:
+        return container_of(use) is not None  # the plain loader would stay in the container
+    return use.kind != "attr" and not _displayed(use) and not is_setup_use(use, facts)
+
+
+def container_of(use) -> str | None:
+    """The name `use`'s statement binds to a container holding the object itself, at any
+    depth of literals (`loaders = {"train": loader_train, ...}`, `pairs = [("train",
+    train_loader), ...]`), else None."""
+    line = use.statement.node
+    if not isinstance(line, Line) or len(line.body) != 1:
+        return None
+    small = line.body[0]
+    if not isinstance(small, ast.Assign) or len(small.targets) != 1:
+        return None
+    target = small.targets[0]
+    if not isinstance(target, ast.Name) or small.value is use.node:
+        return None
+    return target.id if _holds(small.value, use.node) else None
+
+
+def _holds(value: ast.expr, node: ast.AST) -> bool:
+    if value is node:
+        return True
+    if isinstance(value, ast.Dict):
+        return any(_holds(v, node) for v in value.values)
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        return any(_holds(e, node) for e in value.elts)
+    return False
 
 
 def _displayed(use) -> bool:

@@ -21,6 +21,7 @@ from migrator.analysis.model.origins import (  # fmt: skip
 )
 from migrator.analysis.roles import explain
 from migrator.analysis.roles.bypassed_forwards import BypassedForwards
+from migrator.analysis.roles.eval_loaders import EvalLoaders
 from migrator.analysis.roles.facts import TrainingFacts, chain_text
 from migrator.analysis.roles.held_objects import HeldObjects
 from migrator.analysis.roles.homes import ClassHomes
@@ -30,6 +31,7 @@ from migrator.analysis.roles.objects import ObjectRoles
 from migrator.analysis.roles.optimizer_pairs import OptimizerPairs
 from migrator.analysis.roles.regions import DataRegions
 from migrator.analysis.roles.retained_graphs import RetainedGraphs
+from migrator.analysis.roles.second_readings import SecondReadings
 from migrator.analysis.roles.step_kinds import StepKinds
 from migrator.analysis.roles.trained_models import TrainedModels
 from migrator.analysis.syntax.imports import dotted_name
@@ -47,12 +49,14 @@ ENVIRONMENT_MODULES = ("gym", "gymnasium", "pettingzoo", "dm_control", "procgen"
 
 
 class _Analyser(
+    SecondReadings,
     ObjectRoles,
     OptimizerPairs,
     ClassHomes,
     HeldObjects,
     TrainedModels,
     DataRegions,
+    EvalLoaders,
     LoopAnalysis,
     RetainedGraphs,
     BypassedForwards,
@@ -135,24 +139,10 @@ class _Analyser(
         facts = self.facts
         findings = list(facts.findings)
         self._roles(per_batch)
-        if not facts.blocked:
-            return
-        meeting = self._meeting_point()
-        if meeting is None or facts.meeting is not None:
-            return
-        first = (list(facts.findings), facts.blocked)
-        facts.findings, facts.blocked, facts.owner = list(findings), False, None
-        facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
-        facts.meeting, facts.shared_epochs = meeting, []
-        facts.origins.clear()
-        facts.homes.clear()
-        self._roles(per_batch)
-        homed = any(home is meeting for home in facts.homes.values())  # function_homes.py
-        if facts.blocked or (facts.owner is not meeting and not homed):  # the first one stands
-            facts.findings, facts.blocked = first
-            facts.meeting, facts.owner = None, None
-            facts.origins.clear()
-            facts.homes.clear()
+        if facts.blocked:
+            self._meet(per_batch, findings)
+        if facts.blocked:
+            self._through_constructors(per_batch, findings)
 
     def _roles(self, per_batch: set[int]) -> None:
         facts = self.facts
@@ -173,6 +163,9 @@ class _Analyser(
                     return
                 facts.inline_loaders.append((source.inline, statement))
                 inline_scopes.append(statement.block.scope)
+            if source is not None and source.held:  # in a container: prepared where it is made
+                facts.held_loaders += [h for h in source.held if h not in facts.held_loaders]
+                inline_scopes.append(source.scope)
             for name in source.loaders if source is not None else []:
                 found = facts.origin(source.scope, name) or self._shared_loader(source.scope, name)
                 if found is None:
@@ -407,5 +400,10 @@ def _chosen_device(name: str, value: ast.expr, binding) -> bool:
     return "device" in named.lower()
 
 
-def analyse(tree: ast.Module, source: Source, index: ModuleIndex | None = None) -> TrainingFacts:
-    return _Analyser(tree, source, index).run()
+def analyse(
+    tree: ast.Module, source: Source, index: ModuleIndex | None = None, plain_evaluation=False
+) -> TrainingFacts:
+    """The roles; `plain_evaluation`: evaluation loaders are not prepared (a note each)."""
+    analyser = _Analyser(tree, source, index)
+    analyser.facts.plain_evaluation = plain_evaluation
+    return analyser.run()

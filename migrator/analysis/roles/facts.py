@@ -76,6 +76,10 @@ class TrainingFacts:
     # (`enumerate(DataLoader(ds, ...))`, `it = cycle(DataLoader(...))`): (the call, the statement
     # before which MIG006 names and prepares it)
     inline_loaders: list[tuple[ast.Call, Statement]] = field(default_factory=list)
+    # loaders a container holds with no name of their own (`{"train": DataLoader(...)}`, a
+    # dict comprehension, a helper's returned dict), which a training or evaluation loop draws
+    # from: (the value, the statement that writes it), MIG006 prepares each in place
+    held_loaders: list[tuple[ast.expr, Statement]] = field(default_factory=list)
     eval_loops: list[Loop] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     optimizers: list[str] = field(default_factory=list)
@@ -85,6 +89,9 @@ class TrainingFacts:
     regions: list[DataRegion] = field(default_factory=list)
     device_bindings: list[Binding] = field(default_factory=list)
     backward_calls: list[CallSite] = field(default_factory=list)
+    # every backward call and every call of a function that runs one (through calls): where
+    # the program's code drives a training step (a joined program's entry, program/unit.py)
+    step_sites: list[CallSite] = field(default_factory=list)
     training_scopes: list[Scope] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     blocked: bool = False  # a finding says the file cannot be migrated safely
@@ -97,6 +104,13 @@ class TrainingFacts:
     # (a Trainer's `self.model`/`self.optimizer` in `__init__`, its loader in `fit_epoch()`):
     # name -> that method (homes.py).
     homes: dict[str, Scope] = field(default_factory=dict)
+    # objects a class's methods receive are its callers' (origins.py): `self.x = x` in
+    # `__init__` what the constructions pass, `fit(self, loader)` what `trainer.fit(loader)`
+    # passes; read so when the class alone cannot own training (a Trainer its caller drives)
+    through_instances: bool = False
+    # evaluation loaders stay plain, each with a note (the engine's second try when prepared
+    # ones left the migration unsound)
+    plain_evaluation: bool = False
     # A train/eval epoch function fed the training loader and plain eval loaders
     # (shared_epochs.py): a SharedEpoch each.
     shared_epochs: list = field(default_factory=list)

@@ -102,14 +102,30 @@ class ClassHomes:
         (`self.albert` inside `self.forward(...)`): the module itself is the model, and `self`
         cannot be rebound to its prepared wrapper."""
         held = [m for m in self.facts.models if m.startswith(patterns.SELF + ".")]
-        if not held or not is_method(owner) or not self._is_module_class(owner.parent.node):
-            return False
-        self._finding(self.facts.training_loops[0].node, "MIG900",
-                      f"the training loop runs in `{owner.parent.name}.{owner.name}()`, a method "
-                      f"of the nn.Module it trains: its parts ({', '.join(held)}) are not the "
-                      "whole model and `self` cannot be replaced by the prepared model; train "
-                      "the module from a function outside the class, then migrate")  # fmt: skip
-        return True
+        if held and is_method(owner) and self._is_module_class(owner.parent.node):
+            self._finding(self.facts.training_loops[0].node, "MIG900",
+                          f"the training loop runs in `{owner.parent.name}.{owner.name}()`, a "
+                          f"method of the nn.Module it trains: its parts ({', '.join(held)}) are "
+                          "not the whole model and `self` cannot be replaced by the prepared "
+                          "model; train the module from a function outside the class, then "
+                          "migrate")  # fmt: skip
+            return True
+        for loop in self.facts.training_loops:  # `model.fit(loader)`: the model trains itself
+            method = loop.scope
+            if not (is_method(method) and self._is_module_class(method.parent.node)):
+                continue
+            forward = next((c for c in loop.calls if patterns.name_of(c.node.func) in (
+                patterns.SELF, f"{patterns.SELF}.forward")), None)  # fmt: skip
+            if forward is None:
+                continue
+            self._finding(loop.node, "MIG900",
+                          f"the training loop runs in `{method.parent.name}.{method.name}()`, a "
+                          f"method of the nn.Module it trains, which runs its own forward "
+                          f"(line {forward.node.lineno}): the prepared model's wrapper has no "
+                          f"`{method.name}()`, and a forward through `self` would bypass it; "
+                          "train the module from a function outside the class, then migrate")  # fmt: skip
+            return True
+        return False
 
     def _is_module_class(self, node: ast.ClassDef) -> bool:
         for base in node.bases:

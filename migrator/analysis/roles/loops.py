@@ -13,6 +13,7 @@ import ast
 from collections.abc import Iterable
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.classes import method_of, override
 from migrator.analysis.model.driver_loops import driver_loops
 from migrator.analysis.model.drivers import (
     driven_here,
@@ -20,9 +21,15 @@ from migrator.analysis.model.drivers import (
     reached_once,
     undriven_callers,
 )
-from migrator.analysis.model.instances import called_method
+from migrator.analysis.model.instances import called_method, instance_method
 from migrator.analysis.model.loop_sources import LoopSources
-from migrator.analysis.model.origins import call_sites_of, class_methods, is_method, value_call
+from migrator.analysis.model.origins import (
+    OWN_WORK,
+    call_sites_of,
+    class_methods,
+    is_method,
+    value_call,
+)
 from migrator.analysis.roles.shared_epochs import SharedEpochs
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import (
@@ -86,8 +93,19 @@ class LoopAnalysis(LoopSources, SharedEpochs):
         if name is not None and "." in name and is_method(site.scope):  # `self.train_epoch()`
             method = name.split(".", 1)[1]
             for sibling in class_methods(site.scope):
-                if sibling.name == method:
-                    return sibling
+                if sibling.name == method:  # a base's stub: the one subclass overriding it
+                    return override(self.index, sibling) or sibling
+            inherited = method_of(self.index, site.scope.parent, method)  # a base's method
+            if inherited is not None:
+                return inherited
+        if (  # `trainer.train_step(img, ...)` on an instance of a class of the program
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id != patterns.SELF
+            and func.attr not in OWN_WORK
+            and not func.attr.startswith("__")
+        ):
+            return instance_method(self.index, site.scope, func.value.id, func.attr)
         return None
 
     # -- what a loop iterates ----------------------------------------------------------------
@@ -114,6 +132,7 @@ class LoopAnalysis(LoopSources, SharedEpochs):
             c for c in self.index.calls()
             if self._callee_scope(c) is not None and id(self._callee_scope(c)) in backward_functions
         ]  # fmt: skip
+        self.facts.step_sites = list(events)
         steps = [(loop, site) for site in events
                  if (loop := self._stepping_batch_loop(site.loop)) is not None]  # fmt: skip
         drivers = driver_loops(steps, self._callee_scope, self._reachable_functions)

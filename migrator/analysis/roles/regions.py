@@ -1,6 +1,6 @@
-"""Eval loops and data regions: which other loops draw from the owner's loaders, and the code
-that holds loader batches (a training or eval loop, a helper called with batch data), which the
-batch-placement and metric rules read.
+"""Data regions: the code that holds loader batches (a training or eval loop, a helper called
+with batch data), which the batch-placement and metric rules read. Which loops evaluate is
+eval_loaders.py.
 
 A mixin of roles._Analyser, kept in its own module for size: it reads `self.index`,
 `self.imports`, `self.facts` and the loop analysis (`_loop_source`, `_callee_scope`).
@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.dataflow import derive
 from migrator.analysis.model.drivers import calls_reaching
 from migrator.analysis.model.origins import (  # fmt: skip
     Origin,
     argument_for,
-    bindings_of,
-    call_sites_of,
     class_methods,
     is_method,
-    value_call,
 )
 from migrator.analysis.roles import explain
 from migrator.analysis.roles.batch_feeds import TENSOR_FIELDS, opaque_loader, settle_feeds
@@ -65,42 +61,7 @@ class DataRegions:
                         return True
         return False
 
-    # -- eval loops and data regions ---------------------------------------------------------
-    def _is_loader(self, origin: Origin) -> bool:
-        if origin.name in self.facts.train_loaders:
-            return True
-        for binding in bindings_of(origin):
-            call = value_call(binding)
-            if call is not None and patterns.is_loader_call(call, self.imports):
-                return True
-        return False
-
-    def _find_eval_loops(self) -> None:
-        facts = self.facts
-        for scope in self.index.scopes:
-            for loop in scope.loops:
-                if loop in facts.training_loops or any(loop.contains(t) or t.contains(loop)
-                                                       for t in facts.training_loops):  # fmt: skip
-                    continue
-                source = self._loop_source(loop)
-                if source is None or not source.loaders:  # a loader built in place stays plain
-                    continue
-                if scope is not facts.owner and not call_sites_of(self.index, scope):
-                    continue
-                if facts.distributed.one_process_only(loop.statement):
-                    continue  # `if rank == 0:` evaluates the whole set on one process
-                origins = [facts.origin(source.scope, name) for name in source.loaders]
-                if any(found is None or found.scope is not facts.owner
-                       or not self._is_loader(found) for found in origins):  # fmt: skip
-                    continue
-                if any(found.name in shared.evaluated and found.scope is shared.caller
-                       for shared in facts.shared_epochs for found in origins):  # fmt: skip
-                    continue  # a train/eval epoch function evaluates it too: it stays plain
-                facts.eval_loops.append(loop)
-                for found in origins:
-                    if found.name not in facts.train_loaders + facts.eval_loaders:
-                        facts.eval_loaders.append(found.name)
-
+    # -- data regions ------------------------------------------------------------------------
     def _find_regions(self, per_batch: set[int]) -> None:
         facts = self.facts
         inline: dict[int, ast.Call | None] = {}  # a loop region's loader built in place

@@ -1,0 +1,79 @@
+"""The classes a module (or a joined program) defines, and which of them runs a method: the
+class itself, else a base the module also defines (a Trainer whose `train_step` its base
+class in another file of the program has). Shared by origins.py (the calls that run a method)
+and instances.py (the method a call on an instance runs)."""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis.syntax.imports import dotted_name
+from migrator.analysis.syntax.index import ModuleIndex, Scope
+
+MAX_BASES = 8  # base classes followed this deep
+
+
+def module_classes(index: ModuleIndex) -> dict[str, Scope]:
+    """Top-level classes of the module by name."""
+    return {
+        scope.name: scope
+        for scope in index.scopes
+        if scope.kind == "class" and scope.parent is index.module_scope
+    }
+
+
+def class_named(index: ModuleIndex, expr: ast.expr) -> Scope | None:
+    """The module class `expr` names (`Trainer`, `trainers.Trainer` in a joined program)."""
+    called = dotted_name(expr)
+    if called is None:
+        return None
+    return module_classes(index).get(index.aliases.get(called, called))
+
+
+def method_of(index: ModuleIndex, cls: Scope, method: str, depth: int = 0) -> Scope | None:
+    """The function `cls.method` runs: its own, else its bases' (the module's classes, in
+    order); None when it may come from a base the module does not define."""
+    own = next((m for m in cls.children if m.kind == "function" and m.name == method), None)
+    if own is not None or depth > MAX_BASES:
+        return own
+    for base in cls.node.bases:
+        known = class_named(index, base)
+        if known is None:
+            return None  # the method may be the unknown base's
+        found = method_of(index, known, method, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def override(index: ModuleIndex, method: Scope) -> Scope | None:
+    """The one subclass method (the module's classes) that overrides `method`, a stub of a
+    base class (`raise NotImplementedError`, `pass`, a docstring): what `self._train_epoch()`
+    in the base's `train()` runs. None when no subclass, or several, override it."""
+    cls = method.parent
+    if cls is None or cls.kind != "class" or not _stub(method.node):
+        return None
+    found = [
+        own
+        for other in module_classes(index).values()
+        if other is not cls and _derives(index, other, cls, 0)
+        for own in other.children
+        if own.kind == "function" and own.name == method.name
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _derives(index: ModuleIndex, cls: Scope, base: Scope, depth: int) -> bool:
+    if depth > MAX_BASES:
+        return False
+    for expr in cls.node.bases:
+        known = class_named(index, expr)
+        if known is base or (known is not None and _derives(index, known, base, depth + 1)):
+            return True
+    return False
+
+
+def _stub(function: ast.AST) -> bool:
+    body = [s for s in function.body if not (
+        isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]  # fmt: skip
+    return all(isinstance(s, (ast.Pass, ast.Raise)) for s in body)

@@ -1,0 +1,204 @@
+"""Evaluation loops: the loops outside training that draw from a DataLoader. Each such loader
+is prepared exactly once (SPEC §3b.1), or a note names it and says why it stays plain: an
+unprepared evaluation loader gives the right numbers but makes every process evaluate the
+whole set, N times the work the user migrated to avoid.
+
+A loader is one when its value comes from a `DataLoader(...)`, however it reaches the loop
+(loader_values.py: a helper's return, an alias, a dict, list or tuple). Where it is made:
+- in the owner of training: prepared with the training objects (placement.py), or on its own
+  where it is made after training (placement/loader_points.py);
+- in another scope the program runs (an `evaluate()` that makes its test loader, a method of
+  the Trainer, module code): prepared there, right after it is made, as the objects of a
+  class's other methods are (its home: placement/homes.py);
+- received where the training loader is received (both parameters of the function where the
+  objects meet, both kept by a Trainer's `__init__`): prepared there with it;
+- nowhere this file can prepare it (a parameter no call here passes, a loader built in the
+  loop's head, a loop run by one process under `if rank == 0:`): plain, with a MIG006 note.
+
+A mixin of roles._Analyser: it reads `self.index`, `self.imports`, `self.facts` and the loop
+analysis (`_loop_source`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.chains import split_chain
+from migrator.analysis.model.loader_values import LoaderValues
+from migrator.analysis.model.origins import Origin, bindings_of, calls_of, value_call
+from migrator.analysis.roles import explain
+from migrator.analysis.roles.facts import TrainingFacts
+from migrator.analysis.syntax.index import Loop, ModuleIndex
+from migrator.findings import Finding
+
+PLAIN = (
+    "prepared, the metrics computed from it would not be sound on N processes (the migration "
+    "could not gather them alike: the soundness check refused that version); gather them by "
+    "hand to prepare it"
+)
+
+
+class EvalLoaders:
+    facts: TrainingFacts
+    index: ModuleIndex
+    imports: object
+
+    def _is_loader(self, origin: Origin) -> bool:
+        """The object `origin` names is a DataLoader: made by one there, or reaching there
+        from one through a program function's return, an alias or a container."""
+        if origin.name in self.facts.train_loaders:
+            return True
+        for binding in bindings_of(origin):
+            call = value_call(binding)
+            if call is not None and patterns.is_loader_call(call, self.imports):
+                return True
+        if self._received(origin) and any(  # received where the training loader is
+            self._received(Origin(self.facts.homes.get(t, self.facts.owner), t))
+            and self.facts.homes.get(t, self.facts.owner) is origin.scope
+            for t in self.facts.train_loaders
+        ):
+            return True
+        values = LoaderValues(self.index)
+        if split_chain(origin.name) is None:
+            return values.name_is_loader(origin.scope, origin.name)
+        try:  # `loaders["valid"]`: read as the expression it is
+            expr = ast.parse(origin.name, mode="eval").body
+        except SyntaxError:
+            return False
+        return values.is_loader(origin.scope, expr)
+
+    @staticmethod
+    def _received(origin: Origin) -> bool:
+        """`origin` is what its scope receives: a parameter, or `self.x = x` of one."""
+        scope = origin.scope
+        if scope is None or scope.kind != "function":
+            return False
+        made = scope.assigns(origin.name)
+        if not made:
+            return origin.name in scope.params
+        return all(
+            b.kind == "assign" and isinstance(b.value, ast.Name) and b.value.id in scope.params
+            for b in made
+        )
+
+    def _find_eval_loops(self) -> None:
+        facts = self.facts
+        for scope in self.index.scopes:
+            for loop in scope.loops:
+                if loop in facts.training_loops or any(loop.contains(t) or t.contains(loop)
+                                                       for t in facts.training_loops):  # fmt: skip
+                    continue
+                source = self._loop_source(loop)
+                if source is None:
+                    continue
+                runs = scope is facts.owner or bool(calls_of(self.index, scope))
+                if source.inline is not None:  # `for x in DataLoader(test_set, ...)`
+                    if runs:
+                        self._plain_note(loop, None, "it is built in the loop's head, where it "
+                                         "has no name to prepare; make it before the loop "
+                                         "and prepare it")  # fmt: skip
+                    continue
+                if not (source.loaders or source.held) or not runs:
+                    continue
+                origins = [facts.origin(source.scope, name) for name in source.loaders]
+                untraced = [name for name, found in zip(source.loaders, origins)
+                            if found is None or not self._is_loader(found)]  # fmt: skip
+                if untraced:  # a loader, or a list of tensors? The model it runs says which
+                    if self._runs_model(loop) and not facts.distributed.one_process_only(
+                        loop.statement
+                    ):
+                        for name in untraced:
+                            self._plain_note(loop, name, self._untraced(source.scope, name))
+                    continue
+                if any(found.name in shared.evaluated and found.scope is shared.caller
+                       for shared in facts.shared_epochs for found in origins):  # fmt: skip
+                    continue  # a train/eval epoch function evaluates it too: noted there
+                names = [found.name for found in origins] or [None]  # None: held, unnamed
+                if facts.distributed.one_process_only(loop.statement):
+                    for name in names:  # `if rank == 0:` evaluates the whole set on one
+                        self._plain_note(loop, name, "the loop runs on one process only "
+                                         "(under a main-process or rank-0 test), which "
+                                         "evaluates the whole set")  # fmt: skip
+                    continue
+                away = [found for found in origins if found.scope is not facts.owner]
+                why = next((w for found in away if (w := self._no_home(found)) is not None), None)
+                if why is not None:
+                    for name in names:
+                        self._plain_note(loop, name, why)
+                    continue
+                if facts.plain_evaluation:
+                    for name in names:
+                        self._plain_note(loop, name, PLAIN)
+                    continue
+                for found in away:
+                    facts.homes[found.name] = found.scope
+                facts.eval_loops.append(loop)
+                for found in origins:
+                    if found.name not in facts.train_loaders + facts.eval_loaders:
+                        facts.eval_loaders.append(found.name)
+                # in a container with no name of their own: prepared in place where it is made
+                facts.held_loaders += [h for h in source.held if h not in facts.held_loaders]
+
+    def _no_home(self, found: Origin) -> str | None:
+        """Why an evaluation loader made away from the owner cannot be prepared where it is
+        made (None: it can, in `found.scope`, its home)."""
+        facts = self.facts
+        scope = found.scope
+        made = scope.assigns(found.name)
+        if scope.kind == "class" or not made:
+            return f"`{found.name}` is not made {explain.where(scope)}, where it is read"
+        known = facts.homes.get(found.name)
+        same_name = (  # one name, two objects (a Trainer's `self.x` is one object)
+            facts.owner is not None
+            and not found.name.startswith("self.")
+            and facts.owner.is_local(found.name)
+        )
+        if (known is not None and known is not scope) or same_name:
+            return (f"another object of the same name, `{found.name}`, is prepared "
+                    f"{explain.where(known or facts.owner)}")  # fmt: skip
+        if scope.kind == "function" and not calls_of(self.index, scope):
+            return f"{explain.where(scope)}, which makes it, runs from outside this file"
+        if any(b.loop is not None and b.loop in facts.training_loops for b in made):
+            return "it is made inside the training loop"
+        return None
+
+    def _runs_model(self, loop: Loop) -> bool:
+        """The loop runs a model the program trains (`model(x)`, `model.forward(x)`)."""
+        for call in loop.calls:
+            called = patterns.name_of(call.node.func)
+            if call.method == "forward" and call.receiver is not None:
+                called = patterns.name_of(call.receiver)
+            if called is not None and self.facts.role(call.scope, called) == "model":
+                return True
+        return False
+
+    def _untraced(self, scope, name: str) -> str:
+        """Why the iterable a loop runs the model on is not known to be a DataLoader."""
+        found = self.facts.origin(scope, name)
+        if found is None:  # a parameter its calls fill with different objects
+            return explain.untraceable(self.facts, scope, name)
+        made = found.scope.assigns(found.name)
+        call = made[0].value if len(made) == 1 else None
+        if isinstance(call, ast.Call):
+            maker = ast.unparse(call.func)
+            return (f"it comes from `{maker}(...)`, which this program does not show making a "
+                    "DataLoader (another module, or not a loader); if it is one, prepare it "
+                    "where it is made")  # fmt: skip
+        if not made:
+            return (f"`{found.name}` is a parameter {explain.where(found.scope)} that this "
+                    "program does not trace to a DataLoader; if it is one, prepare it where "
+                    "it is made")  # fmt: skip
+        return f"`{found.name}` is not traced to a DataLoader {explain.where(found.scope)}"
+
+    def _plain_note(self, loop: Loop, name: str | None, why: str) -> None:
+        """MIG006 note: the loader `loop` evaluates on stays plain, and why."""
+        loader = f"`{name}`" if name is not None else "the DataLoader"
+        self.facts.findings.append(_note(loop, (
+            f"{loader}, which the loop at line {loop.node.lineno} evaluates on, is not "
+            f"prepared: {why}; every process runs the whole set (the same numbers, "
+            "N times the work)")))  # fmt: skip
+
+
+def _note(loop: Loop, message: str) -> Finding:
+    return Finding(code="MIG006", message=message, node=loop.node, level="note")
