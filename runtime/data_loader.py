@@ -1,7 +1,7 @@
 """HF Accelerate's `accelerate.data_loader` names at the same path: `from runtime.data_loader
 import prepare_data_loader, skip_first_batches, SeedableRandomSampler, DataLoaderDispatcher`.
 
-`prepare_data_loader` takes HF's arguments and delegates to `runtime.data`; the objects it
+`prepare_data_loader` takes HF's arguments and delegates to `runtime.loader_sharding`; the objects it
 returns are runtime's prepared loaders (`DataLoaderShard` is their class).
 """
 
@@ -13,8 +13,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from runtime.data import PreparedDataLoader, send_to_device, skip_first_batches
-from runtime.data import prepare_data_loader as _prepare
 from runtime.dispatching import DataLoaderDispatcher
+from runtime.loader_sharding import prepare_data_loader as _prepare
 from runtime.sampling import BatchShard, IterableShard, SeedableRandomSampler
 from runtime.state import GradientState, PartialState
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from runtime import data, wrappers
+from runtime import data, loader_sharding, wrappers
 
 
 class Preparing:
@@ -128,7 +128,7 @@ class Preparing:
             return data_loader
         placement = self.device_placement if device_placement is None else device_placement
         settings = self.dataloader_config
-        prepared = data.prepare_data_loader(
+        prepared = loader_sharding.prepare_data_loader(
             data_loader,
             state=self.state.partial_state,
             gradient_state=self.gradient_state,

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from runtime.data import prepare_data_loader, skip_first_batches
+from runtime.data import skip_first_batches
+from runtime.loader_sharding import prepare_data_loader
 from runtime.state import GradientState
 
 
