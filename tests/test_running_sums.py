@@ -84,6 +84,32 @@ def test_a_sum_not_zeroed_before_the_loop_is_not_touched():
     assert CORRECTS_REDUCED in output
 
 
+def test_sums_zeroed_together_in_one_statement_are_running_sums():
+    zeroed = "    running_loss = 0.0\n    running_corrects = 0\n"
+    for spelling in (
+        "    running_loss, running_corrects = 0.0, 0\n",
+        "    [running_loss, running_corrects] = [0.0, 0]\n",
+        "    running_loss = running_corrects = 0\n",
+        "    (running_loss, running_corrects) = (torch.tensor(0.0), torch.zeros(()))\n",
+    ):
+        source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(zeroed, spelling)
+        output, _ = migrate_text(source)
+        assert output is not None, spelling
+        assert "    running_loss = accelerator.reduce(" in output, spelling
+        assert "    running_corrects = accelerator.reduce(" in output, spelling
+
+
+def test_a_sum_zeroed_with_a_value_carried_in_is_not_a_running_sum():
+    source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(
+        "    running_loss = 0.0\n    running_corrects = 0\n",
+        "    running_loss, running_corrects = float(epoch), 0\n",
+    )
+    output, _ = migrate_text(source)
+    assert output is not None
+    assert "running_loss = accelerator.reduce(" not in output
+    assert CORRECTS_REDUCED in output
+
+
 def test_a_sum_rebound_in_the_loop_is_not_touched():
     source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(
         "        running_loss += loss.item() * x.size(0)\n",

@@ -230,7 +230,9 @@ def _from_names(node: ast.ImportFrom, item: LocalImport, owner: int, defined: se
     found = {}
     for alias in node.names:
         local = alias.asname or alias.name
-        if item.names and alias.name in defined:  # `from engine import f as g`
+        if item.names and alias.name == "*":  # `from train import *`: its public definitions
+            found.update({n: (owner, n) for n in defined if not n.startswith("_")})
+        elif item.names and alias.name in defined:  # `from engine import f as g`
             found[local] = (owner, alias.name)
         elif not item.names and item.module.rsplit(".", 1)[-1] == alias.name:
             # `from util import misc [as u]`: the module's definitions as `u.name`

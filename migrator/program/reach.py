@@ -54,13 +54,19 @@ def reach_accelerator(
     return texts
 
 
-def check_reach(texts: list[str], files: list[ProgramFile]) -> None:
+def check_reach(
+    texts: list[str], files: list[ProgramFile], needy: dict[int, set[str]] | None = None
+) -> None:
     """Every file that reads `accelerator` sees one: a helper through its parameters, the
-    entry through its own binding; and no helper creates one at its top level (see the module
-    docstring). A program edited otherwise is refused, never written."""
+    entry through its own binding; no helper creates one at its top level (see the module
+    docstring); and no call by name of a helper that now takes the accelerator goes without
+    it (a name reached in a way the import reading missed would raise a TypeError on every
+    run). A program edited otherwise is refused, never written."""
+    wanting = set().union(*(needy or {}).values())
     for number in [*range(1, len(files)), 0]:  # a helper's own creation is the cause to name
         text, file = texts[number], files[number]
         tree = parse(text)
+        _check_calls_pass_it(tree, file, wanting - _local_definitions(tree, needy, number))
         module_binds = _module_binds(tree, ACCELERATOR)
         if number and module_binds and not _module_binds(file.tree, ACCELERATOR):
             raise ProgramError(
@@ -70,6 +76,28 @@ def check_reach(texts: list[str], files: list[ProgramFile]) -> None:
         if not module_binds and any(reads_free(node, ACCELERATOR) for node in tree.body):
             raise ProgramError(
                 f"{file.path.name} would use an accelerator it cannot see; migrate this "
+                "program by hand"
+            )
+
+
+def _local_definitions(tree: ast.Module, needy, number: int) -> set[str]:
+    """Top-level definitions of this file that do not take the accelerator (a name clash)."""
+    own = (needy or {}).get(number, set())
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {n.name for n in tree.body if isinstance(n, kinds) and n.name not in own}
+
+
+def _check_calls_pass_it(tree: ast.Module, file: ProgramFile, names: set[str]) -> None:
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in names
+            and not any(k.arg in (ACCELERATOR, None) for k in node.keywords)
+        ):
+            raise ProgramError(
+                f"`{node.func.id}` now takes the accelerator, but the call at line "
+                f"{node.lineno} of {file.path.name} could not be given it; migrate this "
                 "program by hand"
             )
 

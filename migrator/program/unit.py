@@ -116,7 +116,7 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
     texts = _split(output, files)
     try:
         texts = reach_accelerator(texts, files, program.needy)
-        check_reach(texts, files)
+        check_reach(texts, files, program.needy)
     except ProgramError as error:
         per_file[0].append(finding_at(files[0], 1, str(error)))
         program.results = unchanged(files, per_file)

@@ -39,8 +39,21 @@ def zeroed_before(block: Block, position: int, name: str) -> bool:
             ):
                 continue
             value = small.value if isinstance(small, (ast.Assign, ast.AnnAssign)) else None
-            return _zero(value)
+            return _zero(_value_of(small, value, name))
     return False
+
+
+def _value_of(statement: ast.AST, value: ast.AST | None, name: str) -> ast.AST | None:
+    """The part of `value` bound to `name`: `total, count = 0.0, 0` binds `count` to 0."""
+    targets = statement.targets if isinstance(statement, ast.Assign) else []
+    for target in targets:
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+            if len(target.elts) == len(value.elts):
+                for element, part in zip(target.elts, value.elts):
+                    if isinstance(element, ast.Name) and element.id == name:
+                        return part
+            return None
+    return value
 
 
 def _zero(value: ast.AST | None) -> bool:
