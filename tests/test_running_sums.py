@@ -157,3 +157,39 @@ def test_two_processes_print_the_one_process_epoch_values(tmp_path):
             printed,
             expected,
         )
+
+
+SHARED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def run_epoch(model, loader, optimizer=None):
+    total = 0.0
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if optimizer is not None:
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        total += loss.item() * len(x)
+    return total
+
+
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+train_loader = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32, 1)), batch_size=4)
+check_loader = DataLoader(TensorDataset(torch.randn(8, 3), torch.randn(8, 1)), batch_size=4)
+for epoch in range(2):
+    print(run_epoch(model, train_loader, optimizer), run_epoch(model, {check}))
+"""
+
+
+def test_a_loop_also_run_over_a_plain_loader_keeps_its_sums():
+    # one epoch function for training (prepared loader) and a check loop the tool leaves
+    # plain: a reduce there would count the plain loader's whole set once per process
+    output, findings = migrate_text(SHARED.format(check="check_loader"))
+    assert output is not None
+    assert "total = accelerator.reduce(" not in output
+    assert "MIG953" in [f.code for f in findings]  # the printed train sum stays per process

@@ -88,22 +88,30 @@ class _Pass:
 
     def over_prepared(self, loop: Loop) -> bool:
         """Does `loop` draw batches from a prepared loader (directly, through a wrapper, or
-        with `next(...)` on an iterator over one)?"""
+        with `next(...)` on an iterator over one), and only from prepared ones? A loop some
+        calls run over a plain loader (one epoch function for training and evaluation) would
+        count that loader's whole set once per process if its sums were reduced."""
         scope = loop.scope
         node = loop.node
+
+        parameters = _parameters(scope.node)
+
+        def prepared(expr: ast.AST) -> bool:
+            roles = self.values.roles(expr, scope)
+            mixed = isinstance(expr, ast.Name) and expr.id in parameters and "plainloader" in roles
+            return bool(roles & {"loader", "iterator"}) and not mixed
+
         if isinstance(node, (ast.For, ast.AsyncFor)):
             iterable = node.iter
-            if self.values.roles(iterable, scope) & {"loader", "iterator"}:
+            if prepared(iterable):
                 return True
-            if isinstance(iterable, ast.Call) and any(
-                self.values.roles(a, scope) & {"loader", "iterator"} for a in iterable.args
-            ):
+            if isinstance(iterable, ast.Call) and any(prepared(a) for a in iterable.args):
                 return True
         return any(
             isinstance(inner, ast.Call)
             and called_name(inner) == "next"
             and inner.args
-            and self.values.roles(inner.args[0], scope) & {"iterator", "loader"}
+            and prepared(inner.args[0])
             for inner in own_nodes(node)
         )
 
@@ -236,3 +244,11 @@ def _under_local_test(values: PerProcessValues, scope: Scope, loop: ast.AST, cal
         and LOCAL in values.extents(node.test, scope)
         for node in own_nodes(loop)
     )
+
+
+def _parameters(node: ast.AST) -> set[str]:
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    arguments = node.args
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    return {a.arg for a in every}

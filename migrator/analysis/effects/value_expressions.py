@@ -24,6 +24,8 @@ from migrator.analysis.syntax.index import Scope
 
 GATHERS = {"gather", "gather_for_metrics", "reduce", "gather_object"}
 PREPARES = {"prepare", "prepare_data_loader", "prepare_model"}
+# what a tensor is and where it lives, alike on every process, not what it holds
+DESCRIPTIONS = {"device", "dtype", "is_cuda", "ndim", "layout", "requires_grad", "is_sparse"}
 
 
 class ValueExpressions:
@@ -66,6 +68,8 @@ class ValueExpressions:
 
     def _attribute(self, expr: ast.Attribute, scope: Scope) -> Value:
         owner = self._eval(expr.value, scope)
+        if expr.attr in DESCRIPTIONS:
+            return NOTHING  # `x.device.type` shown beside a loss is no share of the data
         if "accelerator" in owner.roles:
             # ranks and main-process flags differ per process but count no data: guards are
             # processes.py's business
