@@ -16,6 +16,7 @@ from migrator.rules.mig005_backward import Backward
 from migrator.rules.mig006_prepare import Prepare
 from migrator.rules.mig007_model_attributes import ModelAttributes
 from migrator.rules.mig008_unused_parameters import UnusedParameters
+from migrator.rules.mig009_shared_split import SharedSplit
 from migrator.rules.mig010_native_ddp import NativeDDP
 from migrator.rules.mig020_mixed_precision import MixedPrecision
 from migrator.rules.mig021_clipping import Clipping
@@ -36,6 +37,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     Prepare,
     ModelAttributes,
     UnusedParameters,
+    SharedSplit,
     NativeDDP,
     MixedPrecision,
     Clipping,
@@ -63,6 +65,7 @@ APPLY_ORDER: tuple[type[Rule], ...] = (
     ModelAttributes,
     Prepare,
     UnusedParameters,
+    SharedSplit,
     Device,
     CreateAccelerator,
     ReducedOutputs,
