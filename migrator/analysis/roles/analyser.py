@@ -42,8 +42,8 @@ from migrator.source import Source
 ROLLOUTS = (
     "the training loop learns from episodes it rolls out in an environment (`env.step(...)`), "
     "not from a DataLoader: on N processes each would roll out and learn on its own, which is "
-    "not data-parallel training of the original (on-policy RL needs its rollouts shared or "
-    "gathered by design); migrate it by hand"
+    "not data-parallel training of the original (reinforcement learning needs its experience "
+    "shared or gathered by design); migrate it by hand"
 )
 ENVIRONMENT_MODULES = ("gym", "gymnasium", "pettingzoo", "dm_control", "procgen", "minigrid")
 
@@ -300,7 +300,8 @@ class _Analyser(
             full.split(".")[0] in ENVIRONMENT_MODULES for full in self.imports.aliases.values()
         )
         for loop in self.facts.training_loops:
-            for call in self._calls_reachable(loop.calls):
+            around = [c for scope in self._callers_of(loop.scope) for c in scope.calls]
+            for call in self._calls_reachable([*loop.calls, *around]):
                 receiver = (patterns.name_of(call.receiver) or "").rsplit(".", 1)[-1].lower()
                 if call.method not in ("step", "reset") or not ("env" in receiver or imported):
                     continue
@@ -313,6 +314,19 @@ class _Analyser(
                 ):  # fmt: skip
                     return True
         return False
+
+    def _callers_of(self, scope) -> list:
+        """The functions that call `scope`'s function, transitively (a DQN agent's `train()`
+        rolls out episodes and calls `learn()`, whose loop draws from the replay memory)."""
+        found, queue = [], [scope]
+        while queue:
+            callee = queue.pop()
+            for call in self.index.calls():
+                caller = call.scope
+                if self._callee_scope(call) is callee and all(caller is not f for f in found):
+                    found.append(caller)
+                    queue.append(caller)
+        return found
 
     # -- devices -----------------------------------------------------------------------------
     def _find_devices(self) -> None:
