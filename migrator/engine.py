@@ -251,6 +251,7 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
             if not prefilter.gate(index, frozenset(present)):
                 result.skipped = True
                 return result
+        index = _with_helper_effects(index, tree, text, path)
         output, result.findings = migrate_tree(text, tree, options, index)
         if output is not None:
             result.migrated = encode(output, encoding)
@@ -274,3 +275,27 @@ def _syntax_message(error: SyntaxError) -> str:
     message = (error.msg or "syntax error").strip().splitlines()
     first = message[0] if message else "syntax error"
     return f"cannot parse: {first} (line {error.lineno}, column {error.offset})"
+
+
+def _with_helper_effects(index, tree: ast.Module, text: str, path: str):
+    """The file's index, knowing what the project helpers it imports write where every
+    process runs them (migrator/program/helper_effects.py); `path` locates the project."""
+    if not path or not any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body):
+        return index
+    from pathlib import Path
+
+    from migrator.program.helper_effects import helper_effects
+
+    try:
+        found = helper_effects(tree, Path(path))
+    except (OSError, ValueError, RecursionError):
+        return index
+    if not found:
+        return index
+    if index is None:
+        from migrator.analysis.syntax.index import ModuleIndex
+        from migrator.source import Source
+
+        index = ModuleIndex(tree, Source(text))
+    index.imports.helper_effects = found
+    return index

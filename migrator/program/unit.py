@@ -54,6 +54,7 @@ from migrator.findings import Finding
 from migrator.import_edits import add_module_imports
 from migrator.program.files import ProgramError, ProgramFile
 from migrator.program.findings import CODE, assign, finding_at, in_program, unchanged
+from migrator.program.helper_effects import helper_effects
 from migrator.program.imports import program_names, search_path
 from migrator.program.joinable import joinable_problem
 from migrator.program.members import calls_steps, entry_steps, members
@@ -141,6 +142,11 @@ def _joined_index(tree: ast.Module, joined: str, files: list[ProgramFile]):
             if local != name:
                 aliases[local] = name if aliases.get(local, name) == name else None
     index.add_aliases({local: name for local, name in aliases.items() if name is not None})
+    members = {file.path.resolve() for file in files}
+    roots = search_path(files[0].path, files[0].tree)
+    for file in files:
+        found = helper_effects(file.tree, file.path, members, roots)
+        index.imports.helper_effects.update({k: v for k, v in found.items() if k not in aliases})
     return index
 
 

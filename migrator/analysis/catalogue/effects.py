@@ -117,6 +117,9 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
     values a name may hold where the call reads it (a name bound to `io.BytesIO()` is no
     file), when the caller knows them."""
     qualified = imports.qualify(call.func) or ""
+    helper = imports.helper_effects.get(qualified) if imports.helper_effects else None
+    if helper is not None:  # a project helper whose own body writes (helper_effects.py)
+        return Effect(helper.kind, f"{helper.what}, in `{qualified}`", call)
     if qualified in OPEN_CALLS:
         return Effect("write", "a file", call) if _writes(call) and not _own(call) else None
     if qualified in MAKE_DIRS:

@@ -61,6 +61,9 @@ class ImportTable:
         self.aliases: dict[str, str] = {}
         self.from_imports: set[tuple[str, str]] = set()  # (module, name) of `from m import n`
         self.relative: dict[str, str] = {}  # local name -> `.module.name` of relative imports
+        # project helpers this file calls that write, log, track or download where every
+        # process runs them (migrator/program/helper_effects.py): qualified name -> Effect
+        self.helper_effects: dict = {}
 
     def add_import(self, node: ast.Import) -> None:
         for alias in node.names:

@@ -1,0 +1,130 @@
+"""Writes in project helpers the migrated file calls (migrator/program/helper_effects.py,
+SPEC §3b.2): a helper module with no training step of its own is not migrated, so its calls
+are guarded where the migrated code makes them. Golden program fixture
+programs/helper_module_writes holds the reviewed migration; here the names a helper is
+called by, the helpers that are not writes, and the migrated program on two processes."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import textwrap
+
+import pytest
+
+from migrator.program.helper_effects import helper_effects
+from tests.test_idioms_objects import launch
+from tests.test_programs import PROGRAMS
+
+WRITER = """\
+import json
+import os
+
+
+def write_report(path, data):
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+
+
+def report_twice(path, data):
+    write_report(path, data)
+    write_report(path + ".bak", data)
+
+
+def read_report(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def write_on_rank_zero(path, data):
+    if int(os.environ.get("RANK", 0)) == 0:
+        write_report(path, data)
+
+
+def _private_write(path):
+    open(path, "w").close()
+"""
+
+
+def _effects(tmp_path, importer: str, layout: dict[str, str]) -> set[str]:
+    for name, text in {**layout, "main.py": importer}.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    main = tmp_path / "main.py"
+    return set(helper_effects(ast.parse(main.read_text()), main))
+
+
+@pytest.mark.parametrize(
+    ("importer", "layout", "expected"),
+    [
+        ("from reports import write_report\n", {"reports.py": WRITER}, {"reports.write_report"}),
+        (
+            "import reports as r\n",
+            {"reports.py": WRITER},
+            {"reports.write_report", "reports.report_twice", "reports._private_write"},
+        ),
+        (
+            "from reports import *\n",
+            {"reports.py": WRITER},
+            {"write_report", "report_twice"},
+        ),
+        (
+            "from util import reports\n",
+            {"util/__init__.py": "", "util/reports.py": WRITER},
+            {
+                "util.reports.write_report",
+                "util.reports.report_twice",
+                "util.reports._private_write",
+            },
+        ),
+        (
+            "from util.reports import report_twice as twice\n",
+            {"util/__init__.py": "", "util/reports.py": WRITER},
+            {"util.reports.report_twice"},
+        ),
+    ],
+    ids=["from-import", "import-as", "star", "package-module", "from-package-as"],
+)
+def test_a_writing_helper_is_known_by_the_name_the_file_calls_it(
+    tmp_path, importer, layout, expected
+):
+    assert _effects(tmp_path, importer, layout) == expected
+
+
+def test_relative_imports_in_a_package_are_known_by_their_local_names(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "reports.py").write_text(WRITER)
+    entry = tmp_path / "pkg" / "train.py"
+    entry.write_text("from .reports import report_twice as twice\nfrom . import reports\n")
+    found = set(helper_effects(ast.parse(entry.read_text()), entry))
+    assert {"twice", "reports.write_report"} <= found
+    assert not any(name.endswith(("read_report", "write_on_rank_zero")) for name in found)
+
+
+def test_readers_and_helpers_that_guard_their_own_writes_are_no_writes(tmp_path):
+    found = _effects(tmp_path, "import reports\n", {"reports.py": WRITER})
+    assert "reports.read_report" not in found
+    assert "reports.write_on_rank_zero" not in found
+
+
+def test_a_helper_the_file_defines_itself_is_its_own(tmp_path):
+    importer = "from reports import *\n\n\ndef write_report(path, data):\n    return None\n"
+    found = _effects(tmp_path, importer, {"reports.py": WRITER})
+    assert "write_report" not in found and "report_twice" in found
+
+
+@pytest.mark.slow
+def test_each_helper_write_happens_once_on_two_processes(tmp_path):
+    shutil.copytree(PROGRAMS / "helper_module_writes" / "out", tmp_path, dirs_exist_ok=True)
+    launch(tmp_path / "train.py", tmp_path)
+    rows = (tmp_path / "log.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows] == ["0", "1", "2"]  # once per epoch, not twice
+    assert (tmp_path / "curve.png").stat().st_size > 0
+    assert (tmp_path / "vocab" / "vocab.txt").read_text() == "a\nb\n"
+    import torch
+
+    for name in ("last.pt", "final.pt"):
+        weights = torch.load(tmp_path / name)["weights"]
+        assert sorted(weights) == ["bias", "weight"], name  # no `module.` prefix
