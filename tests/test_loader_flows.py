@@ -185,3 +185,58 @@ def test_a_migration_its_prepared_evaluation_loader_makes_unsound_keeps_it_plain
     [note] = [f.message for f in findings]
     assert note.startswith("`val_loader`, which the loop at line 16 evaluates on, is not prepared")
     assert "the soundness check refused that version" in note
+
+
+EVALUATE = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def evaluate(model, dataset):
+    loader = DataLoader(dataset, batch_size=4)
+    outputs = []
+    with torch.no_grad():
+        for (x,) in loader:
+            outputs.append(model(x))
+    return outputs
+
+
+train = DataLoader(TensorDataset(torch.randn(16, 2), torch.randn(16, 1)), batch_size=4)
+held_out = TensorDataset(torch.randn(8, 2))
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+{driver}
+"""
+EPOCHS = """\
+for epoch in range(2):
+    for x, y in train:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    {call}
+"""
+
+
+@pytest.mark.parametrize(
+    "driver",
+    [
+        EPOCHS.format(call="evaluate(model, held_out)"),
+        EPOCHS.replace(
+            "for epoch in range(2):", "epoch = 0\nwhile epoch < 2:\n    epoch += 1"
+        ).format(call="outputs = evaluate(model, held_out)"),
+    ],
+    ids=["for", "while"],
+)
+def test_a_loader_made_in_a_function_run_every_epoch_is_not_prepared_there(driver):
+    # SPEC §3b.7: a prepare in a function called once per epoch prepares a new loader each call
+    output, findings = migrate_text(EVALUATE.format(driver=driver))
+    assert output is not None and "accelerator.prepare(loader)" not in output
+    notes = [f.message for f in findings if f.code == "MIG006"]
+    assert any("runs once per pass of a loop" in m for m in notes), notes
+
+
+def test_a_loader_made_in_a_function_run_once_after_training_is_prepared_there():
+    driver = EPOCHS.format(call="pass") + "evaluate(model, held_out)\n"
+    output, findings = migrate_text(EVALUATE.format(driver=driver))
+    assert output is not None and "loader = accelerator.prepare(loader)" in output
+    assert not any("runs once per pass" in f.message for f in findings)

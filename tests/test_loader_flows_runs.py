@@ -38,10 +38,10 @@ def test_a_test_loader_returned_by_a_helper_is_sharded_and_its_metric_gathered(p
     assert len(re.findall(r"^epoch \d accuracy ", out, re.MULTILINE)) == 3, out
 
 
-def test_a_loader_made_in_the_evaluation_function_is_prepared_there(printed):
+def test_a_loader_made_in_an_evaluation_function_run_every_epoch_stays_whole(printed):
     out = printed["eval_loader_made_in_evaluate"]
-    # 16 validation samples, batch 4: 2 batches on each process, 16 gathered samples
-    assert len(re.findall(r"valid batches 2 samples 16 error", out)) == 3, out
+    # 16 validation samples, batch 4: not prepared per call, so 4 batches on each process
+    assert len(re.findall(r"valid batches 4 samples 16 error", out)) == 3, out
 
 
 def test_loaders_left_plain_give_each_process_the_whole_set(printed):

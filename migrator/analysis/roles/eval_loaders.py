@@ -157,8 +157,14 @@ class EvalLoaders:
         if (known is not None and known is not scope) or same_name:
             return (f"another object of the same name, `{found.name}`, is prepared "
                     f"{explain.where(known or facts.owner)}")  # fmt: skip
-        if scope.kind == "function" and not calls_of(self.index, scope):
+        callers = calls_of(self.index, scope) if scope.kind == "function" else []
+        if scope.kind == "function" and not callers:
             return f"{explain.where(scope)}, which makes it, runs from outside this file"
+        if any(_in_a_loop(site.statement) for site in callers):
+            # SPEC §3b.7: no prepare in a function run once per epoch (a new loader each call)
+            return (f"the function that makes it ({explain.where(scope)}) runs once per pass of a loop "
+                    "(preparing it there would prepare a new loader at every call); make it "
+                    "once before that loop and prepare it there")  # fmt: skip
         if any(b.loop is not None and b.loop in facts.training_loops for b in made):
             return "it is made inside the training loop"
         return None
@@ -202,3 +208,9 @@ class EvalLoaders:
 
 def _note(loop: Loop, message: str) -> Finding:
     return Finding(code="MIG006", message=message, node=loop.node, level="note")
+
+
+def _in_a_loop(statement) -> bool:
+    return any(
+        isinstance(s.node, (ast.For, ast.AsyncFor, ast.While)) for s in statement.chain()[:-1]
+    )
