@@ -18,6 +18,7 @@ from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.mig901_data_parallel import data_parallel_calls
 
+VISIBLE = "CUDA_VISIBLE_DEVICES"
 RANK_LIKE = {"rank", "gpu", "local_rank", "device_id", "gpu_id", "local_process_index"}
 
 
@@ -46,6 +47,52 @@ class DeviceIndex(Rule):
                     "under Accelerate; use accelerator.device",
                     node=site.node,
                 ))  # fmt: skip
+        for node in visible_devices_writes(context.facts.index.tree, imports):
+            context.findings.append(Finding(
+                code=self.code, node=node,
+                message="CUDA_VISIBLE_DEVICES set here chooses the GPUs the program sees: under a "
+                "launcher every process would see only those (or the line comes after the "
+                "Accelerator took its GPU and does nothing), while each process must own a GPU "
+                "of its own; remove it and choose the GPUs on the launch command "
+                "(`CUDA_VISIBLE_DEVICES=0,1 migrate launch --nproc 2 ...`)",
+            ))  # fmt: skip
+
+
+def visible_devices_writes(tree: ast.Module, imports) -> list[ast.AST]:
+    """`os.environ["CUDA_VISIBLE_DEVICES"] = ...`, `os.environ.setdefault(...)`,
+    `os.environ.update(CUDA_VISIBLE_DEVICES=...)`, `os.putenv(...)` on that variable."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_environ_item(t, imports) for t in targets):
+                found.append(node)
+        elif isinstance(node, ast.Call) and _sets_visible(node, imports):
+            found.append(node)
+    return found
+
+
+def _sets_visible(call: ast.Call, imports) -> bool:
+    if not isinstance(call.func, ast.Attribute):
+        return False
+    owner = imports.qualify(call.func.value) or ""
+    method = call.func.attr
+    if (owner, method) in (("os.environ", "setdefault"), ("os", "putenv")):
+        return [patterns.string_value(a) for a in call.args[:1]] == [VISIBLE]
+    if (owner, method) == ("os.environ", "update"):
+        keys = [
+            patterns.string_value(k) for a in call.args if isinstance(a, ast.Dict) for k in a.keys
+        ]
+        return VISIBLE in keys or any(k.arg == VISIBLE for k in call.keywords)
+    return False
+
+
+def _environ_item(target: ast.expr, imports) -> bool:
+    return (
+        isinstance(target, ast.Subscript)
+        and (imports.qualify(target.value) or "") == "os.environ"
+        and patterns.string_value(target.slice) == VISIBLE
+    )
 
 
 def explicit_index(source, call: ast.Call, imports) -> str | None:
