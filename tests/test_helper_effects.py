@@ -128,3 +128,16 @@ def test_each_helper_write_happens_once_on_two_processes(tmp_path):
     for name in ("last.pt", "final.pt"):
         weights = torch.load(tmp_path / name)["weights"]
         assert sorted(weights) == ["bias", "weight"], name  # no `module.` prefix
+
+
+def test_a_helper_that_adds_a_log_file_handler_is_a_log_write(tmp_path):
+    logging_setup = (
+        "import logging\nimport logging.handlers\n\n\n"
+        "def setup_logging(path):\n    logging.getLogger().addHandler(logging.FileHandler(path))\n\n\n"
+        "def rotating(path):\n    handler = logging.handlers.RotatingFileHandler(path)\n"
+        "    logging.getLogger('x').addHandler(logging.handlers.RotatingFileHandler(path))\n\n\n"
+        "def console():\n    logging.getLogger().addHandler(logging.StreamHandler())\n"
+    )
+    found = _effects(tmp_path, "import logs\n", {"logs.py": logging_setup})
+    assert {"logs.setup_logging", "logs.rotating"} <= found
+    assert "logs.console" not in found

@@ -137,6 +137,10 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
     if qualified == "logging.basicConfig" and keyword(call, "filename") is not None:
         return Effect("log", "a log file", call)
     method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+    if method == "addHandler" and call.args and isinstance(call.args[0], ast.Call):
+        handler = imports.qualify(call.args[0].func) or ""
+        if handler.endswith("FileHandler"):  # logging's, and its rotating kinds
+            return Effect("log", "a log file", call)
     if method in WRITE_METHODS and not _own(call):
         return Effect("write", WRITE_METHODS[method], call)
     if method == "mkdir" and not _is_true(keyword(call, "exist_ok")):
