@@ -141,3 +141,25 @@ def test_a_helper_that_adds_a_log_file_handler_is_a_log_write(tmp_path):
     found = _effects(tmp_path, "import logs\n", {"logs.py": logging_setup})
     assert {"logs.setup_logging", "logs.rotating"} <= found
     assert "logs.console" not in found
+
+
+def test_a_helper_that_downloads_runs_on_the_main_process_first(tmp_path):
+    from migrator.engine import Options, migrate_bytes
+
+    (tmp_path / "data.py").write_text(
+        "import torchvision\n\n\ndef get_dataset(root):\n"
+        "    return torchvision.datasets.MNIST(root, download=True)\n"
+    )
+    entry = tmp_path / "train.py"
+    entry.write_text(
+        "import torch\nfrom torch.utils.data import DataLoader\nfrom data import get_dataset\n\n"
+        "train_set = get_dataset('data')\nloader = DataLoader(train_set, batch_size=4)\n"
+        "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in loader:\n    opt.zero_grad()\n    model(x).sum().backward()\n    opt.step()\n"
+    )
+    result = migrate_bytes(entry.read_bytes(), str(entry), Options())
+    assert result.migrated is not None
+    assert (
+        "with accelerator.main_process_first():\n    train_set = get_dataset('data')\n"
+        in result.migrated.decode()
+    )
