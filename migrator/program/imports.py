@@ -15,6 +15,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from migrator.analysis.syntax.imports import dotted_name
+
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
@@ -69,7 +71,7 @@ def sys_path_edits(tree: ast.Module, entry: Path) -> tuple[list[Path], list[Path
             isinstance(call, ast.Call)
             and isinstance(call.func, ast.Attribute)
             and call.func.attr in ("insert", "append")
-            and _dotted(call.func.value) == "sys.path"
+            and dotted_name(call.func.value) == "sys.path"
             and call.args
         ):
             continue
@@ -94,7 +96,7 @@ def _file_path(expr: ast.expr, entry: Path) -> Path | None:
         return _joined(inner, part)
     if not isinstance(expr, ast.Call):
         return None
-    name = _dotted(expr.func) or ""
+    name = dotted_name(expr.func) or ""
     method = expr.func.attr if isinstance(expr.func, ast.Attribute) else ""
     if method in ("resolve", "absolute") and not expr.args:
         return _file_path(expr.func.value, entry)
@@ -120,16 +122,6 @@ def _joined(folder: Path | None, part) -> Path | None:
     if folder is None or not isinstance(part, str) or part.startswith("/"):
         return None
     return (folder / part).resolve() if part == ".." or "/.." in part else folder / part
-
-
-def _dotted(expr: ast.expr) -> str | None:
-    parts = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return None
-    return ".".join([expr.id, *reversed(parts)])
 
 
 def module_file(folder: Path, dotted: str) -> Path | None:
