@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.catalogue import patterns
+from migrator.analysis.catalogue import diagnostics, patterns
 from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.origins import (
     argument_for,
@@ -113,7 +113,8 @@ class Device(Rule):
         """`device = "cuda" if ... else "cpu"` compared with a string (`if device == "cuda":`)
         was a string; `accelerator.device` is a torch.device, which equals no string, so the
         comparison reads its type: `device.type == "cuda"`; in this file's functions it is
-        handed to too (`train(model, loader, device)`)."""
+        handed to too (`train(model, loader, device)`). So does a diagnostic that takes the
+        device as text (`torchsummary.summary(model, size, device=device)`)."""
         for current in scopes_seeing(scope, name):
             for use in current.uses.get(name, []):
                 if id(use.node) in context.edits.dropped_names:
@@ -125,6 +126,9 @@ class Device(Rule):
                 )
                 if handed is not None:
                     self._compared_as_strings(context, *handed, depth + 1)
+                    continue
+                if use.kind == "arg" and diagnostics.takes_device_text(use.callee):
+                    context.edits.replace_with(use.node, f"{name}.type")  # `device="cuda"`
                     continue
                 statement = use.statement.node
                 roots = statement.body if isinstance(statement, Line) else [statement]
@@ -156,8 +160,8 @@ class Device(Rule):
             devices = facts.device_names(scope)
             for site in scope.calls:
                 call = site.node
-                if context.edits.has_replacement(call):
-                    continue
+                if context.edits.has_replacement(call) or diagnostics.is_diagnostic(site.callee):
+                    continue  # `summary(model, size, device="cpu")` keeps its own device
                 kind = patterns.placement_call(call, devices, imports)
                 if kind == "cuda":
                     self._retarget(context, site, call, self._cuda_to_accelerator(context, call),
