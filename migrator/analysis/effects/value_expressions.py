@@ -20,6 +20,7 @@ from migrator.analysis.effects.extents import (
     combine,
     join,
 )
+from migrator.analysis.model.classes import overrides
 from migrator.analysis.syntax.index import Scope
 
 GATHERS = {"gather", "gather_for_metrics", "reduce", "gather_object"}
@@ -123,7 +124,10 @@ class ValueExpressions:
         site = self.sites.get(id(call))
         callee = self.graph.callee(site) if site is not None else None
         if callee is not None and callee.kind == "function":
-            returned = self._summary(callee, call, scope)
+            # a base's stub the program's classes override (`self.calculate_loss(batch)`):
+            # what any override returns
+            targets = overrides(self.index, callee) or [callee]
+            returned = join(*(self._summary(target, call, scope) for target in targets))
             cls = callee.parent
             if callee.name == "__init__" and cls is not None and cls.kind == "class":
                 return Value(CONST, frozenset({f"instance:{id(cls)}"}))  # `Meter(...)`

@@ -25,6 +25,7 @@ import ast
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.chains import split_chain
+from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.loader_values import LoaderValues
 from migrator.analysis.model.origins import Origin, bindings_of, calls_of, value_call
 from migrator.analysis.roles import explain
@@ -166,9 +167,7 @@ class EvalLoaders:
     def _runs_model(self, loop: Loop) -> bool:
         """The loop runs a model the program trains (`model(x)`, `model.forward(x)`)."""
         for call in loop.calls:
-            called = patterns.name_of(call.node.func)
-            if call.method == "forward" and call.receiver is not None:
-                called = patterns.name_of(call.receiver)
+            called = patterns.name_of(forwarded(call.node.func))
             if called is not None and self.facts.role(call.scope, called) == "model":
                 return True
         return False
