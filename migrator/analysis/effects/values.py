@@ -278,7 +278,10 @@ class PerProcessValues(ValueExpressions):
             call = node.value
             func = call.func if isinstance(call, ast.Call) else None
             if isinstance(func, ast.Attribute) and func.attr in FILLS and call.args:
-                held = patterns.name_of(func.value)  # `losses.append(loss.item())`
+                container = func.value
+                while isinstance(container, ast.Subscript):  # `self.history["acc"].append(a)`
+                    container = container.value
+                held = patterns.name_of(container)  # `losses.append(loss.item())`
                 if held is not None:
                     added = join(*(self._eval(a, scope) for a in call.args))
                     filled = Value(added.extent, frozenset({"filled"}))  # one item per pass

@@ -32,3 +32,49 @@ def forwarded(func: ast.expr) -> ast.expr:
 def runs_forward(func: ast.expr) -> bool:
     """Is a call of `func` a forward by one of the spellings above other than `model(x)`?"""
     return forwarded(func) is not func
+
+
+# Mode switches that return the module itself: `model = self.model.train()` names the same object.
+MODE_SWITCHES = {"train", "eval"}
+
+
+def mode_alias(scope, name: str) -> str | None:
+    """`self.model` for `model` when a method binds it once as `model = self.model.train()`
+    (`.eval()`): a second name for the module switched to a mode, which is the module. None
+    otherwise (a plain `model = self.model` stays a name of its own, prepared as such)."""
+    if scope.kind != "function" or name in scope.params or "." in name:
+        return None
+    bindings = scope.bindings.get(name, [])
+    if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].unpacked:
+        return None
+    value = bindings[0].value
+    if not switched(value):
+        return None
+    while switched(value):
+        value = value.func.value
+    text = _name(value)
+    return text if text is not None and text.startswith("self.") else None
+
+
+def switched(value: ast.AST | None) -> bool:
+    """`m.train()`, `m.eval()`: the module itself, switched to a mode."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in MODE_SWITCHES
+        and not value.keywords
+        and len(value.args) <= 1
+    )
+
+
+def _name(expr: ast.expr) -> str | None:
+    """`model`, `self.model` (what the index names)."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and (expr.value.id == "self")
+    ):
+        return f"self.{expr.attr}"
+    return None

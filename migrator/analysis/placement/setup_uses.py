@@ -22,6 +22,7 @@ import re
 
 from migrator.analysis.catalogue import diagnostics, patterns
 from migrator.analysis.model.classes import class_named
+from migrator.analysis.model.forwards import switched
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Line, Scope
 
@@ -199,7 +200,22 @@ def runs_object(use, name: str, facts) -> bool:
     `print(model)`, a state loaded into it), which the plain object serves before prepare?"""
     if name in facts.train_loaders or name in facts.eval_loaders:
         return container_of(use) is not None  # the plain loader would stay in the container
+    if aliased_by_mode_switch(use):
+        return True  # `model = self.model.train()`: the loop would run the plain model
     return use.kind != "attr" and not _displayed(use) and not is_setup_use(use, facts)
+
+
+def aliased_by_mode_switch(use) -> bool:
+    """`model = self.model.train()`: the use's call switches a mode and its result is bound
+    to a second name, which holds the object as it is then."""
+    line = use.statement.node
+    small = line.body[0] if isinstance(line, Line) and len(line.body) == 1 else None
+    return (
+        isinstance(small, ast.Assign)
+        and use.call is not None
+        and small.value is use.call
+        and switched(use.call)
+    )
 
 
 def container_of(use) -> str | None:

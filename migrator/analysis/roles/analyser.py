@@ -21,6 +21,7 @@ from migrator.analysis.model.origins import (  # fmt: skip
     value_call,
 )
 from migrator.analysis.roles import explain
+from migrator.analysis.roles.apex import apex_amp
 from migrator.analysis.roles.bypassed_forwards import BypassedForwards
 from migrator.analysis.roles.eval_loaders import EvalLoaders
 from migrator.analysis.roles.facts import TrainingFacts, chain_text
@@ -45,13 +46,6 @@ ROLLOUTS = (
     "not from a DataLoader: on N processes each would roll out and learn on its own, which is "
     "not data-parallel training of the original (on-policy RL needs its rollouts shared or "
     "gathered by design); migrate it by hand"
-)
-APEX_AMP = {"apex.amp.initialize"}
-APEX_WORDS = (
-    "the model and the optimizer go through NVIDIA Apex AMP (`amp.initialize(...)` at line "
-    "{line}), which patches them and scales the loss through the optimizer it returned; a "
-    "prepared optimizer is not that one: replace Apex with `Accelerator(mixed_precision="
-    '"fp16")` and `accelerator.backward(loss)` (its O2/O3 levels compute differently), by hand'
 )
 ENVIRONMENT_MODULES = ("gym", "gymnasium", "pettingzoo", "dm_control", "procgen", "minigrid")
 
@@ -98,7 +92,8 @@ class _Analyser(
         per_batch = self._per_batch_functions()
         self._find_owner_and_roles(per_batch)
         if not self.facts.blocked and self.facts.owner is not None:
-            self._apex_amp()
+            for node, message in apex_amp(self.index):
+                self._finding(node, "MIG900", message)
         if not self.facts.blocked and self.facts.owner is not None:
             self._frozen_holders()
         if self.facts.blocked or self.facts.owner is None:
@@ -301,16 +296,6 @@ class _Analyser(
                         facts.homes.setdefault(name, scope)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
         self._plateau_schedulers(owner)
-
-    def _apex_amp(self) -> None:
-        """MIG900 for NVIDIA Apex AMP (`model, optimizer = amp.initialize(...)`): it patches
-        the model and the optimizer it is given and scales the loss through that optimizer
-        (`amp.scale_loss(loss, optimizer)`), which the prepared optimizer is not; its mixed
-        precision is Accelerate's `mixed_precision=` with `accelerator.backward(loss)`."""
-        for site in self.index.calls():
-            if site.callee in APEX_AMP:
-                self._finding(site.node, "MIG900", APEX_WORDS.format(line=site.node.lineno))
-                return
 
     def _rolls_out_episodes(self) -> bool:
         """Does the loader-less training loop step an environment (`env.step(action)`,

@@ -12,7 +12,14 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.model.origins import Origin, value_call
+from migrator.analysis.model.origins import (
+    Origin,
+    argument_for,
+    constructions,
+    is_method,
+    param_default,
+    value_call,
+)
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
@@ -69,6 +76,8 @@ class TrainedModels:
         for origin in forwards:
             if not self._class_object(origin, owner) or patterns.LOSS_NAME.search(origin.name):
                 continue
+            if self._given_functions(origin):  # `self.transform_fn(x)`: a function passed in
+                continue
             uses = origin.scope.uses.get(origin.name, [])
             placed = any(u.kind == "attr" and u.attr in PLACING for u in uses) or (
                 self._placed_or_received(origin.scope, origin.name)
@@ -100,6 +109,27 @@ class TrainedModels:
         ):
             return built
         return [(c, callee) for c in made]
+
+    def _given_functions(self, origin: Origin) -> bool:
+        """`self.transform_fn`, kept in `__init__` from a parameter that every construction of
+        the class (and the parameter's default, where one omits it) fills with a function of
+        this program (`Trainer(..., transform_fn=flatten_mnist)`): called in the loop, it is a
+        function, not a model."""
+        init = origin.scope
+        if init.name != "__init__" or not is_method(init):
+            return False
+        bindings = init.assigns(origin.name)
+        value = bindings[0].value if len(bindings) == 1 and not bindings[0].unpacked else None
+        if not isinstance(value, ast.Name) or value.id not in init.params:
+            return False
+        sites = constructions(self.index, init.parent)
+        given = [argument_for(s.node, init, value.id) or param_default(init, value.id)
+                 for s in sites] or [param_default(init, value.id)]  # fmt: skip
+        return all(
+            isinstance(g, ast.Name) and g.id in self.index.functions
+            and self.index.functions[g.id].kind == "function"
+            for g in given
+        )  # fmt: skip
 
     def _model_handed_over(self, owner: Scope, expr: ast.expr, forwards: list[Origin]) -> list[str]:
         """The model a parameter-group helper or an optimizer factory receives
