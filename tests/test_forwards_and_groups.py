@@ -239,3 +239,39 @@ def test_weight_decay_groups_train_as_the_original(tmp_path):
 def test_scripts_parse():
     for spelling in GROUPS.values():
         compile(_script("model(x)", textwrap.dedent(spelling)), "<script>", "exec")
+
+
+SAVES = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from PIL import Image
+
+loader = DataLoader(TensorDataset(torch.randn(16, 2), torch.randn(16, 1)), batch_size=4)
+model = torch.nn.DataParallel(torch.nn.Linear(2, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model.train().forward(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+@SAVE@
+"""
+
+
+def test_a_save_method_statement_runs_on_the_main_process():
+    output, findings = migrate_text(
+        SAVES.replace("@SAVE@", '    Image.new("L", (4, 4)).save(f"{epoch}.png")')
+    )
+    assert output is not None, [f.message for f in findings]
+    assert '    if accelerator.is_main_process:\n        Image.new("L", (4, 4)).save(' in output
+
+
+def test_a_save_method_whose_result_is_read_is_refused_with_the_write():
+    # a model's own checkpoint method (easy-faster-rcnn's `model.module.save(dir, step, ...)`)
+    # whose returned path the next line logs: it cannot simply go under the main process
+    save = '    path = model.module.save("ckpt", epoch, optimizer)\n    print(path)'
+    output, findings = migrate_text(SAVES.replace("@SAVE@", save))
+    assert output is None
+    refusal = next(f for f in findings if f.code == "MIG952")
+    assert "accelerator.unwrap_model(model).save(...)" in refusal.message

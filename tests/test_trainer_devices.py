@@ -219,3 +219,45 @@ def test_a_trainer_handed_the_entrys_device_trains_as_the_original(tmp_path):
 def test_a_download_in_the_entry_and_a_device_text_train_as_the_original(tmp_path):
     report = _verify(tmp_path, "trainer_device_text_and_download")
     assert len(report["steps"]) == 30  # 80 samples, batch 8, 3 epochs
+
+
+HISTORY = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Trainer:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.history = {"acc": []}
+
+    def fit(self):
+        for epoch in range(2):
+            correct = 0
+            for x, y in self.loader:
+                out = self.model(x)
+                loss = torch.nn.functional.cross_entropy(out, y)
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                correct += (out.argmax(1) == y).float().mean().item()
+            self.history["acc"].append(correct)
+            print(f"epoch {epoch}: {self.history['acc'][-1]:.3f}")
+
+
+loader = DataLoader(TensorDataset(torch.randn(16, 2), torch.randint(0, 2, (16,))), batch_size=4)
+Trainer(torch.nn.Linear(2, 2), loader).fit()
+"""
+
+
+def test_a_number_kept_in_a_dict_of_lists_is_still_this_processs_own():
+    # `self.history["acc"].append(correct)` holds what is put in it: shown, a truthful note
+    output, findings = migrate_text(
+        HISTORY.replace("            correct = 0\n", "            correct = [0]\n")
+        .replace("correct +=", "correct[0] +=")
+        .replace("append(correct)", "append(correct[0])")
+    )
+    assert output is not None
+    assert [f.code for f in findings] == ["MIG953"]
