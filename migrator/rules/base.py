@@ -121,9 +121,14 @@ class RuleContext:
         the accelerator (`PartialState().is_main_process`, imported with the Accelerator)."""
         if not through_state:
             return self.accelerator_expr("is_main_process")
+        return self.state_expr("is_main_process")
+
+    def state_expr(self, attribute: str) -> str:
+        """`PartialState().<attribute>`: the process-wide state's, where code cannot see the
+        accelerator (imported with the Accelerator)."""
         if "PartialState" not in self.accelerator_imports:
             self.accelerator_imports.append("PartialState")
-        return "PartialState().is_main_process"
+        return f"PartialState().{attribute}"
 
     def add_kwarg(self, name: str, code: str, depends_on=(), unless_placed=None) -> None:
         if all(kwarg.name != name for kwarg in self.kwargs):

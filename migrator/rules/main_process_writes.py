@@ -16,7 +16,8 @@ catalogue's effects (analysis/catalogue/effects.py) are made safe:
 - `os.makedirs(path)` / `os.mkdir(path)` / `Path(...).mkdir()` get `exist_ok=True`: every
   process may create the folder, none fails because another did first;
 - a data set downloaded where it is made (`MNIST(root, download=True)`) is made inside
-  `with accelerator.main_process_first():`: the main process downloads, then the others read.
+  `with accelerator.main_process_first():`: the main process downloads, then the others read
+  (`PartialState().main_process_first()` where the accelerator cannot be seen: a Trainer's).
 
 Adjacent statements share one `if`. Statements already under a main-process guard are left.
 `torch.save` is MIG030's own (accelerator.save).
@@ -161,7 +162,13 @@ def download_main_first(context: RuleContext, scopes: list[Scope]) -> None:
                 continue
             header = f"with {context.accelerator_expr('main_process_first')}():"
             context.edits.replace(statement.node, _indented(context, statement, header))
-            context.need_accelerator_at(statement)
+
+            def fallback(statement=statement) -> None:  # where the accelerator cannot be seen
+                context.edits.cancel(statement.node)
+                header = f"with {context.state_expr('main_process_first')}():"
+                context.edits.replace(statement.node, _indented(context, statement, header))
+
+            context.need_accelerator_at(statement, fallback=fallback)
 
 
 def _log_file(imports, call: ast.Call) -> bool:

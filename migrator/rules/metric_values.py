@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.catalogue.patterns import name_of
+from migrator.analysis.catalogue.patterns import LOSS_NAME, name_of
 from migrator.analysis.syntax.index import Block, Loop, Scope
 from migrator.rules.base import RuleContext
 
@@ -27,10 +27,14 @@ class PerBatchValues:
         self.scalars.difference_update(names)
 
     def bind(self, names, value: ast.AST | None) -> None:
-        """`names` were bound to `value`, which reads per-process data."""
+        """`names` were bound to `value`, which reads per-process data. A model that returns
+        its losses (`score_loss, box_loss = model.eval().forward(x, s, b)`) returns one per
+        batch, as a criterion does."""
         if self.is_number(value):
             self.numbers.update(names)
-        elif self.is_scalar_tensor(value):
+        elif self.is_scalar_tensor(value) or (
+            isinstance(value, ast.Call) and names and all(LOSS_NAME.search(n) for n in names)
+        ):
             self.scalars.update(names)
 
     def __contains__(self, name: str) -> bool:

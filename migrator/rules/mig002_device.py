@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.catalogue import patterns
+from migrator.analysis.catalogue import diagnostics, patterns
 from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.origins import (
-    argument_for,
-    class_methods,
     handed_to_parameter,
-    is_method,
     scopes_seeing,
-    visible_scopes,
 )
-from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Binding, Line, Scope
-from migrator.analysis.syntax.views import call_args, contains
+from migrator.analysis.syntax.views import call_args
 from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
@@ -26,6 +21,8 @@ from migrator.rules.cpu_conditions import FALSE, deps, render
 from migrator.rules.cpu_request import cpu_request
 from migrator.rules.device_requests import CpuRequests
 from migrator.rules.model_tensors import model_tensors
+from migrator.rules.placement_calls import strip_placement
+from migrator.rules.trainer_devices import only_for_the_trainer
 
 
 class Device(Rule):
@@ -83,7 +80,12 @@ class Device(Rule):
                 # `if accel: device = ... else: device = ...` collapses to one line, or goes.
                 self._collapse(context, branches, bindings[0].name, used)
                 continue
-            if used and _only_for_the_trainer(context, scope, bindings[0].name):
+            placements = only_for_the_trainer(context, scope, bindings[0].name) if used else None
+            if placements is not None:
+                for site in placements:  # `model.to(device)` before `Trainer(model, device)`
+                    if strip_placement(site.node, {bindings[0].name}, facts.index.imports,
+                                       context.edits):  # fmt: skip
+                        context.edits.clean_up(site.small)
                 continue
             removable = all(not b.unpacked and isinstance(b.small, ast.Assign) for b in bindings)
             if removable and not used:
@@ -113,7 +115,8 @@ class Device(Rule):
         """`device = "cuda" if ... else "cpu"` compared with a string (`if device == "cuda":`)
         was a string; `accelerator.device` is a torch.device, which equals no string, so the
         comparison reads its type: `device.type == "cuda"`; in this file's functions it is
-        handed to too (`train(model, loader, device)`)."""
+        handed to too (`train(model, loader, device)`). So does a diagnostic that takes the
+        device as text (`torchsummary.summary(model, size, device=device)`)."""
         for current in scopes_seeing(scope, name):
             for use in current.uses.get(name, []):
                 if id(use.node) in context.edits.dropped_names:
@@ -125,6 +128,9 @@ class Device(Rule):
                 )
                 if handed is not None:
                     self._compared_as_strings(context, *handed, depth + 1)
+                    continue
+                if use.kind == "arg" and diagnostics.takes_device_text(use.callee):
+                    context.edits.replace_with(use.node, f"{name}.type")  # `device="cuda"`
                     continue
                 statement = use.statement.node
                 roots = statement.body if isinstance(statement, Line) else [statement]
@@ -156,8 +162,8 @@ class Device(Rule):
             devices = facts.device_names(scope)
             for site in scope.calls:
                 call = site.node
-                if context.edits.has_replacement(call):
-                    continue
+                if context.edits.has_replacement(call) or diagnostics.is_diagnostic(site.callee):
+                    continue  # `summary(model, size, device="cpu")` keeps its own device
                 kind = patterns.placement_call(call, devices, imports)
                 if kind == "cuda":
                     self._retarget(context, site, call, self._cuda_to_accelerator(context, call),
@@ -290,39 +296,3 @@ def _compares_with_text(compare: ast.Compare, operand: ast.AST) -> bool:
         for o in operands
         if o is not operand
     )
-
-
-def _only_for_the_trainer(context: RuleContext, scope: Scope, name: str) -> bool:
-    """`device` chosen outside the Trainer class that owns the accelerator and only handed to
-    its constructor (`Trainer(device, model, loader)`), whose parameter then only feeds what
-    becomes `self.accelerator.device` or goes (`self.device = torch.device(device)`,
-    `model.to(device)`): the driver's variable stays as written; the Trainer no longer reads it
-    and the driver cannot see the Trainer's accelerator."""
-    facts = context.facts
-    owner = facts.owner
-    if not is_method(owner) or scope.within(owner.parent):
-        return False
-    init = next((m for m in class_methods(owner) if m.name == "__init__"), None)
-    if init is None:
-        return False
-    replaced = [b.value for b in facts.device_bindings if b.statement.block.scope is init]
-    dropped = context.edits.dropped_names
-    for current in visible_scopes(scope, name):
-        for use in current.uses.get(name, []):
-            if id(use.node) in dropped:
-                continue
-            if use.kind != "arg" or dotted_name(use.call.func) != owner.parent.name:
-                return False
-            param = next(
-                (p for p in init.params if argument_for(use.call, init, p) is use.node), None
-            )
-            if param is None or any(b.kind != "param" for b in init.bindings.get(param, [])):
-                return False
-            for inner in visible_scopes(init, param):
-                for read in inner.uses.get(param, []):
-                    if id(read.node) in dropped or any(
-                        value is not None and contains(value, read.node) for value in replaced
-                    ):
-                        continue
-                    return False
-    return True

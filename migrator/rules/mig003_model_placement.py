@@ -1,10 +1,13 @@
 """MIG003 model placement: `model.to(device)`, `model = model.to(device)`, `Net().to(device)`,
-`model.cuda()` on a prepared model are removed; `prepare` places the model."""
+`model.cuda()` on a prepared model are removed; `prepare` places the model. A placement a
+diagnostic that traces the model before `prepare` reads (`summary(model, (3, 224, 224))`)
+stays, as in Accelerate's own examples: the diagnostic sees the model where the original had it."""
 
 from __future__ import annotations
 
 import ast
 
+from migrator.analysis.catalogue import diagnostics
 from migrator.analysis.catalogue.patterns import name_of
 from migrator.analysis.model.chains import chain_text
 from migrator.rules.base import Rule, RuleContext
@@ -40,6 +43,8 @@ class ModelPlacement(Rule):
             return False  # a model re-created after training (for inference) is not prepared
         if _moved_away(scope, receiver):
             return False  # `model.cpu()` ... `model.to(original_device)`: the move back stays
+        if any(_traced_before_prepare(context, site, n) for n in (receiver, target) if n):
+            return False
         if receiver is not None and context.prepared_role(scope, receiver) == "model":
             return True
         # `model = Net(...).to(device)`: the placement is the whole right-hand side.
@@ -60,6 +65,18 @@ class ModelPlacement(Rule):
         if value is not site.node:
             return False
         return context.prepared_role(scope, target) == "model"
+
+
+def _traced_before_prepare(context: RuleContext, site, name: str) -> bool:
+    """Does a diagnostic that runs `name`'s forward (`summary(model, size)`) read it after this
+    placement and before `prepare`?"""
+    after = (site.node.lineno, site.node.col_offset)
+    return any(
+        use.kind == "arg" and diagnostics.traces_forward(use.callee)
+        and (use.node.lineno, use.node.col_offset) > after
+        and context.plan.before_prepare(use.statement, name)
+        for use in site.scope.uses.get(name, [])
+    )  # fmt: skip
 
 
 def _moved_away(scope, receiver: str | None) -> bool:

@@ -11,8 +11,10 @@ import ast
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.dataflow import data_root
+from migrator.analysis.model.origins import calls_of
 from migrator.analysis.roles.facts import DataRegion
 from migrator.branches import quiet
+from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.placement_calls import strip_placement
 
@@ -36,6 +38,15 @@ class BatchPlacement(Rule):
                 or not all(context.prepared(loader.name) for loader in region.feeds)
             ):  # batches the loader may not place: `.to(...)` stays (on accelerator.device)
                 continue
+            plain = _called_with_plain_loaders(context, region)
+            if plain is not None:
+                context.block_file(Finding(code="MIG900", node=plain.node, message=(
+                    f"`{region.scope.name}()` evaluates `{region.loader.name}`, which "
+                    f"`{region.loader.scope.name}()` prepares from what its callers pass, but "
+                    f"the call at line {plain.node.lineno} hands it the plain loader: every "
+                    "process would evaluate (and gather) the whole set there; prepare the "
+                    "loader where it is made, by hand")))  # fmt: skip
+                return
             devices = facts.device_names(region.scope)
             comprehension_calls = self._comprehension_calls(region)
             for site in region.scope.calls:
@@ -99,6 +110,21 @@ def _names(target: ast.expr) -> list[str]:
 
 
 __all__ = ["BatchPlacement", "drop_guards_if_emptied", "patterns"]
+
+
+def _called_with_plain_loaders(context: RuleContext, region: DataRegion):
+    """The call that hands the region its loader plain, where the loader reaches it through a
+    function that prepares what its callers pass (`train(self, train_loader, val_loader)`)
+    and a call from outside that function passes the region the plain loader too
+    (`trainer.evaluate(val_loader)` in `main()` after `trainer.train(...)`); else None."""
+    loader, scope = region.loader, region.scope
+    if loader is None or loader.name not in loader.scope.params:
+        return None  # made where it is prepared: the plain object has no other name
+    prepares = loader.scope
+    if prepares is scope or prepares not in (context.facts.owner, context.facts.meeting):
+        return None
+    outside = [s for s in calls_of(context.facts.index, scope) if not s.scope.within(prepares)]
+    return outside[0] if outside else None
 
 
 def drop_guards_if_emptied(context: RuleContext, statement) -> None:

@@ -24,6 +24,7 @@ from migrator.analysis.catalogue.patterns import SELF, is_device_constructor
 from migrator.analysis.distributed.facts import (
     LOCAL_PROCESS_INDEX,
     MAIN_PROCESS,
+    NUM_PROCESSES,
     RANK_KINDS,
     DistributedFacts,
 )  # fmt: skip
@@ -213,6 +214,8 @@ class _Migration(SpawnMigration, SamplerMigration):
                         self._rank_use(use.node, use.statement, kind, by_value=False)
         for site, kind in dist.rank_calls:
             self._rank_use(site.node, site.statement, kind, by_value=True)
+        for node, statement in dist.process_counts:  # `len(args.gpus.split(","))`
+            self._rank_use(node, statement, NUM_PROCESSES, by_value=True)
         for use in dist.rank_attributes:  # `args.local_rank`
             attribute = self.parents.get(id(use.node))
             assign = self.parents.get(id(attribute))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.analysis.effects.extents import LOCAL
+from migrator.analysis.effects.extents import GLOBAL, LOCAL
 from migrator.analysis.effects.values import PerProcessValues
 from migrator.analysis.syntax.index import Loop, Scope
 from migrator.edits import EditSet, NewStatement
@@ -39,6 +39,7 @@ from migrator.rules.running_sums import (
     loss_like,
     number_like,
     own_nodes,
+    parent_of,
     reads_after,
     rebound_in,
     running_sums,
@@ -122,7 +123,10 @@ class _Pass:
         block, position = loop.statement.block, loop.statement.index
         if accelerator is None or block.kind == "suite":
             return
-        for name, increments in running_sums(loop).items():
+        sums = running_sums(loop)
+        samples = {n for n, incs in sums.items() if {increment_kind(i.value) for i in incs} == {
+            PER_SAMPLE}}  # fmt: skip
+        for name, increments in sums.items():
             key = (id(loop.node), name)
             if key in self.reduced or not zeroed_before(block, position, name):
                 continue
@@ -138,7 +142,8 @@ class _Pass:
             kinds = {increment_kind(i.value) for i in increments}
             if kinds == {COUNTER} or len(kinds) != 1:
                 continue  # this process's passes: as many as the original's with split batches
-            reduction = "sum" if kinds == {PER_SAMPLE} else "mean"
+            reduction = "sum" if kinds == {PER_SAMPLE} or self._per_sample_reads(
+                scope, reads, samples) else "mean"  # fmt: skip
             if all(number_like(i.value, scope) for i in increments):
                 self.uses_torch = True
                 code = (
@@ -154,6 +159,20 @@ class _Pass:
 
             self.edits.insert(block, position + 1, NewStatement(code), priority=30)
             self.reduced.add(key)
+
+    def _per_sample_reads(self, scope: Scope, reads: list[ast.Name], samples: set[str]) -> bool:
+        """Every read divides the sum by a count of samples: the whole data's (`running_loss
+        / len(loader.dataset)`) or a sum of sizes this loop keeps (`total / seen`, `seen`
+        summed over the processes). Its per-batch increments are then sums over their
+        samples (a criterion with `reduction="sum"`, a `.sum()` inside it), and numerator and
+        denominator add up over the processes alike."""
+        divisions = [parent_of(scope.node, read) for read in reads]
+        return bool(divisions) and all(
+            isinstance(d, ast.BinOp) and isinstance(d.op, ast.Div) and d.left is read
+            and (GLOBAL in self.values.extents(d.right, scope)
+                 or (isinstance(d.right, ast.Name) and d.right.id in samples))
+            for d, read in zip(divisions, reads, strict=True)
+        )  # fmt: skip
 
     # -- printed losses ------------------------------------------------------------------------
     def reduce_printed_losses(self, scope: Scope) -> None:

@@ -69,7 +69,11 @@ WRITE_METHODS = {
     "push_to_hub": "a hub upload",
     "save_model": "model files",
     "export_chrome_trace": "a trace file",
+    "save": "a file",  # `model.save(dir, step, optimizer)`, `image.save(path)`
+    "save_checkpoint": "a checkpoint",
 }
+# receivers whose `save` writes on the main process only already (`accelerator.save(...)`)
+MAIN_ONLY_SAVERS = ("accelerator",)
 TRACKER_CALLS = {
     "wandb.init", "wandb.log", "wandb.finish", "wandb.watch", "wandb.save", "wandb.config.update",
     "mlflow.start_run", "mlflow.log_metric", "mlflow.log_metrics", "mlflow.log_param",
@@ -141,7 +145,7 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
         handler = imports.qualify(call.args[0].func) or ""
         if handler.endswith("FileHandler"):  # logging's, and its rotating kinds
             return Effect("log", "a log file", call)
-    if method in WRITE_METHODS and not _own(call):
+    if method in WRITE_METHODS and not _own(call) and not _main_only_saver(call.func):
         return Effect("write", WRITE_METHODS[method], call)
     if method == "mkdir" and not _is_true(keyword(call, "exist_ok")):
         return Effect("write", "a folder", call)
@@ -207,6 +211,12 @@ def _own(call: ast.Call, path: ast.expr | None = None) -> bool:
         if name is not None and any(word in name.lower() for word in RANK_WORDS):
             return True
     return False
+
+
+def _main_only_saver(func: ast.Attribute) -> bool:
+    """`accelerator.save(...)`, `self.accelerator.save(...)`: it writes on the main process."""
+    receiver = dotted_name(func.value) or ""
+    return receiver.rsplit(".", 1)[-1] in MAIN_ONLY_SAVERS
 
 
 def _is_true(arg) -> bool:

@@ -141,6 +141,9 @@ class DistributedFacts:
     workers: list[Worker] = field(default_factory=list)
     rank_names: list[RankName] = field(default_factory=list)
     rank_calls: list[tuple[CallSite, str]] = field(default_factory=list)
+    # `len(args.gpus.split(","))` in the spawned function, the count mp.spawn starts: each
+    # reads `accelerator.num_processes` (a removed set-up call's copy goes with the call)
+    process_counts: list[tuple[ast.expr, Statement]] = field(default_factory=list)
     # `args.local_rank` where the script declares `--local_rank` (torch.distributed.launch)
     rank_attributes: list[Use] = field(default_factory=list)
     barriers: list[CallSite] = field(default_factory=list)

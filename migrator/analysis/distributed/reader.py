@@ -28,6 +28,7 @@ from migrator.analysis.distributed.facts import (
     COLLECTIVES,
     DDP_CLASSES,
     DESTROY,
+    ENV_KINDS,
     GROUP_CALLS,
     INIT,
     LAUNCH_ENV,
@@ -100,9 +101,11 @@ class _Reader(ObjectReader, ProcessReader, RankReader):
         if self.facts.blocking:
             return
         self._spawns()
+        self._process_counts()
         self._workers()
         self._constructor_ranks()
         self._rank_names()
+        self._setup_only_ranks()
         self._rank_attributes()
         for site, qualified in self.sites:
             self._classify(site, qualified)
@@ -159,9 +162,11 @@ class _Reader(ObjectReader, ProcessReader, RankReader):
         return groups > 0
 
     def _launch_environment_key(self, target: ast.AST) -> bool:
+        """`os.environ["MASTER_ADDR"]`, and the rank and world size the launcher sets
+        (`os.environ["RANK"] = str(rank)` before a hand-made process group)."""
         if not isinstance(target, ast.Subscript) or dotted_name(target.value) != "os.environ":
             return False
-        return patterns.string_value(target.slice) in LAUNCH_ENV
+        return patterns.string_value(target.slice) in (*LAUNCH_ENV, *ENV_KINDS)
 
     def _sets_launch_environment(self, call: ast.Call) -> bool:
         if not isinstance(call.func, ast.Attribute) or call.func.attr != "setdefault":

@@ -20,6 +20,7 @@ from migrator.analysis.effects.extents import (
     combine,
     join,
 )
+from migrator.analysis.model.classes import overrides
 from migrator.analysis.syntax.index import Scope
 
 GATHERS = {"gather", "gather_for_metrics", "reduce", "gather_object"}
@@ -50,7 +51,7 @@ class ValueExpressions:
             held = self._eval(expr.value, scope)
             if isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
                 return _size(held)  # `x.shape[0]`
-            return Value(held.extent)
+            return Value(held.extent, _taken(held.roles))  # `loaders[phase]`: a loader
         if isinstance(expr, ast.Lambda):
             return NOTHING
         if isinstance(expr, ast.BinOp):
@@ -62,9 +63,14 @@ class ValueExpressions:
             for generator in expr.generators:
                 self._loop_targets(scope, generator.target, generator.iter)
             parts = [expr.elt] if not isinstance(expr, ast.DictComp) else [expr.key, expr.value]
-            return Value(join(*(self._eval(p, scope) for p in parts)).extent)
+            values = [self._eval(p, scope) for p in parts]
+            return Value(join(*values).extent, _held(values))  # `{p: loader(p) for p in ...}`
         children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
-        return _gathered(*(self._eval(c, scope) for c in children))  # tuples, f-strings
+        values = [self._eval(c, scope) for c in children]
+        gathered = _gathered(*values)  # tuples, f-strings
+        if isinstance(expr, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+            return Value(gathered.extent, gathered.roles | _held(values))
+        return gathered
 
     def _attribute(self, expr: ast.Attribute, scope: Scope) -> Value:
         owner = self._eval(expr.value, scope)
@@ -122,7 +128,10 @@ class ValueExpressions:
         site = self.sites.get(id(call))
         callee = self.graph.callee(site) if site is not None else None
         if callee is not None and callee.kind == "function":
-            returned = self._summary(callee, call, scope)
+            # a base's stub the program's classes override (`self.calculate_loss(batch)`):
+            # what any override returns
+            targets = overrides(self.index, callee) or [callee]
+            returned = join(*(self._summary(target, call, scope) for target in targets))
             cls = callee.parent
             if callee.name == "__init__" and cls is not None and cls.kind == "class":
                 return Value(CONST, frozenset({f"instance:{id(cls)}"}))  # `Meter(...)`
@@ -134,6 +143,20 @@ class ValueExpressions:
         if isinstance(func, ast.Name) and not receiver.roles:
             receiver = NOTHING  # a function's own extent: only its arguments count
         return Value(join(receiver, *values).extent)
+
+
+LOADER_ROLES = {"loader", "plainloader"}
+
+
+def _held(values: list[Value]) -> frozenset:
+    """A literal container holding loaders (`{"train": train_loader, "val": val_loader}`):
+    `held:loader` (prepared) / `held:plainloader` for what an item of it is."""
+    return frozenset(f"held:{role}" for v in values for role in v.roles & LOADER_ROLES)
+
+
+def _taken(roles: frozenset) -> frozenset:
+    """The roles of an item taken from a container of loaders (`loaders[phase]`)."""
+    return frozenset(r.removeprefix("held:") for r in roles if r.startswith("held:"))
 
 
 def _size(batch: Value) -> Value:

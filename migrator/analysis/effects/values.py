@@ -40,6 +40,7 @@ from migrator.analysis.effects.extents import (
 )
 from migrator.analysis.effects.value_expressions import PREPARES, ValueExpressions
 from migrator.analysis.model.calls import CallGraph
+from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.origins import argument_for
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
@@ -94,8 +95,8 @@ class PerProcessValues(ValueExpressions):
         return LOCAL in extents and not self.roles(expr, scope) & {"iterations", "batchsize"}
 
     def runs_model(self, call: ast.Call, scope: Scope) -> bool:
-        """`model(x)` / `model.generate(x)` on a prepared model."""
-        func = call.func
+        """`model(x)` / `model.generate(x)` / `model.train().forward(x)` on a prepared model."""
+        func = forwarded(call.func)
         if "model" in self.roles(func, scope):
             return True
         return isinstance(func, ast.Attribute) and "model" in self.roles(func.value, scope)
@@ -277,7 +278,10 @@ class PerProcessValues(ValueExpressions):
             call = node.value
             func = call.func if isinstance(call, ast.Call) else None
             if isinstance(func, ast.Attribute) and func.attr in FILLS and call.args:
-                held = patterns.name_of(func.value)  # `losses.append(loss.item())`
+                container = func.value
+                while isinstance(container, ast.Subscript):  # `self.history["acc"].append(a)`
+                    container = container.value
+                held = patterns.name_of(container)  # `losses.append(loss.item())`
                 if held is not None:
                     added = join(*(self._eval(a, scope) for a in call.args))
                     filled = Value(added.extent, frozenset({"filled"}))  # one item per pass

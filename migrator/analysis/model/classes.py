@@ -50,17 +50,23 @@ def override(index: ModuleIndex, method: Scope) -> Scope | None:
     """The one subclass method (the module's classes) that overrides `method`, a stub of a
     base class (`raise NotImplementedError`, `pass`, a docstring): what `self._train_epoch()`
     in the base's `train()` runs. None when no subclass, or several, override it."""
+    found = overrides(index, method)
+    return found[0] if len(found) == 1 else None
+
+
+def overrides(index: ModuleIndex, method: Scope) -> list[Scope]:
+    """Every subclass method (the module's classes) overriding `method`, a stub of a base
+    class: what `self.calculate_loss(batch)` in the base's loop may run, one per trainer."""
     cls = method.parent
     if cls is None or cls.kind != "class" or not _stub(method.node):
-        return None
-    found = [
+        return []
+    return [
         own
         for other in module_classes(index).values()
         if other is not cls and _derives(index, other, cls, 0)
         for own in other.children
         if own.kind == "function" and own.name == method.name
     ]
-    return found[0] if len(found) == 1 else None
 
 
 def _derives(index: ModuleIndex, cls: Scope, base: Scope, depth: int) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.chains import held_alias
 from migrator.analysis.model.classes import class_named, method_of
+from migrator.analysis.model.forwards import mode_alias
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Binding, CallSite, ModuleIndex, Scope
 
@@ -100,6 +101,8 @@ def _origin(facts, scope: Scope, name: str, seen: frozenset) -> Origin | None:
             else:
                 results.add(None)
         result = results.pop() if len(results) == 1 else None
+    elif (alias := mode_alias(scope, name)) is not None:  # `model = self.model.train()`
+        result = _origin(facts, scope, alias, seen)
     elif scope.kind == "module" or scope.is_local(name):
         wrapped = facts.distributed.unwrapped(scope, name)  # `ddp_model = DDP(model)` is `model`
         held = held_alias(scope, name, facts.index.imports)  # `model = self.cfg.model`

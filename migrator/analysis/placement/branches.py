@@ -82,6 +82,9 @@ def _point(facts, branch: Block | None, names, defs, hard, runs) -> list | None:
     used = [n for n in names if any(position(s) >= 0 for s in hard.get(n, []))]
     if not used:
         return []
+    # A branch using the objects also needs those no branch names, which only the functions
+    # it calls read (`optimizer`, a module global the `train_step(model, loader)` steps).
+    used = [n for n in names if n in used or not _in_branches(hard.get(n, []), branch)]
     last = max((position(s) for n in used for s in defs.get(n, [])), default=-1)
     training = training_statements(facts, branch)
     # as in the owner's block: set-up uses before the last definition keep the plain objects
@@ -95,6 +98,14 @@ def _point(facts, branch: Block | None, names, defs, hard, runs) -> list | None:
         inner = {n: [s for s in hard.get(n, []) if position(s) >= 0] for n in used}
         return branch_points(facts, branch, last, used, defs, inner, runs)
     return None
+
+
+def _in_branches(uses: list[Statement], branch: Block) -> bool:
+    """Is one of `uses` inside the `if` statement (its `elif`s and `else` included) that
+    `branch` belongs to?"""
+    statement = branch.parent
+    return statement is not None and any(use.ancestor_in(statement.block) is statement
+                                         for use in uses)  # fmt: skip
 
 
 def order_words(name: str, line: int, how: str, late: str, made: int, shared) -> str:

@@ -8,7 +8,11 @@ from __future__ import annotations
 import ast
 import re
 
-from migrator.analysis.placement.setup_uses import NEUTRAL_ATTRIBUTES, NEUTRAL_CALLEES
+from migrator.analysis.placement.setup_uses import (
+    NEUTRAL_ATTRIBUTES,
+    NEUTRAL_CALLEES,
+    aliased_by_mode_switch,
+)
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import Block, Line, Statement
 from migrator.findings import Finding
@@ -71,6 +75,8 @@ def use_kind(use, name: str, def_nodes: set[int], facts: TrainingFacts) -> str |
     ):  # fmt: skip
         return None  # `model_without_ddp = model`: the plain model, on purpose
     if use.kind == "attr":
+        if aliased_by_mode_switch(use):
+            return "hard"  # `model = self.model.train()`: a second name for the plain object
         return None if use.attr in NEUTRAL_ATTRIBUTES else "hard"
     if use.kind == "arg":
         if use.callee == "len" and name in facts.loaders:

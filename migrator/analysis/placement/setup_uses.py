@@ -5,7 +5,10 @@ is given, so set-up code that runs before it is unaffected: a scheduler built on
 (HF Accelerate's own examples build it before prepare), a checkpoint loaded into the model's or
 the optimizer's state, a parameter count, a logger showing the object, an alias kept of the
 plain model (`unoptimized_model = model` before `model = torch.compile(model)`), and a helper of
-this file that does no more than these with its argument. Where such a use comes before the
+this file that does no more than these with its argument, an object built on the optimizer
+that only holds it (a schedule of the script's own or a library's: `PolynomialLRDecay(
+optimizer, ...)`), a read-only diagnostic of the model (`torchsummary.summary(model, ...)`,
+catalogue/diagnostics.py). Where such a use comes before the
 last definition of the training objects (a DataParallel or DDP wrap, `torch.compile`, a later
 optimizer), prepare goes after that definition and the use keeps the plain object, as it had in
 the original. A forward, or a hand-over to code this file cannot read, still needs the prepared
@@ -17,7 +20,10 @@ from __future__ import annotations
 import ast
 import re
 
-from migrator.analysis.catalogue import patterns
+from migrator.analysis.catalogue import diagnostics, patterns
+from migrator.analysis.model.classes import class_named
+from migrator.analysis.model.forwards import switched
+from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Line, Scope
 
 # Attribute uses that are fine on the unprepared object (prepare moves parameters in place).
@@ -68,7 +74,9 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
     call = use.call
     if patterns.is_scheduler_call(call, facts.index.imports):
         return True  # `StepLR(optimizer, ...)`: the scheduler holds the object prepare wraps
-    if use.callee in NEUTRAL_CALLEES:
+    if use.callee in NEUTRAL_CALLEES or diagnostics.is_diagnostic(use.callee):
+        return True
+    if use.name in facts.optimizers and _holds_optimizer(call, facts):
         return True
     if use.callee == "copy.deepcopy":
         return _copied_as_placed(use)
@@ -86,6 +94,32 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
         return True
     helper = facts.index.functions.get(func.id) if isinstance(func, ast.Name) else None
     return helper is not None and _reads_only(helper, call, use.node, facts, seen)
+
+
+def _holds_optimizer(call: ast.Call, facts) -> bool:
+    """`PolynomialLRDecay(optimizer, max_decay_steps=n)`, `Warmup(optimizer)`: a class built on
+    the optimizer that holds it - a schedule reads and writes its `param_groups`, which the
+    prepared optimizer shares with the plain one it wraps. A class of this file counts where
+    none of its methods steps what it holds; a function, an optimizer built on it (a
+    Lookahead stepped in its place) or a loader never does."""
+    imports = facts.index.imports
+    if patterns.is_optimizer_call(call, imports) or patterns.is_loader_call(call, imports):
+        return False
+    cls = class_named(facts.index, call.func)
+    if cls is not None:
+        return not _steps_held(cls)
+    called = dotted_name(call.func)
+    if called is None or called in facts.index.functions:
+        return False
+    return patterns.last_part(called)[:1].isupper()
+
+
+def _steps_held(cls: Scope) -> bool:
+    """Does a method of `cls` call `.step()` on something it holds (`self.optimizer.step()`)?"""
+    methods = [m for m in cls.children if m.kind == "function"]
+    return any(site.method == "step" and patterns.name_of(site.receiver) is not None
+               and patterns.name_of(site.receiver).startswith(patterns.SELF + ".")
+               for method in methods for site in method.calls)  # fmt: skip
 
 
 def _copied_as_placed(use) -> bool:
@@ -166,7 +200,22 @@ def runs_object(use, name: str, facts) -> bool:
     `print(model)`, a state loaded into it), which the plain object serves before prepare?"""
     if name in facts.train_loaders or name in facts.eval_loaders:
         return container_of(use) is not None  # the plain loader would stay in the container
+    if aliased_by_mode_switch(use):
+        return True  # `model = self.model.train()`: the loop would run the plain model
     return use.kind != "attr" and not _displayed(use) and not is_setup_use(use, facts)
+
+
+def aliased_by_mode_switch(use) -> bool:
+    """`model = self.model.train()`: the use's call switches a mode and its result is bound
+    to a second name, which holds the object as it is then."""
+    line = use.statement.node
+    small = line.body[0] if isinstance(line, Line) and len(line.body) == 1 else None
+    return (
+        isinstance(small, ast.Assign)
+        and use.call is not None
+        and small.value is use.call
+        and switched(use.call)
+    )
 
 
 def container_of(use) -> str | None:

@@ -13,6 +13,7 @@ import ast
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.distributed.reader import read_distributed
+from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.origins import (  # fmt: skip
     Origin,
     class_methods,
@@ -20,6 +21,7 @@ from migrator.analysis.model.origins import (  # fmt: skip
     value_call,
 )
 from migrator.analysis.roles import explain
+from migrator.analysis.roles.apex import apex_amp
 from migrator.analysis.roles.bypassed_forwards import BypassedForwards
 from migrator.analysis.roles.eval_loaders import EvalLoaders
 from migrator.analysis.roles.facts import TrainingFacts, chain_text
@@ -89,6 +91,9 @@ class _Analyser(
             return self.facts
         per_batch = self._per_batch_functions()
         self._find_owner_and_roles(per_batch)
+        if not self.facts.blocked and self.facts.owner is not None:
+            for node, message in apex_amp(self.index):
+                self._finding(node, "MIG900", message)
         if not self.facts.blocked and self.facts.owner is not None:
             self._frozen_holders()
         if self.facts.blocked or self.facts.owner is None:
@@ -189,9 +194,8 @@ class _Analyser(
                         zero_grad.append(origin)
                 elif call.method == "step" and receiver is None:
                     unnamed_steps.append(call)
-                called = patterns.name_of(call.node.func)
-                if call.method == "forward" and call.receiver is not None:  # `model.forward(x)`
-                    called = patterns.name_of(call.receiver)
+                # `model(x)`, `model.forward(x)`, `model.train().forward(x)`
+                called = patterns.name_of(forwarded(call.node.func))
                 called = called or self._held_call(call)  # `self.cfg.model(x)`
                 if called is not None and self._callee_scope(call) is None:
                     origin = facts.origin(call.scope, called)

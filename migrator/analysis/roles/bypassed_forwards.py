@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import CallSite, ModuleIndex
 
@@ -35,9 +36,9 @@ class BypassedForwards:
         calls = self._calls_reachable(c for loop in facts.training_loops for c in loop.calls)
         for site in sorted(calls, key=lambda s: (s.node.lineno, s.node.col_offset)):
             func = site.node.func
-            model = self._model_named(site.scope, patterns.name_of(func))
+            model = self._model_named(site.scope, patterns.name_of(forwarded(func)))
             if model is not None:
-                run.add(model)  # `gen(z)`
+                run.add(model)  # `gen(z)`, `gen.forward(z)`, `gen.train().forward(z)`
                 continue
             for argument in [*site.node.args, *(k.value for k in site.node.keywords)]:
                 handed = self._model_named(site.scope, patterns.name_of(argument))

@@ -24,7 +24,8 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.model.chains import split_chain
+from migrator.analysis.model.chains import chain_text, split_chain
+from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.loader_values import LoaderValues
 from migrator.analysis.model.origins import Origin, bindings_of, calls_of, value_call
 from migrator.analysis.roles import explain
@@ -53,11 +54,7 @@ class EvalLoaders:
             call = value_call(binding)
             if call is not None and patterns.is_loader_call(call, self.imports):
                 return True
-        if self._received(origin) and any(  # received where the training loader is
-            self._received(Origin(self.facts.homes.get(t, self.facts.owner), t))
-            and self.facts.homes.get(t, self.facts.owner) is origin.scope
-            for t in self.facts.train_loaders
-        ):
+        if self._received_beside_loader(origin):
             return True
         values = LoaderValues(self.index)
         if split_chain(origin.name) is None:
@@ -67,6 +64,15 @@ class EvalLoaders:
         except SyntaxError:
             return False
         return values.is_loader(origin.scope, expr)
+
+    def _received_beside_loader(self, origin: Origin) -> bool:
+        """Received where the training loader is (a parameter beside it, kept by the same
+        `__init__`): a loader by where it comes from, not by what makes it."""
+        return self._received(origin) and any(
+            self._received(Origin(self.facts.homes.get(t, self.facts.owner), t))
+            and self.facts.homes.get(t, self.facts.owner) is origin.scope
+            for t in self.facts.train_loaders
+        )
 
     @staticmethod
     def _received(origin: Origin) -> bool:
@@ -114,6 +120,11 @@ class EvalLoaders:
                 if any(found.name in shared.evaluated and found.scope is shared.caller
                        for shared in facts.shared_epochs for found in origins):  # fmt: skip
                     continue  # a train/eval epoch function evaluates it too: noted there
+                if not self._runs_model(loop) and any(
+                    self._received_beside_loader(found) and not self._made_as_loader(found)
+                    for found in origins
+                ):  # fmt: skip
+                    continue  # `for i in self.tracked_ids:` kept beside the loader, no forward
                 names = [found.name for found in origins] or [None]  # None: held, unnamed
                 if facts.distributed.one_process_only(loop.statement):
                     for name in names:  # `if rank == 0:` evaluates the whole set on one
@@ -139,6 +150,13 @@ class EvalLoaders:
                         facts.eval_loaders.append(found.name)
                 # in a container with no name of their own: prepared in place where it is made
                 facts.held_loaders += [h for h in source.held if h not in facts.held_loaders]
+
+    def _made_as_loader(self, origin: Origin) -> bool:
+        """`origin` is a loader by what makes it (not only by where it is received)."""
+        if origin.name in self.facts.train_loaders:
+            return True
+        values = LoaderValues(self.index)
+        return split_chain(origin.name) is None and values.name_is_loader(origin.scope, origin.name)
 
     def _no_home(self, found: Origin) -> str | None:
         """Why an evaluation loader made away from the owner cannot be prepared where it is
@@ -172,9 +190,8 @@ class EvalLoaders:
     def _runs_model(self, loop: Loop) -> bool:
         """The loop runs a model the program trains (`model(x)`, `model.forward(x)`)."""
         for call in loop.calls:
-            called = patterns.name_of(call.node.func)
-            if call.method == "forward" and call.receiver is not None:
-                called = patterns.name_of(call.receiver)
+            target = forwarded(call.node.func)
+            called = patterns.name_of(target) or chain_text(target)  # `self.cfg.model(x)`
             if called is not None and self.facts.role(call.scope, called) == "model":
                 return True
         return False

@@ -18,6 +18,7 @@ import re
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.chains import chain_text, split_chain
+from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.origins import Origin, value_call
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.roles.trained_models import (
@@ -34,9 +35,7 @@ class HeldObjects:
     def _held_call(self, call: CallSite) -> str | None:
         """`self.cfg.model` for `self.cfg.model(x)` / `self.cfg.model.forward(x)`: the chain a
         call in the loop runs, when its root is no imported module (`nn.functional.relu`)."""
-        func = call.node.func
-        if call.method == "forward" and call.receiver is not None:
-            func = call.receiver
+        func = forwarded(call.node.func)
         chain = chain_text(func)
         if chain is None or split_chain(chain) is None:
             return None

@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterable
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.model.classes import method_of, override
+from migrator.analysis.model.classes import method_of, override, overrides
 from migrator.analysis.model.driver_loops import driver_loops
 from migrator.analysis.model.drivers import (
     driven_here,
@@ -274,9 +274,11 @@ class LoopAnalysis(LoopSources, SharedEpochs):
             seen.add(id(call))
             result.append(call)
             callee = self._callee_scope(call)
-            if callee is not None and id(callee) not in seen:
-                seen.add(id(callee))
-                queue.extend(callee.calls)
+            # a base's stub several trainers override (`self.calculate_loss(batch)`): any runs
+            for target in [callee, *overrides(self.index, callee)] if callee is not None else []:
+                if id(target) not in seen:
+                    seen.add(id(target))
+                    queue.extend(target.calls)
         return result
 
     def _per_batch_functions(self) -> set[int]:

@@ -12,10 +12,18 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.model.origins import Origin, value_call
+from migrator.analysis.model.origins import (
+    Origin,
+    argument_for,
+    constructions,
+    is_method,
+    param_default,
+    value_call,
+)
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
+MAX_NAME_HOPS = 4  # names followed from an optimizer's argument to `model.parameters()`
 # Attribute calls that show a name holds the model: placed, switched to training, or read for
 # its parameters.
 PLACING = ("to", "cuda", "train", "parameters")
@@ -33,26 +41,28 @@ class TrainedModels:
         saw_constructor = False
         for name in optimizers:
             for binding in self._bindings(Origin(owner, name)):
-                for call in _constructions(binding):
+                for call, home in self._built(owner, binding):
                     saw_constructor = True
-                    maker = self._optimizer_maker(owner, call)  # `model.configure_optimizers(...)`
+                    maker = self._optimizer_maker(home, call)  # `model.configure_optimizers(...)`
                     if maker is not None and maker not in models:
                         models.append(maker)
-                    for arg in patterns.call_args(call):
+                    for position, arg in enumerate(patterns.call_args(call)):
                         if self._models_unnamed(name, call, arg.value):
                             return []
-                        roots = patterns.parameter_roots(arg.value) or self._parameters_named(
-                            owner, arg.value)  # fmt: skip
+                        fed = arg.keyword == "params" or (position == 0 and arg.keyword is None)
+                        roots = patterns.parameter_roots(arg.value) or (
+                            self._parameters_named(home, arg.value) if fed or isinstance(
+                                arg.value, ast.Name) else [])  # fmt: skip
                         if roots is None:
                             return []
                         if (
                             not roots
                         ):  # `AdamW(add_weight_decay(model, wd))`, `create_optimizer(args, model)`
-                            roots = self._model_handed_over(owner, arg.value, forwards)
+                            roots = self._model_handed_over(home, arg.value, forwards)
                         for root in roots:
-                            found = self.facts.origin(owner, root)
+                            found = self.facts.origin(home, root)
                             if found is None or not self._class_object(found, owner):
-                                self._block(call, root, owner)
+                                self._block(call, root, home)
                                 return []
                             model = (self._held_model(found, call, forwards)  # `self.cfg.model`
                                      or self._called_alias_target(found, forwards) or found.name)  # fmt: skip
@@ -66,6 +76,8 @@ class TrainedModels:
         for origin in forwards:
             if not self._class_object(origin, owner) or patterns.LOSS_NAME.search(origin.name):
                 continue
+            if self._given_functions(origin):  # `self.transform_fn(x)`: a function passed in
+                continue
             uses = origin.scope.uses.get(origin.name, [])
             placed = any(u.kind == "attr" and u.attr in PLACING for u in uses) or (
                 self._placed_or_received(origin.scope, origin.name)
@@ -75,6 +87,49 @@ class TrainedModels:
             ):
                 models.append(origin.name)
         return models
+
+    def _built(self, owner: Scope, binding) -> list[tuple[ast.Call, Scope]]:
+        """The calls that build an optimizer bound here, each with the scope it is in: its own
+        (`Adam(...)`, either side of an `if`), or, for one returned by a function or method of
+        this program (`self.optimizer = self._create_optimizer()`, `make_optimizer(model)`),
+        the optimizers its `return`s build, read in that function (its parameters lead back
+        to this call's arguments, its `self.model` is the class's)."""
+        calls = _constructions(binding)
+        built = [(call, owner) for call in calls]
+        if len(calls) != 1 or patterns.is_optimizer_call(calls[0], self.imports):
+            return built
+        site = next((c for c in owner.calls if c.node is calls[0]), None)
+        callee = self._callee_scope(site) if site is not None else None
+        if callee is None or callee.kind != "function":
+            return built
+        returned = [node.value for node in _own_returns(callee.node) if node.value is not None]
+        made = [c for value in returned for c in _sides(value)]
+        if not made or not all(
+            isinstance(c, ast.Call) and patterns.is_optimizer_call(c, self.imports) for c in made
+        ):
+            return built
+        return [(c, callee) for c in made]
+
+    def _given_functions(self, origin: Origin) -> bool:
+        """`self.transform_fn`, kept in `__init__` from a parameter that every construction of
+        the class (and the parameter's default, where one omits it) fills with a function of
+        this program (`Trainer(..., transform_fn=flatten_mnist)`): called in the loop, it is a
+        function, not a model."""
+        init = origin.scope
+        if init.name != "__init__" or not is_method(init):
+            return False
+        bindings = init.assigns(origin.name)
+        value = bindings[0].value if len(bindings) == 1 and not bindings[0].unpacked else None
+        if not isinstance(value, ast.Name) or value.id not in init.params:
+            return False
+        sites = constructions(self.index, init.parent)
+        given = [argument_for(s.node, init, value.id) or param_default(init, value.id)
+                 for s in sites] or [param_default(init, value.id)]  # fmt: skip
+        return all(
+            isinstance(g, ast.Name) and g.id in self.index.functions
+            and self.index.functions[g.id].kind == "function"
+            for g in given
+        )  # fmt: skip
 
     def _model_handed_over(self, owner: Scope, expr: ast.expr, forwards: list[Origin]) -> list[str]:
         """The model a parameter-group helper or an optimizer factory receives
@@ -136,12 +191,16 @@ class TrainedModels:
             return None
         return found.name
 
-    def _parameters_named(self, owner: Scope, expr: ast.expr) -> list[str] | None:
+    def _parameters_named(self, owner: Scope, expr: ast.expr, depth: int = 0) -> list[str] | None:
         """The models behind `Adam(params)` where `params` is bound once here from whole
-        models' `.parameters()`; [] when it is not; None (with a MIG900) when it holds parts
-        of a model (`encoder.linear.parameters()`): DDP would wrap all of `encoder` and wait
-        for gradients of parameters the optimizer does not train."""
+        models' `.parameters()`, directly or through other names bound once here
+        (`param_optimizer = list(model.named_parameters())`, then `groups = [{"params": [p
+        for n, p in param_optimizer if ...]}, ...]`); [] when it is not; None (with a MIG900)
+        when it holds parts of a model (`encoder.linear.parameters()`): DDP would wrap all of
+        `encoder` and wait for gradients of parameters the optimizer does not train."""
         name = patterns.name_of(expr)
+        if name is None and depth == 0 and isinstance(expr, (ast.List, ast.Tuple, ast.Dict)):
+            return self._parameters_read(owner, expr, None, depth)  # `[{"params": decay}, ...]`
         bindings = owner.assigns(name) if name is not None else []
         if len(bindings) != 1 or bindings[0].value is None or bindings[0].unpacked:
             return []
@@ -149,6 +208,10 @@ class TrainedModels:
         if self._models_unnamed(name, bindings[0].statement.node, value):
             return None
         roots = patterns.parameter_roots(value) or self._filled_from_parameters(owner, value)
+        if not roots and depth < MAX_NAME_HOPS:
+            roots = self._parameters_read(owner, value, name, depth)
+            if roots is None:
+                return None
         parts = [
             self.index.source.text_of(node.func.value)
             for node in ast.walk(value)
@@ -166,6 +229,17 @@ class TrainedModels:
                           "would make DDP wait for gradients the optimizer does not use; "
                           "migrate by hand")  # fmt: skip
             return None
+        return roots
+
+    def _parameters_read(self, owner: Scope, value: ast.expr, name: str | None, depth: int):
+        """The models behind the names `value` reads (each bound once here), as
+        `_parameters_named` finds them; None (with its MIG900) where one holds parts."""
+        roots: list[str] = []
+        for inner in _names_read(value, exclude=name):
+            found = self._parameters_named(owner, inner, depth + 1)
+            if found is None:
+                return None
+            roots += [r for r in found if r not in roots]
         return roots
 
     def _filled_from_parameters(self, owner: Scope, value: ast.expr) -> list[str]:
@@ -242,6 +316,26 @@ def _constructions(binding) -> list[ast.Call]:
     return []
 
 
+def _sides(value: ast.expr) -> list[ast.expr]:
+    """What an expression may be: itself, or either side of `a if c else b`."""
+    if isinstance(value, ast.IfExp):
+        return _sides(value.body) + _sides(value.orelse)
+    return [value]
+
+
+def _own_returns(function: ast.AST) -> list[ast.Return]:
+    """The `return` statements of `function` itself, not of the functions it defines."""
+    found, stack = [], list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def _group_lists(value: ast.expr) -> list[str]:
     """The names a parameter-group literal lists: `[w, b]`, `[{"params": w}, {"params": b,
     ...}]`; [] when any element is something else."""
@@ -273,3 +367,20 @@ def _parameters_loop_root(loop) -> str | None:
             return roots.pop() if len(roots) == 1 and None not in roots else None
         loop = loop.parent
     return None
+
+
+def _names_read(value: ast.expr, exclude: str | None) -> list[ast.Name]:
+    """The plain names `value` reads, not those its comprehensions bind (`n, p` in `[p for
+    n, p in param_optimizer if n not in no_decay]`), one node per name."""
+    bound = {
+        target.id
+        for node in ast.walk(value)
+        if isinstance(node, ast.comprehension)
+        for target in ast.walk(node.target)
+        if isinstance(target, ast.Name)
+    }
+    found: dict[str, ast.Name] = {}
+    for node in ast.walk(value):
+        if isinstance(node, ast.Name) and node.id not in bound and node.id != exclude:
+            found.setdefault(node.id, node)
+    return list(found.values())

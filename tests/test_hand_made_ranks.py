@@ -1,0 +1,201 @@
+"""Hand-written world size and rank that only feed native DDP set-up (issue 27, review of
+2026-11-27 rule 4): a world size spelled as the expression mp.spawn was started with
+(`len(args.gpus.split(","))`) is the number of processes, and a rank or world size the
+script computes itself (SageMaker's host list, SLURM's variables) that only feeds
+`init_process_group`, the launch environment, a DistributedSampler or a set-up helper goes
+with them; a note says the program now starts under a launcher. What still refuses: a
+computed rank that anything else reads. Golden fixtures: fixtures/golden/ddp_spawn_world_size
+_expression, ddp_hosts_rank, ddp_slurm_rank; here the other spellings and the fixtures on 2
+processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from migrator.engine import migrate_text
+from tests.golden_runs import launch_in_turn
+
+SPAWNED = """\
+import argparse
+import os
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+def setup(rank, world_size):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = "29500"
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+
+
+def worker(rank, cfg):
+    setup(rank, @COUNT@)
+    data = TensorDataset(torch.randn(16, 2), torch.randn(16, 1))
+    loader = DataLoader(data, batch_size=cfg.batch // @COUNT@, sampler=DistributedSampler(data))
+    model = DDP(torch.nn.Linear(2, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    cfg = argparse.Namespace(gpus="0,1", devices=[0, 1], batch=8)
+    mp.spawn(worker, args=(cfg,), nprocs=@SPAWNED@)
+"""
+
+
+@pytest.mark.parametrize(
+    ("count", "spawned"),
+    [
+        ("len(cfg.gpus.split(','))", 'len(cfg.gpus.split(","))'),  # quotes differ: one tree
+        ("len(cfg.devices)", "len(cfg.devices)"),
+        ("torch.cuda.device_count()", "torch.cuda.device_count()"),
+    ],
+)
+def test_the_spawned_count_is_the_number_of_processes(count, spawned):
+    output, findings = migrate_text(SPAWNED.replace("@COUNT@", count).replace("@SPAWNED@", spawned))
+    assert output is not None, [f.message for f in findings]
+    assert "batch_size=cfg.batch // accelerator.num_processes" in output
+    assert "def worker(cfg):" in output and "setup(" not in output
+
+
+def test_another_count_than_the_spawned_one_still_refuses():
+    output, findings = migrate_text(
+        SPAWNED.replace("@COUNT@", "len(cfg.devices) * 2").replace("@SPAWNED@", "len(cfg.devices)")
+    )
+    assert output is None
+    assert [f.code for f in findings if f.level == "warning"] == ["MIG907"]
+
+
+HOSTS = """\
+import json
+import os
+import sys
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+data = TensorDataset(torch.randn(16, 2), torch.randn(16, 1))
+loader = DataLoader(data, batch_size=4)
+model = torch.nn.Linear(2, 1)
+@SETUP@
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+SETUPS = {
+    "sagemaker_environment": """\
+hosts = json.loads(os.environ["SM_HOSTS"])
+rank = hosts.index(os.environ["SM_CURRENT_HOST"])
+world_size = len(hosts)
+os.environ["RANK"] = str(rank)
+os.environ["WORLD_SIZE"] = str(world_size)
+dist.init_process_group("gloo", rank=rank, world_size=world_size)
+model = torch.nn.parallel.DistributedDataParallel(model)""",
+    "slurm_with_sampler": """\
+rank = int(os.environ["SLURM_PROCID"])
+world_size = int(os.getenv("SLURM_NTASKS", "1"))
+dist.init_process_group("gloo", init_method="env://", world_size=world_size, rank=rank)
+sampler = DistributedSampler(data, num_replicas=world_size, rank=rank)
+loader = DataLoader(data, batch_size=4, sampler=sampler)
+model = torch.nn.parallel.DistributedDataParallel(model)""",
+    "mpi_rank_by_keyword": """\
+rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", 0))
+size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", 1))
+dist.init_process_group(backend="gloo", world_size=size, rank=rank)
+model = torch.nn.parallel.DistributedDataParallel(model)""",
+}
+
+
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_a_rank_that_only_feeds_the_set_up_goes_with_it(setup):
+    output, findings = migrate_text(HOSTS.replace("@SETUP@", SETUPS[setup]))
+    assert output is not None, [f.message for f in findings]
+    assert "init_process_group" not in output and "DistributedDataParallel" not in output
+    assert "rank" not in output.split("accelerator = Accelerator()")[1].replace("_rank", "")
+    notes = [f for f in findings if f.code == "MIG010" and f.level == "note"]
+    assert len(notes) == 1 and "migrate launch --nproc N" in notes[0].message
+
+
+def test_a_computed_rank_read_elsewhere_still_refuses():
+    setup = SETUPS["sagemaker_environment"] + '\nprint(f"host {rank} of {world_size}")'
+    output, findings = migrate_text(HOSTS.replace("@SETUP@", setup))
+    assert output is None
+    assert any(f.code == "MIG907" and "computed by hand" in f.message for f in findings)
+
+
+SLURM_WORKER = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train(rank, world_size, epochs=2):
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    loader = DataLoader(TensorDataset(torch.randn(16, 2), torch.randn(16, 1)), batch_size=4)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    rank = int(os.environ["SLURM_PROCID"])
+    world_size = int(os.environ["SLURM_NTASKS"])
+    train(rank, world_size, epochs=3)
+"""
+
+
+def test_a_worker_handed_slurm_variables_gets_the_launch_note():
+    output, findings = migrate_text(SLURM_WORKER)
+    assert output is not None, [f.message for f in findings]
+    notes = [f for f in findings if f.code == "MIG010" and f.level == "note"]
+    assert len(notes) == 1 and "SLURM_PROCID" in notes[0].message
+    assert "train(epochs=3)" in output and "SLURM" not in output
+
+
+# -- the golden fixtures on 2 processes ------------------------------------------------------
+
+FIXTURES = ["ddp_spawn_world_size_expression", "ddp_hosts_rank", "ddp_slurm_rank"]
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    return launch_in_turn(tmp_path_factory.mktemp("ranks"), FIXTURES)
+
+
+@pytest.mark.slow
+def test_the_spawned_script_runs_one_process_per_device(launched):
+    out = launched["ddp_spawn_world_size_expression"]
+    # `batch_size // accelerator.num_processes`: 8 a process, 16 a step as in the original
+    assert "process 0 of 2" in out and "process 1 of 2" not in out  # the main process prints
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("epoch")] == [
+        "epoch 0",
+        "epoch 1",
+    ]
+
+
+@pytest.mark.slow
+def test_the_host_and_slurm_scripts_train_under_the_launcher(launched):
+    for name in FIXTURES[1:]:
+        lines = [line for line in launched[name].splitlines() if line.startswith("epoch ")]
+        assert len(lines) >= 2, launched[name]
+    losses = [float(line.split()[-1]) for line in launched["ddp_hosts_rank"].splitlines()
+              if line.startswith("epoch ")]  # fmt: skip
+    assert losses[-1] < losses[0]
