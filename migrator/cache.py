@@ -163,6 +163,7 @@ class VerdictCache:
             "error": result.error,
             "note": getattr(result, "note", None),
             "findings": [finding.to_json() for finding in result.findings],
+            "depends": [[dep, _digest_of(dep)] for dep in getattr(result, "depends_on", [])],
         }
         content = json.dumps(header).encode() + b"\n" + (result.migrated if result.changed else b"")
         checksum = hashlib.sha256(content).hexdigest().encode()
@@ -206,6 +207,8 @@ class VerdictCache:
         header = json.loads(encoded_header)
         if header["key"] != f"{self.environment}/{key}":
             return None  # another environment's or another file's entry
+        if any(_digest_of(dep) != digest for dep, digest in header.get("depends", [])):
+            return None  # a helper module it read has changed since (or is gone)
         result = _new_result(kind, path, data)
         result.migrated = body if header["changed"] else None
         result.skipped = bool(header["skipped"])
@@ -214,6 +217,13 @@ class VerdictCache:
         if header["note"] is not None:
             result.note = header["note"]  # a NotebookResult: why it was skipped
         return result
+
+
+def _digest_of(path: str) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def cacheable(result: FileResult) -> bool:

@@ -35,6 +35,7 @@ class FileResult:
     error: str | None = None
     skipped: bool = False  # the prefilter decided no rule could apply
     program: str | None = None  # the entry of the program this file was migrated with
+    depends_on: list[str] = field(default_factory=list)  # other files its verdict read
 
     @property
     def changed(self) -> bool:
@@ -251,7 +252,7 @@ def migrate_bytes(data: bytes, path: str, options: Options = Options()) -> FileR
             if not prefilter.gate(index, frozenset(present)):
                 result.skipped = True
                 return result
-        index = _with_helper_effects(index, tree, text, path)
+        index = _with_helper_effects(index, tree, text, path, result.depends_on)
         output, result.findings = migrate_tree(text, tree, options, index)
         if output is not None:
             result.migrated = encode(output, encoding)
@@ -277,19 +278,22 @@ def _syntax_message(error: SyntaxError) -> str:
     return f"cannot parse: {first} (line {error.lineno}, column {error.offset})"
 
 
-def _with_helper_effects(index, tree: ast.Module, text: str, path: str):
+def _with_helper_effects(index, tree: ast.Module, text: str, path: str, depends_on: list):
     """The file's index, knowing what the project helpers it imports write where every
-    process runs them (migrator/program/helper_effects.py); `path` locates the project."""
+    process runs them (migrator/program/helper_effects.py); `path` locates the project, and
+    the helper modules read go to `depends_on` (the verdict cache checks them)."""
     if not path or not any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body):
         return index
     from pathlib import Path
 
     from migrator.program.helper_effects import helper_effects
 
+    read: set = set()
     try:
-        found = helper_effects(tree, Path(path))
+        found = helper_effects(tree, Path(path), read=read)
     except (OSError, ValueError, RecursionError):
         return index
+    depends_on.extend(sorted(str(p) for p in read))
     if not found:
         return index
     if index is None:

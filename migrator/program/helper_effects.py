@@ -29,11 +29,12 @@ ORDER = ("write", "log", "tracker", "download")  # what the helper is named for,
 
 
 def helper_effects(
-    tree: ast.Module, path: Path, skipped: set[Path] = frozenset(), roots=None
+    tree: ast.Module, path: Path, skipped: set[Path] = frozenset(), roots=None, read=None
 ) -> dict[str, effects.Effect]:
     """{the name `tree` calls a helper by (as `ImportTable.qualify` spells it): its effect},
     for the project modules `tree` (the file at `path`) imports, except those in `skipped`
-    (resolved paths: the program's own members, which are migrated and read whole)."""
+    (resolved paths: the program's own members, which are migrated and read whole). `read`, a
+    set, gets every module read: the file's verdict depends on them (the cache's key)."""
     roots = roots if roots is not None else search_path(path, tree)
     defined = {
         node.name
@@ -45,11 +46,15 @@ def helper_effects(
         for spelling, target in _imported_modules(node, path, roots):
             if target in skipped:
                 continue
+            if read is not None:
+                read.add(target)
             for name, effect in _module_effects(target).items():
                 if not spelling and (name.startswith("_") or name in defined):
                     continue  # `import *` skips private names; a file's own definition wins
                 found.setdefault(f"{spelling}.{name}" if spelling else name, effect)
         for local, target, name in _imported_functions(node, path, roots):
+            if read is not None and target not in skipped:
+                read.add(target)
             effect = _module_effects(target).get(name) if target not in skipped else None
             if effect is not None and local not in defined:
                 found.setdefault(local, effect)

@@ -385,3 +385,22 @@ def test_cache_dir_in_the_configuration_is_relative_to_it_and_must_be_a_path(tmp
     pyproject.write_text("[tool.migrate]\ncache-dir = 3\n")
     with pytest.raises(ConfigError, match="cache-dir must be a path"):
         parse_config(pyproject)
+
+
+def test_a_helper_module_the_verdict_read_is_part_of_it(tree, tmp_path):
+    # train.py calls util.save(); whether that call is guarded depends on util.py's body
+    script = TRAIN_SCRIPT.replace("def main():", "import util\n\n\ndef main():\n    util.save('x')")
+    root = tree({"train.py": script, "util.py": "def save(path):\n    return path\n"})
+    cache_dir = ["--cache-dir", str(tmp_path / "cache")]
+    first, _ = _summary(root, *cache_dir)
+    (root / "util.py").write_text("def save(path):\n    open(path, 'w').close()\n")
+    second, _ = _summary(root, *cache_dir)
+    assert second["cached"] == 0  # the helper changed: the verdict is computed again
+    diff = subprocess.run(
+        [sys.executable, "-m", "migrator", "--diff", "--no-cache", "train.py"],
+        cwd=root, capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert "+    if accelerator.is_main_process:\n+        util.save('x')" in diff.stdout
+    third, _ = _summary(root, *cache_dir)
+    assert first["cached"] == 0 and third["cached"] == 2  # nothing changed since: both cached
