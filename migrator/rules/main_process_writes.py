@@ -318,9 +318,17 @@ def _guard(context: RuleContext, group: list[Statement], through_state: bool = F
     level deeper, so they join its body. Where the accelerator cannot be seen, the flag is
     the process-wide state's."""
     flag = context.main_process_flag(through_state)
+    # a helper of the project whose files the others may read next (preprocessing, a
+    # vocabulary): outside a loop the others wait until the main process has written them
+    wait = _calls_writing_helper(context, group) and not any(
+        isinstance(s.node, (ast.For, ast.AsyncFor, ast.While)) for s in group[0].chain()[:-1]
+    )
     for position, statement in enumerate(group):
         header = f"if {flag}:" if position == 0 else None
-        context.edits.replace(statement.node, _indented(context, statement, header))
+        after = None
+        if wait and position == len(group) - 1:
+            after = f"{flag.removesuffix('.is_main_process')}.wait_for_everyone()"
+        context.edits.replace(statement.node, _indented(context, statement, header, after))
     if not through_state:
 
         def fallback() -> None:
@@ -331,7 +339,22 @@ def _guard(context: RuleContext, group: list[Statement], through_state: bool = F
         context.need_accelerator_at(group[0], fallback=fallback)
 
 
-def _indented(context: RuleContext, statement: Statement, header: str | None):
+def _calls_writing_helper(context: RuleContext, group: list[Statement]) -> bool:
+    imports = context.facts.index.imports
+    if not imports.helper_effects:
+        return False
+    for statement in group:
+        smalls = statement.node.body if isinstance(statement.node, Line) else [statement.node]
+        for node in (n for small in smalls for n in ast.walk(small)):
+            if not isinstance(node, ast.Call):
+                continue
+            effect = imports.helper_effects.get(imports.qualify(node.func) or "")
+            if effect is not None and effect.kind != "tracker":
+                return True
+    return False
+
+
+def _indented(context: RuleContext, statement: Statement, header: str | None, after=None):
     source = context.source
     node = statement.node
     start = source.line_starts[node.lineno - 1]
@@ -340,6 +363,9 @@ def _indented(context: RuleContext, statement: Statement, header: str | None):
 
     def render(text: str, renderer) -> str:
         body = deeper(text, step)
+        if after is not None:  # a line of its own after the statement, at its indent
+            ending = body[len(body.rstrip("\r\n")) :]
+            body = f"{body.rstrip(chr(13) + chr(10))}{renderer.newline}{indent}{after}{ending}"
         if header is None:
             return step + body
         return f"{header}{renderer.newline}{indent}{step}{body}"
