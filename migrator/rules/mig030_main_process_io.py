@@ -6,7 +6,8 @@ checkpoint. In training code (the training scopes, and the functions an epoch lo
 - `torch.save(<model>.state_dict(), path)` (directly, or through a dict built in the same
   function) -> `accelerator.save(accelerator.unwrap_model(<model>).state_dict(), path)`: the
   main process writes, and the keys carry no `module.` prefix;
-- `tqdm(...)` progress bars get `disable=not accelerator.is_local_main_process`.
+- `tqdm(...)` progress bars get `disable=not accelerator.is_local_main_process` (a
+  constant `disable=False` too: it shows the bar on every process).
 `torch.save` of anything that is not a prepared model's state is left as it is. Other file
 writes and trackers (`with open(path, "w")`, `np.save`, `save_image`, `SummaryWriter`,
 `wandb`) go under `if accelerator.is_main_process:` (main_process_writes.py).
@@ -117,9 +118,13 @@ class MainProcessIO(Rule):
         _wait_before_loads(context, site)
 
     def _progress_bar(self, context: RuleContext, site: CallSite) -> None:
-        if patterns.keyword(site.node, "disable") is not None:
-            return
         flag = f"not {context.accelerator_expr('is_local_main_process')}"
+        given = patterns.keyword(site.node, "disable")
+        if given is not None:
+            if _shown_everywhere(given.value):  # `disable=False`: a bar on every process
+                context.edits.replace(given.value, lambda _text, _renderer: flag)
+                context.need_accelerator_at(site.statement)
+            return
         call = site.node
 
         def rewrite(_text: str, renderer) -> str:
@@ -127,6 +132,12 @@ class MainProcessIO(Rule):
 
         context.edits.rewrite(call, rewrite)
         context.need_accelerator_at(site.statement)
+
+
+def _shown_everywhere(value: ast.expr) -> bool:
+    """`False` (or `0`) written as the `disable=` of a bar: never disabled. `None` (disabled
+    where the output is no terminal) and expressions are the script's own choice."""
+    return isinstance(value, ast.Constant) and value.value is not None and value.value in (0, False)
 
 
 def _wait_before_loads(context: RuleContext, site: CallSite) -> None:
