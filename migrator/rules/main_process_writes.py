@@ -5,7 +5,8 @@ code, and every function it reaches, at any depth, outside a main-process guard)
 catalogue's effects (analysis/catalogue/effects.py) are made safe:
 
 - a statement that is a call writing a file (`np.save`, `save_image`, `plt.savefig`,
-  `shutil.copy`, `.to_csv(...)`, `.savefig(...)`, `.save_pretrained(...)`, ...), a
+  `shutil.copy`, `.to_csv(...)`, `.savefig(...)`, `.save_pretrained(...)`, ..., a helper of
+  the program whose body writes, or an unseen one named for it: `save_checkpoint(...)`), a
   `with open(path, "w" | "a" | "x" ...) as f:` (its whole body, unless it trains or
   evaluates), a log file (`logging.basicConfig(filename=...)`,
   `logger.addHandler(logging.FileHandler(...))`) and tracker calls (`wandb.init / log /
@@ -28,6 +29,7 @@ import ast
 
 from migrator.analysis.catalogue import effects, patterns
 from migrator.analysis.effects.processes import EVERY
+from migrator.analysis.model.hand_offs import helper_writes
 from migrator.analysis.model.origins import scopes_seeing
 from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.arglists import call_items
@@ -107,6 +109,9 @@ def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None
     if qualified in kept or site.method == "mkdir":
         return None
     if (effect is not None and effect.kind != "download") or _log_file(imports, site.node):
+        return _own_statement(context, site.statement, small)
+    unseen = context.processes.graph.callee(site) is None  # not a function of this program
+    if unseen and helper_writes(site.node, imports, context.library):  # `save_checkpoint(...)`
         return _own_statement(context, site.statement, small)
     return None
 
