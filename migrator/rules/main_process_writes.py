@@ -29,7 +29,8 @@ import ast
 
 from migrator.analysis.catalogue import effects, patterns
 from migrator.analysis.effects.processes import EVERY
-from migrator.analysis.model.hand_offs import helper_writes
+from migrator.analysis.model.chains import chain_text
+from migrator.analysis.model.hand_offs import BODY, NAMED, helper_writes
 from migrator.analysis.model.origins import scopes_seeing
 from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.arglists import call_items
@@ -110,10 +111,26 @@ def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None
         return None
     if (effect is not None and effect.kind != "download") or _log_file(imports, site.node):
         return _own_statement(context, site.statement, small)
-    unseen = context.processes.graph.callee(site) is None  # not a function of this program
-    if unseen and helper_writes(site.node, imports, context.library):  # `save_checkpoint(...)`
+    if guarded_helper(context, site):  # `save_checkpoint(...)`
         return _own_statement(context, site.statement, small)
     return None
+
+
+def guarded_helper(context: RuleContext, site: CallSite) -> bool:
+    """A call of a helper this program cannot rewrite that writes, which MIG030 runs on the
+    main process only: one named for writing, or one handed the prepared model whose body
+    writes (a checkpoint); a data preparation step that only its body shows writing is left
+    (the other processes may read its files right after)."""
+    if context.processes.graph.callee(site) is not None:
+        return False  # a function of this program: its own writes are guarded inside
+    kind = helper_writes(site.node, context.facts.index.imports, context.library)
+    if kind == NAMED:
+        return True
+    return kind == BODY and any(
+        context.prepared_role(site.scope, name) == "model"
+        for argument in [*site.node.args, *(k.value for k in site.node.keywords)]
+        if (name := patterns.name_of(argument) or chain_text(argument)) is not None
+    )
 
 
 def make_folders_safe(context: RuleContext, scopes: list[Scope]) -> None:

@@ -11,13 +11,15 @@ from __future__ import annotations
 from migrator.analysis.effects.shared_files import FileFlow
 from migrator.analysis.syntax.index import Line, Statement
 from migrator.rules.base import RuleContext
+from migrator.rules.main_process_writes import guarded_helper
 
 WAIT = "wait_for_everyone()"
 
 
 def wait_for_shared_files(context: RuleContext, waited: set[int]) -> None:
     """Register the waits (module docstring); `waited`: ids of reads already waited for."""
-    flow = FileFlow(context.facts.index, context.source, context.processes, context.library)
+    flow = FileFlow(context.facts.index, context.source, context.processes, context.library,
+                    lambda site: guarded_helper(context, site))  # fmt: skip
     for statement in flow.read_statements(waited):
         _wait_before(context, statement)
     for statement in flow.removal_statements():

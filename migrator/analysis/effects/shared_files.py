@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from migrator.analysis.catalogue import effects, patterns
 from migrator.analysis.effects.processes import DEAD, Processes
-from migrator.analysis.model.hand_offs import foreign_callee, helper_writes
+from migrator.analysis.model.hand_offs import foreign_callee
 from migrator.analysis.model.helper_library import HelperLibrary
 from migrator.analysis.syntax.index import ModuleIndex, Scope, Statement
 from migrator.source import Source
@@ -35,6 +35,7 @@ class FileFlow:
     source: Source
     processes: Processes
     library: HelperLibrary
+    guarded: object  # guarded(site): a call of a helper that writes, made main-only (MIG030)
 
     def read_statements(self, waited: set[int]) -> list[Statement]:
         """The statements before which every process waits for a main-only write (outside
@@ -62,8 +63,7 @@ def main_writes(flow: FileFlow) -> dict[tuple, list]:
             continue
         effect = effects.effect_of(site.node, imports, effects.values_in(site.scope))
         qualified = imports.qualify(site.node.func) or ""
-        unseen = flow.processes.graph.callee(site) is None
-        if effect is None and unseen and helper_writes(site.node, imports, flow.library):
+        if effect is None and flow.guarded(site):
             paths = _helper_paths(flow, site)  # `utils.keep(model, CHECKPOINT)`
         elif effect is None or effect.kind != "write" or qualified in FOLDER_WRITES:
             continue

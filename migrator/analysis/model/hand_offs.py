@@ -103,20 +103,27 @@ def foreign_callee(call: ast.Call, imports: ImportTable) -> str | None:
     return imports.qualify(call.func) or dotted
 
 
-def helper_writes(call: ast.Call, imports: ImportTable, library) -> bool:
-    """Does the call run a helper of the program that writes files: one whose body (in the
-    program's library) writes, or, unseen, one named for it (`save_checkpoint(...)`)?"""
+NAMED, BODY = "named", "body"
+
+
+def helper_writes(call: ast.Call, imports: ImportTable, library) -> str | None:
+    """Does the call run a helper of the program that writes files? NAMED: its name says so
+    (`save_checkpoint(...)`, a figure helper handed a file: `plot_losses(h, "loss.png")`);
+    BODY: only its body in the program's library does (a data preparation step, which other
+    code may read at once). None: no, or it cannot be told."""
     callee = foreign_callee(call, imports)
+    if callee is None or is_library(callee):
+        return None
+    words = words_of(callee.rsplit(".", 1)[-1])
+    if (words and words[0] in WRITING_VERBS) or (
+        name_role(callee) == READS and _names_a_file(call)
+    ):
+        return NAMED
     found = library.called(call, imports, callee)
     if found is not None:
         module, function = found
-        return BodyReader(module.functions, module.imports).writes(function)
-    if callee is None or is_library(callee):
-        return False
-    words = words_of(callee.rsplit(".", 1)[-1])
-    if words and words[0] in WRITING_VERBS:
-        return True
-    return name_role(callee) == READS and _names_a_file(call)  # `plot_losses(h, "loss.png")`
+        return BODY if BodyReader(module.functions, module.imports).writes(function) else None
+    return None
 
 
 def _names_a_file(call: ast.Call) -> bool:
