@@ -235,3 +235,22 @@ def test_the_library_reads_bodies_where_names_say_nothing():
     assert "accelerator.print(helpers.describe(accelerator.unwrap_model(model)))" in output
     assert "        helpers.modes(model)\n" in output
     assert not [f for f in findings if f.code == "MIG007"]
+
+
+def test_a_helper_module_writing_runs_on_the_main_process_only_when_handed_the_model():
+    # `helpers.keep(model, path)` writes a checkpoint: main process only; `prepare_data()`
+    # writes files the others read next: every process still runs it
+    library = HelperLibrary()
+    library.add("helpers", quiet_parse(HELPERS + "\n\ndef prepare_data():\n"
+                                       "    torch.save(torch.zeros(2), 'data.pt')\n"))  # fmt: skip
+    source = SCRIPT.format(
+        imports="import helpers",
+        call="helpers.keep(model, 'last.pt')\n        helpers.prepare_data()",
+    )
+    output, _context, _findings = render_migration(source, quiet_parse(source), Options(),
+                                                   library=library)  # fmt: skip
+    assert (
+        "        if accelerator.is_main_process:\n"
+        "            helpers.keep(accelerator.unwrap_model(model), 'last.pt')\n"
+        "        helpers.prepare_data()\n"
+    ) in output
