@@ -105,7 +105,12 @@ def migrate_tree(
 
 
 def render_migration(
-    text: str, tree: ast.Module, options: Options = Options(), index=None, plain_evaluation=False
+    text: str,
+    tree: ast.Module,
+    options: Options = Options(),
+    index=None,
+    plain_evaluation=False,
+    library=None,
 ):
     """The analysis and the rules on one parsed module: (the edited text before imports are
     added or retired, or None when nothing is edited; the rule context; the findings, with
@@ -113,7 +118,8 @@ def render_migration(
     its own). `migrate_tree` finishes the text; a program (`migrator/program.py`) splits it
     into its files first and edits each file's imports on its own. `plain_evaluation`: no
     evaluation loader is prepared (each gets a note): the second try of a migration whose
-    prepared evaluation loaders left it unsound."""
+    prepared evaluation loaders left it unsound. `library`: the program's modules that are
+    imported but not joined (analysis/model/helper_library.py)."""
     from migrator.analysis import analyse
     from migrator.analysis.placement.plan import plan_prepare
     from migrator.analysis.placement.prepare_plan import PreparePlan
@@ -137,6 +143,8 @@ def render_migration(
         tree=tree, source=source, facts=facts, plan=PreparePlan(), edits=EditSet(),
         target=options.target, selected=options.rules,
     )  # fmt: skip
+    if library is not None:
+        context.library = library
     for rule_class in APPLY_ORDER:
         if rule_class.detector and rule_class.code in options.rules:
             rule_class().apply(context)
@@ -161,7 +169,7 @@ def render_migration(
     checked = on_input(check_output(output), text, output)
     if any(f.needs_human for f in checked):  # SPEC §3b: right, or not made
         if facts.eval_loops and not plain_evaluation:  # its evaluation loaders left plain,
-            again = render_migration(text, tree, options, index, plain_evaluation=True)
+            again = render_migration(text, tree, options, index, True, library)
             if again[0] is not None:  # every process evaluates the whole set, soundly
                 return again
         return None, context, [*_positioned(source, findings), *checked]

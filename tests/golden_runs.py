@@ -20,13 +20,29 @@ DRIVER = textwrap.dedent("""\
         sys.argv = [name + ".py"]  # the fixtures parse their own (empty) command line
         if os.environ["RANK"] == "0":  # the fixtures print on the main process only
             print(f"=== {name}", flush=True)
+        sys.path.insert(0, os.getcwd())  # the modules written beside it
         runpy.run_path(name + ".py", run_name="__main__")
+        sys.path.pop(0)
     """)
 
 
-def launch_in_turn(folder: Path, fixtures: list[str], scripts: dict | None = None) -> dict:
+def launch_in_turn(
+    folder: Path, fixtures: list[str], scripts: dict | None = None, beside: dict | None = None
+) -> dict:
     """Run the golden outputs of `fixtures` (each checked to be what the migrator makes
-    today), then the extra `scripts` (name -> source), in `folder`; {name: what was printed}."""
+    today), then the extra `scripts` (name -> source), in `folder`; {name: what was printed}.
+    `beside`: {name: {file name: source or bytes}} written next to a fixture (the modules it
+    imports, the files it reads)."""
+    done = launch_fixtures(folder, fixtures, scripts, beside)
+    parts = done.stdout.split("=== ")
+    names = [*fixtures, *(scripts or {})]
+    return {name: next(p for p in parts if p.startswith(name)) for name in names}
+
+
+def launch_fixtures(
+    folder: Path, fixtures: list[str], scripts: dict | None = None, beside: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`launch_in_turn`'s run, its completed process (stdout and stderr) returned."""
     sources = {}
     for name in fixtures:
         output = (GOLDEN / f"{name}.out.py").read_text()
@@ -37,6 +53,9 @@ def launch_in_turn(folder: Path, fixtures: list[str], scripts: dict | None = Non
     for name, source in sources.items():
         (folder / name).mkdir()
         (folder / name / f"{name}.py").write_text(source)
+        for file_name, content in (beside or {}).get(name, {}).items():
+            path = folder / name / file_name
+            path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     (folder / "driver.py").write_text(DRIVER)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
@@ -45,5 +64,4 @@ def launch_in_turn(folder: Path, fixtures: list[str], scripts: dict | None = Non
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
                           timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
-    parts = done.stdout.split("=== ")
-    return {name: next(p for p in parts if p.startswith(name)) for name in names}
+    return done

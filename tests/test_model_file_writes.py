@@ -45,5 +45,6 @@ def test_save_pretrained_and_onnx_export_run_on_the_main_process():
     assert (
         "    if accelerator.is_main_process:\n"
         '        accelerator.unwrap_model(model).save_pretrained("out")\n'
-        '        torch.onnx.export(model, torch.randn(1, 4), "out/model.onnx")\n'
+        "        torch.onnx.export(accelerator.unwrap_model(model), torch.randn(1, 4), "
+        '"out/model.onnx")\n'
     ) in output

@@ -55,9 +55,10 @@ def fit(model, loader, val_loader, optimizer, epochs, device):
 def test_a_helper_called_with_the_prepared_model_unwraps_its_methods():
     output, _ = migrate_text(STEPS)
     assert output is not None
-    assert (
-        "    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n" in output
-    )
+    assert (  # the evaluation loader too (SPEC 3b.1)
+        "    model, optimizer, loader, val_loader = accelerator.prepare(\n"
+        "        model, optimizer, loader, val_loader\n    )\n"
+    ) in output
     assert "    loss = accelerator.unwrap_model(model).score(model(x), y)\n" in output
     assert "        return accelerator.unwrap_model(model).score(model(x), y).item()\n" in output
 
@@ -105,7 +106,8 @@ def test_a_model_moved_to_the_cpu_is_moved_back():
         "        self.model.cpu()\n"
         "        try:\n"
         "            if self.accelerator.is_main_process:\n"
-        "                torch.onnx.export(self.model, torch.randn(1, 4), path)\n"
+        "                torch.onnx.export(self.accelerator.unwrap_model(self.model), "
+        "torch.randn(1, 4), path)\n"
         "        finally:\n"
         "            self.model.to(original_device)\n"
     ) in output

@@ -61,23 +61,34 @@ def test_a_save_followed_by_its_own_barrier_gets_no_second_one():
     assert output.count("wait_for_everyone") + output.count("barrier(") == 1
 
 
-def test_a_save_under_a_branch_is_left_without_a_wait():
-    """A wait inside a branch that one process skips would hang the others."""
+WAITED_READ = (
+    "    fresh = torch.nn.Linear(4, 1)\n"
+    "    accelerator.wait_for_everyone()\n"
+    "    fresh.load_state_dict(torch.load(PATH))\n"
+)
+
+
+def test_a_save_under_a_branch_is_waited_for_before_the_read():
+    """A wait inside a branch that one process skips would hang the others: it goes before
+    the read, which every process runs (shared_files.py)."""
     text = SCRIPT.replace(
         "torch.save(model.state_dict(), PATH)\n",
         "if loss.item() < 10:\n    torch.save(model.state_dict(), PATH)\n",
     )
     output, _ = migrate_text(text)
     assert output is not None
-    assert "wait_for_everyone" not in output
+    assert output.count("wait_for_everyone") == 1
+    assert WAITED_READ in output
 
 
-def test_a_save_in_a_helper_that_trains_nothing_is_left_without_a_wait():
-    """A helper may be called on some processes only (`if acc > best: keep(model)`)."""
+def test_a_save_in_a_helper_that_trains_nothing_is_waited_for_before_the_read():
+    """A helper may be called on some processes only (`if acc > best: keep(model)`): the
+    wait goes before the read, not after the save."""
     text = SCRIPT.replace(
         "torch.save(model.state_dict(), PATH)\n",
         "\n\ndef keep(net):\n    torch.save(net.state_dict(), PATH)\n\n\nkeep(model)\n",
     )
     output, _ = migrate_text(text)
     assert output is not None
-    assert "wait_for_everyone" not in output
+    assert output.count("wait_for_everyone") == 1
+    assert WAITED_READ in output

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from migrator.analysis.model.helper_library import HelperLibrary
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.engine import MigrationError
 from migrator.program.files import ProgramFile, read_file
@@ -22,20 +23,26 @@ STEP_CALLS = frozenset({"backward", "zero_grad", "init_process_group"})
 MAX_SCANNED = 400  # project modules read to find them
 
 
-def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
+def members(
+    entry: Path, first: ProgramFile | None = None, others: HelperLibrary | None = None
+) -> list[ProgramFile]:
     """The entry and the project modules it imports (transitively) that hold a step call
     (`_steps`: where the training step lives), with the modules on the import chain between
     them (`loop.fit` passing the objects to `steps.training_step`): entry first, then in
-    import order. Files that cannot be read or parsed are left out (reported on their own)."""
+    import order. Files that cannot be read or parsed are left out (reported on their own).
+    `others` gets the modules reached but not joined, under the names they are imported by
+    (`utils`, `models.tester`): what their helpers do is read there, not rewritten."""
     start = first or read_file(entry)
     roots = search_path(entry, start.tree)
     parsed = {start.path.resolve(): start}
     parent: dict[Path, Path | None] = {start.path.resolve(): None}
+    spelled: dict[Path, set[str]] = {}  # the names each module is imported by
     order = [start.path.resolve()]
     queue = [start]
     while queue and len(parsed) < MAX_SCANNED:
         current = queue.pop(0)
         for imported in local_imports(current.tree, current.path, roots):
+            spelled.setdefault(imported.path, set()).add(imported.module)
             if imported.path in parent:
                 continue
             parent[imported.path] = current.path.resolve()
@@ -60,6 +67,11 @@ def members(entry: Path, first: ProgramFile | None = None) -> list[ProgramFile]:
                 chosen.add(path)
                 pending.append(path)
     selected = [parsed[path] for path in order if path in chosen]
+    if others is not None:
+        for path in order:
+            if path not in chosen:
+                for name in sorted(spelled.get(path, ())):
+                    others.add(name, parsed[path].tree)
     return selected[:MAX_FILES]
 
 

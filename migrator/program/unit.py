@@ -39,6 +39,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrator.analysis.model.helper_library import HelperLibrary
 from migrator.analysis.syntax.index import ModuleIndex
 from migrator.engine import (
     FileResult,
@@ -84,8 +85,9 @@ class ProgramResult:
 def migrate_program(entry: Path, options: Options, first: ProgramFile | None = None):
     """The program of `entry` migrated as one unit, or None when the entry imports no project
     module with a training step (a single file: the engine's business)."""
+    library = HelperLibrary()  # the modules reached but not joined: helpers read, not edited
     try:
-        files = members(entry, first)
+        files = members(entry, first, library)
     except (OSError, MigrationError):  # the entry itself: reported by the per-file run
         return None
     if len(files) < 2:
@@ -98,7 +100,7 @@ def migrate_program(entry: Path, options: Options, first: ProgramFile | None = N
         joined = _join(files)
         tree = parse(joined)
         output, context, findings = render_migration(
-            joined, tree, options, index=_joined_index(tree, joined, files)
+            joined, tree, options, index=_joined_index(tree, joined, files), library=library
         )
     except ProgramError as error:
         program.drives = calls_steps(files)

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from migrator.analysis.catalogue.patterns import expression_for, root_name
 from migrator.analysis.effects.processes import Processes
+from migrator.analysis.model.helper_library import HelperLibrary
 from migrator.analysis.model.origins import class_methods, is_method
 from migrator.analysis.placement.prepare_plan import PreparePlan
 from migrator.analysis.roles.facts import INLINE_LOADER, TrainingFacts
@@ -75,6 +76,8 @@ class RuleContext:
     accelerator_imports: list[str] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all
     unwrapped_nodes: set[int] = field(default_factory=set)  # ids `unwrap` already wrapped
+    # the program's modules that are imported but not joined: their helpers' bodies
+    library: HelperLibrary = field(default_factory=HelperLibrary)
     _processes: Processes | None = field(default=None, repr=False)
 
     @property

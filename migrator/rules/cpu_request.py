@@ -58,6 +58,20 @@ def cpu_request(context) -> tuple[Cond, list[ast.AST], list[ast.AST]]:
     return known, unread, [read for cond, read in found if cond is not None]
 
 
+def places_off_cpu(context) -> bool:
+    """Does the original place anything where a GPU can be (`.cuda()`, `.to(device)`,
+    `.to("cuda")`)? If not, its `x.to("cpu")` is where it computes, a placement like any
+    other; if so, a `.to("cpu")` copies a value to the host (SPEC §3b.5)."""
+    facts = context.facts
+    imports = facts.index.imports
+    for site in facts.index.calls():
+        if patterns.placement_call(site.node, facts.device_names(site.scope), imports) and (
+            not patterns.moves_to_cpu(site.node, imports)
+        ):
+            return True
+    return False
+
+
 def _placed(facts, scope, site) -> str | None:
     """ "model" / "batch": what the placement call moves, or None."""
     receiver = site.receiver

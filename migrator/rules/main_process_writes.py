@@ -5,7 +5,8 @@ code, and every function it reaches, at any depth, outside a main-process guard)
 catalogue's effects (analysis/catalogue/effects.py) are made safe:
 
 - a statement that is a call writing a file (`np.save`, `save_image`, `plt.savefig`,
-  `shutil.copy`, `.to_csv(...)`, `.savefig(...)`, `.save_pretrained(...)`, ...), a
+  `shutil.copy`, `.to_csv(...)`, `.savefig(...)`, `.save_pretrained(...)`, ..., a helper of
+  the program whose body writes, or an unseen one named for it: `save_checkpoint(...)`), a
   `with open(path, "w" | "a" | "x" ...) as f:` (its whole body, unless it trains or
   evaluates), a log file (`logging.basicConfig(filename=...)`,
   `logger.addHandler(logging.FileHandler(...))`) and tracker calls (`wandb.init / log /
@@ -29,6 +30,8 @@ import ast
 
 from migrator.analysis.catalogue import effects, patterns
 from migrator.analysis.effects.processes import EVERY
+from migrator.analysis.model.chains import chain_text
+from migrator.analysis.model.hand_offs import BODY, NAMED, helper_writes
 from migrator.analysis.model.origins import scopes_seeing
 from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.arglists import call_items
@@ -109,7 +112,26 @@ def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None
         return None
     if (effect is not None and effect.kind != "download") or _log_file(imports, site.node):
         return _own_statement(context, site.statement, small)
+    if guarded_helper(context, site):  # `save_checkpoint(...)`
+        return _own_statement(context, site.statement, small)
     return None
+
+
+def guarded_helper(context: RuleContext, site: CallSite) -> bool:
+    """A call of a helper this program cannot rewrite that writes, which MIG030 runs on the
+    main process only: one named for writing, or one handed the prepared model whose body
+    writes (a checkpoint); a data preparation step that only its body shows writing is left
+    (the other processes may read its files right after)."""
+    if context.processes.graph.callee(site) is not None:
+        return False  # a function of this program: its own writes are guarded inside
+    kind = helper_writes(site.node, context.facts.index.imports, context.library)
+    if kind == NAMED:
+        return True
+    return kind == BODY and any(
+        context.prepared_role(site.scope, name) == "model"
+        for argument in [*site.node.args, *(k.value for k in site.node.keywords)]
+        if (name := patterns.name_of(argument) or chain_text(argument)) is not None
+    )
 
 
 def make_folders_safe(context: RuleContext, scopes: list[Scope]) -> None:

@@ -18,7 +18,7 @@ from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.cpu_conditions import FALSE, deps, render
-from migrator.rules.cpu_request import cpu_request
+from migrator.rules.cpu_request import cpu_request, places_off_cpu
 from migrator.rules.device_requests import CpuRequests
 from migrator.rules.model_tensors import model_tensors
 from migrator.rules.placement_calls import strip_placement
@@ -158,6 +158,7 @@ class Device(Rule):
         facts = context.facts
         imports = facts.index.imports
         requests = CpuRequests(context)
+        host_copies = places_off_cpu(context)
         for scope in facts.training_scopes:
             devices = facts.device_names(scope)
             for site in scope.calls:
@@ -175,7 +176,7 @@ class Device(Rule):
                     literal = (
                         patterns.is_device_constructor(arg.value, imports)
                         or _flag(requests, arg.value, scope)  # `device=args.device`
-                    ) and not patterns.moves_off_device(call, site.small, imports)
+                    ) and not self._host_copy(context, call, site, host_copies)
                     positional_to = kind == "to" and keyword is None and position == 0
                     if literal and (keyword == "device" or positional_to):
                         if patterns.has_explicit_index(arg.value):
@@ -183,6 +184,16 @@ class Device(Rule):
                         code = context.accelerator_expr("device")
                         self._retarget(context, site, arg.value,
                                        lambda _t, _r, c=code: c, whole=True)  # fmt: skip
+
+    @staticmethod
+    def _host_copy(context: RuleContext, call: ast.Call, site, host_copies: bool) -> bool:
+        """`x.to("cpu")` copies to the host (SPEC §3b.5) where the script places anything
+        off the CPU (`host_copies`): it stays. In a script that computes on the CPU alone it
+        is the placement, and goes to the accelerator's device like any other."""
+        imports = context.facts.index.imports
+        if patterns.moves_off_device(call, site.small, imports):
+            return True
+        return host_copies and patterns.moves_to_cpu(call, imports)
 
     def _cuda_to_accelerator(self, context: RuleContext, call: ast.Call):
         """`x.cuda(...)` -> `x.to(accelerator.device)`, whitespace inside the brackets kept."""

@@ -1,5 +1,8 @@
 """MIG004 batch placement: in loops over prepared loaders (and helpers they hand batches to),
 `.to(device)`/`.cuda()` on loader data is removed — the prepared loader already placed it.
+A copy to the host (`.to("cpu")`, `.to(torch.device("cpu"))`; `.cpu()` is no placement) is
+never removed: the batch is on the accelerator's device now; and an item the original kept
+on the host (never moved, read beside `.cpu()` values) gets `.cpu()` there (SPEC §3b.5).
 Statements left doing nothing (`x = x`, `batch = {k: v for k, v in batch.items()}`) go too.
 Tensors that do not come from a prepared loader keep their placement, and so does a region
 some of whose batches may not be placed (batch_feeds.py: a helper also called with other data,
@@ -11,11 +14,13 @@ import ast
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.dataflow import data_root
+from migrator.analysis.model.host_batches import host_reads
 from migrator.analysis.model.origins import calls_of
 from migrator.analysis.roles.facts import DataRegion
 from migrator.branches import quiet
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.cpu_request import places_off_cpu
 from migrator.rules.placement_calls import strip_placement
 
 COMPREHENSIONS = (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)
@@ -29,6 +34,7 @@ class BatchPlacement(Rule):
 
     def apply(self, context: RuleContext) -> None:
         facts = context.facts
+        host_copies = places_off_cpu(context)  # else `.to("cpu")` is the script's placement
         for region in facts.regions:
             if region.loader is None or not context.prepared(region.loader.name):
                 continue
@@ -58,8 +64,10 @@ class BatchPlacement(Rule):
                 from_data = data_root(receiver, region.names) is not None
                 if not from_data and id(site.node) not in comprehension_calls:
                     continue
-                if patterns.moves_off_device(site.node, site.small, facts.index.imports):
-                    continue  # `y.to("cpu").numpy()`
+                if patterns.moves_off_device(site.node, site.small, facts.index.imports) or (
+                    host_copies and patterns.moves_to_cpu(site.node, facts.index.imports)
+                ):
+                    continue  # a host copy (`y.to("cpu").numpy()`, a figure's image): kept
                 if strip_placement(site.node, devices, facts.index.imports, context.edits):
                     context.edits.clean_up(site.small)
                     drop_guards_if_emptied(context, site.statement)
@@ -68,6 +76,19 @@ class BatchPlacement(Rule):
                 inside = region.loop is None or region.loop.contains(loop.parent)
                 if inside and loop is not region.loop and data_root(loop.iter, region.names):
                     context.edits.drop_if_emptied.add(id(loop.node))
+        self._host_copies(context)
+
+    def _host_copies(self, context: RuleContext) -> None:
+        """Items the original kept on the host and read there (`all_labels.append(y)` beside
+        `logits.cpu()`) get `.cpu()`: a prepared loader places every item (host_batches.py)."""
+        facts = context.facts
+
+        def prepared_loader(scope, name: str) -> bool:
+            return context.prepared_role(scope, name) == "loader"
+
+        for node in host_reads(facts.index, prepared_loader, facts.device_names):
+            if not context.edits.has_replacement(node):
+                context.edits.replace(node, lambda text, _renderer: f"{text}.cpu()")
 
     def _comprehension_calls(self, region: DataRegion) -> set[int]:
         """ids of placement calls on the variables of comprehensions over loader data."""

@@ -18,7 +18,9 @@ are unwrapped too, so names from both still match (a FedProx term looking parame
 their state-dict keys).
 
 Functions of this file that the training functions call with the prepared model (a
-`validation_step(model, batch)` beside `training_step`) get the same treatment.
+`validation_step(model, batch)` beside `training_step`) get the same treatment. Helpers this
+file cannot rewrite that are handed the model (`save_checkpoint(model, path)` imported) get
+`accelerator.unwrap_model(model)` at the call, unless they train it (model_hand_offs.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from migrator.analysis.effects.processes import DEAD
 from migrator.analysis.model.chains import chain_uses, read_chains
 from migrator.analysis.model.origins import class_methods, is_method
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.model_hand_offs import hand_models_on
 
 NAMED = {"named_parameters", "named_buffers", "named_children", "named_modules"}
 
@@ -79,6 +82,7 @@ class ModelAttributes(Rule):
                         continue
                     context.unwrap(use.node)
                     context.need_accelerator_at(use.statement, soft=use.node)
+        hand_models_on(context, scopes)
 
 
 def _scopes_with_prepared_model(context: RuleContext) -> list:

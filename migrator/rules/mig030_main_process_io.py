@@ -6,7 +6,8 @@ checkpoint. In training code (the training scopes, and the functions an epoch lo
 - `torch.save(<model>.state_dict(), path)` (directly, or through a dict built in the same
   function) -> `accelerator.save(accelerator.unwrap_model(<model>).state_dict(), path)`: the
   main process writes, and the keys carry no `module.` prefix;
-- `tqdm(...)` progress bars get `disable=not accelerator.is_local_main_process`.
+- `tqdm(...)` progress bars get `disable=not accelerator.is_local_main_process` (a
+  constant `disable=False` too: it shows the bar on every process).
 `torch.save` of anything that is not a prepared model's state is left as it is. Other file
 writes and trackers (`with open(path, "w")`, `np.save`, `save_image`, `SummaryWriter`,
 `wandb`) go under `if accelerator.is_main_process:` (main_process_writes.py).
@@ -29,6 +30,7 @@ from migrator.rules.main_process_writes import (
     guard_writes,
     make_folders_safe,
 )
+from migrator.rules.shared_files import wait_for_shared_files
 
 
 class MainProcessIO(Rule):
@@ -41,6 +43,7 @@ class MainProcessIO(Rule):
     triggers = ("backward",)  # acts only in files with a training loop
 
     def apply(self, context: RuleContext) -> None:
+        self.waited: set[int] = set()  # loads a wait after their save already covers
         imports = context.facts.index.imports
         every = every_process_scopes(context)
         scopes = [
@@ -63,6 +66,7 @@ class MainProcessIO(Rule):
         guard_writes(context, scopes)
         make_folders_safe(context, scopes)
         download_main_first(context, scopes)
+        wait_for_shared_files(context, self.waited)
 
     def _print(self, context: RuleContext, site: CallSite) -> None:
         replacement = context.accelerator_expr("print")
@@ -114,12 +118,16 @@ class MainProcessIO(Rule):
             statement = _statement_of(context, call)
             if statement is not None:
                 context.need_accelerator_at(statement)
-        _wait_before_loads(context, site)
+        self.waited |= _wait_before_loads(context, site)
 
     def _progress_bar(self, context: RuleContext, site: CallSite) -> None:
-        if patterns.keyword(site.node, "disable") is not None:
-            return
         flag = f"not {context.accelerator_expr('is_local_main_process')}"
+        given = patterns.keyword(site.node, "disable")
+        if given is not None:
+            if _shown_everywhere(given.value):  # `disable=False`: a bar on every process
+                context.edits.replace(given.value, lambda _text, _renderer: flag)
+                context.need_accelerator_at(site.statement)
+            return
         call = site.node
 
         def rewrite(_text: str, renderer) -> str:
@@ -129,7 +137,13 @@ class MainProcessIO(Rule):
         context.need_accelerator_at(site.statement)
 
 
-def _wait_before_loads(context: RuleContext, site: CallSite) -> None:
+def _shown_everywhere(value: ast.expr) -> bool:
+    """`False` (or `0`) written as the `disable=` of a bar: never disabled. `None` (disabled
+    where the output is no terminal) and expressions are the script's own choice."""
+    return isinstance(value, ast.Constant) and value.value is not None and value.value in (0, False)
+
+
+def _wait_before_loads(context: RuleContext, site: CallSite) -> set[int]:
     """Only the main process writes now: when this file loads the same path back later
     (`torch.load(path)` on every process, in an evaluation after training), the others wait
     for the write to finish (`accelerator.wait_for_everyone()` after the save), or they read
@@ -141,11 +155,11 @@ def _wait_before_loads(context: RuleContext, site: CallSite) -> None:
     path = args[1].value if len(args) > 1 else patterns.keyword(site.node, "f")
     block = site.statement.block
     if path is None or block.parent is not None or block.kind not in ("body", "module"):
-        return
+        return set()
     if block.scope not in context.facts.training_scopes and block.scope.kind != "module":
-        return
+        return set()
     if not (isinstance(path, ast.Name) or patterns.string_value(path) is not None):
-        return
+        return set()
     text = context.source.text_of(path)
     imports = context.facts.index.imports
     later = [
@@ -157,11 +171,13 @@ def _wait_before_loads(context: RuleContext, site: CallSite) -> None:
         and call.node.lineno > site.node.end_lineno
     ]
     index = site.statement.index + 1
+    waited = {id(c.node) for c in later}
     if not later or _waits_at(context, block, index) or all(_waited(context, c) for c in later):
-        return
+        return waited
     code = f"{context.accelerator}.wait_for_everyone()\n"
     context.edits.insert(block, index, context.statement(code), priority=30)
     context.need_accelerator_before(block, index, "accelerator.wait_for_everyone()")
+    return waited
 
 
 def _waited(context: RuleContext, load: CallSite) -> bool:

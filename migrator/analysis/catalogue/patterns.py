@@ -249,6 +249,14 @@ def moves_off_device(call: ast.Call, statement: ast.AST | None, imports: ImportT
     return any(isinstance(n, ast.Attribute) and n.value is call for n in ast.walk(statement))
 
 
+def moves_to_cpu(call: ast.Call, imports: ImportTable) -> bool:
+    """`x.to("cpu")`, `x.to(device=torch.device("cpu"))`, `x.to("cpu", non_blocking=True)`."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr != "to":
+        return False
+    target = next((a for a in call_args(call) if a.plain or a.keyword == "device"), None)
+    return target is not None and is_cpu_device(target.value, imports)
+
+
 def is_accelerator_device(expr: ast.AST | None, accelerator_names: set[str]) -> bool:
     return (
         isinstance(expr, ast.Attribute)

@@ -48,7 +48,16 @@ from migrator.findings import Finding
 
 
 def _mandatory(facts: TrainingFacts) -> list[str]:
-    return [*facts.models, *facts.optimizers, *facts.train_loaders, *facts.eval_loaders]
+    return [*_outer_models(facts.models), *facts.optimizers, *facts.train_loaders,
+            *facts.eval_loaders]  # fmt: skip
+
+
+def _outer_models(models: list[str]) -> list[str]:
+    """The models that are no part of another: `model.decoder` (an optimizer of its own, a
+    forward of its own) is prepared with `model`, never beside it: a DDP inside a DDP syncs
+    its gradients twice, and the checkpoint keys become `decoder.module.weight`. Its calls go
+    through `accelerator.unwrap_model(model).decoder` (MIG007)."""
+    return [m for m in models if not any(m.startswith(outer + ".") for outer in models)]
 
 
 def plan_prepare(facts: TrainingFacts) -> PreparePlan:

@@ -23,6 +23,7 @@ from migrator.analysis.model.origins import (  # fmt: skip
 from migrator.analysis.roles import explain
 from migrator.analysis.roles.apex import apex_amp
 from migrator.analysis.roles.bypassed_forwards import BypassedForwards
+from migrator.analysis.roles.device_reads import chosen_device, read_from_tensor
 from migrator.analysis.roles.eval_loaders import EvalLoaders
 from migrator.analysis.roles.facts import TrainingFacts, chain_text
 from migrator.analysis.roles.held_objects import HeldObjects
@@ -36,7 +37,6 @@ from migrator.analysis.roles.retained_graphs import RetainedGraphs
 from migrator.analysis.roles.second_readings import SecondReadings
 from migrator.analysis.roles.step_kinds import StepKinds
 from migrator.analysis.roles.trained_models import TrainedModels
-from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
 from migrator.findings import Finding
 from migrator.source import Source
@@ -362,7 +362,7 @@ class _Analyser(
                         trainer_device
                         or patterns.is_device_constructor(value, self.imports)
                         or (patterns.is_accelerator_device(value, facts.accelerator_names))
-                        or _chosen_device(name, value, binding)
+                        or chosen_device(name, value, binding, self._tensor_reader(scope))
                     ):
                         if (
                             scope is module
@@ -371,6 +371,11 @@ class _Analyser(
                         ):
                             continue
                         facts.device_bindings.append(binding)
+
+    def _tensor_reader(self, scope: Scope):
+        """`is_tensor_device(value)` for `scope`: `mu.device` of a tensor it computes with."""
+        is_model = lambda name: self.facts.role(scope, name) == "model"
+        return lambda value: read_from_tensor(scope, value, self.imports, is_model)
 
     def _used_in_training(self, name: str) -> bool:
         facts = self.facts
@@ -397,25 +402,6 @@ class _Analyser(
         self.facts.findings.append(Finding(code=code, message=message, node=node, level=level))
         if level == "warning":
             self.facts.blocked = True
-
-
-def _chosen_device(name: str, value: ast.expr, binding) -> bool:
-    """`device = choose_device(args.device)`, `device = args.device`, `dev = cfg["device"]`,
-    `device = next(model.parameters()).device`: a variable named as the device, set once
-    outside a loop from a helper, a flag or a config that names a device too. Not
-    `cpu_device = ...` (a host device for copies, which stays), nor `device = config.cuda`
-    (a switch, not a device)."""
-    if not patterns.looks_like_device_name(name) or "cpu" in name.lower() or binding.loop:
-        return False
-    if isinstance(value, ast.Call):
-        named = patterns.last_part(dotted_name(value.func) or "")
-    elif isinstance(value, ast.Attribute):
-        named = value.attr
-    elif isinstance(value, ast.Subscript):
-        named = patterns.string_value(value.slice) or ""
-    else:
-        return False
-    return "device" in named.lower()
 
 
 def analyse(

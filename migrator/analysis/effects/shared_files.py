@@ -1,0 +1,284 @@
+"""Files shared between processes: a file the main process alone writes once migrated and
+every process then reads, and a folder the main process removes that every process then
+writes into again (MIG030's waits: rules/shared_files.py).
+
+MIG030 makes every write main-only (`accelerator.save`, `if accelerator.is_main_process:`).
+The reads are `torch.load(path)`, `load_state_dict(torch.load(path))`, `X.from_pretrained(
+path)`, `np.load(path)`, `open(path)` to read, in any function of the program, or in a helper
+of one of its modules that is not joined (`test_model(...)` of `models/tester.py` loading
+`./output/model_01.pkl`: the helper library). A file is named by a path the two calls spell
+alike, or by the same string constant (a name bound once to it, in the function or the
+module). A read that runs once before the write (a resume before training), or in the other
+branch of an `if`, needs nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from migrator.analysis.catalogue import effects, patterns
+from migrator.analysis.effects.processes import DEAD, Processes
+from migrator.analysis.model.hand_offs import foreign_callee
+from migrator.analysis.model.helper_library import HelperLibrary
+from migrator.analysis.syntax.index import ModuleIndex, Scope, Statement
+from migrator.source import Source
+
+READ_CALLS = {"torch.load", "torch.jit.load", "numpy.load", "safetensors.torch.load_file",
+              "pandas.read_csv", "json.load"}  # fmt: skip
+FOLDER_WRITES = {"os.makedirs", "os.mkdir"}
+
+
+@dataclass(eq=False)
+class FileFlow:
+    index: ModuleIndex
+    source: Source
+    processes: Processes
+    library: HelperLibrary
+    guarded: object  # guarded(site): a call of a helper that writes, made main-only (MIG030)
+
+    def read_statements(self, waited: set[int]) -> list[Statement]:
+        """The statements before which every process waits for a main-only write (outside
+        the branches around the read); `waited`: ids of reads already waited for."""
+        writes = main_writes(self)
+        return reads(self, writes, waited) if writes else []
+
+    def removal_statements(self) -> list[Statement]:
+        """The statements after which every process waits for a main-only `shutil.rmtree(d)`
+        before writing into `d` again."""
+        return [
+            outside_branches(site.statement, [])
+            for site, text in removals(self)
+            if written_again(self, site, text)
+        ]
+
+
+def main_writes(flow: FileFlow) -> dict[tuple, list]:
+    """The files that code on every process wrote in the original and the main process alone
+    writes now (MIG030 guards every write), by key, with the call sites that write them."""
+    imports = flow.index.imports
+    keys: dict[tuple, list] = {}  # key -> the call sites writing it
+    for site in flow.index.calls():
+        if flow.processes.scope_status(site.scope) == DEAD:
+            continue
+        effect = effects.effect_of(site.node, imports, effects.values_in(site.scope))
+        qualified = imports.qualify(site.node.func) or ""
+        if effect is None and flow.guarded(site):
+            paths = _helper_paths(flow, site)  # `utils.keep(model, CHECKPOINT)`
+        elif effect is None or effect.kind != "write" or qualified in FOLDER_WRITES:
+            continue
+        else:
+            paths = [_written_path(site.node, qualified)]
+        for path in paths:
+            key = _key(flow, site.scope, path) if path is not None else None
+            if key is not None:
+                keys.setdefault(key, []).append(site)
+    return keys
+
+
+def _helper_paths(flow: FileFlow, site) -> list[ast.expr]:
+    """The paths a writing helper of the program is handed: the arguments its body writes to
+    (its library module's), or, unseen, the arguments that look like paths (a string, a name
+    bound to one, an f-string)."""
+    imports = flow.index.imports
+    call = site.node
+    found = flow.library.called(call, imports, foreign_callee(call, imports))
+    arguments = [*call.args, *(k.value for k in call.keywords)]
+    if found is None:
+        return [a for a in arguments if isinstance(a, (ast.Constant, ast.Name, ast.JoinedStr))]
+    module, function = found
+    params = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    paths = []
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        effect = effects.effect_of(node, module.imports)
+        qualified = module.imports.qualify(node.func) or ""
+        written = _written_path(node, qualified) if effect is not None else None
+        if isinstance(written, ast.Name) and written.id in params:
+            position = params.index(written.id)
+            keyword = next((k.value for k in call.keywords if k.arg == written.id), None)
+            paths.append(call.args[position] if position < len(call.args) else keyword)
+        elif _constant(written, function) is not None:
+            paths.append(ast.Constant(_constant(written, function)))
+    return [p for p in paths if p is not None]
+
+
+def _written_path(call: ast.Call, qualified: str) -> ast.expr | None:
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "save_pretrained":
+        args = patterns.positional(call)
+        return args[0].value if args else patterns.keyword(call, "save_directory")
+    if qualified in ("shutil.rmtree", "os.remove", "os.unlink", "os.rmdir"):
+        return None  # a removal: nothing to read back
+    return effects.path_argument(call, qualified)
+
+
+def reads(flow: FileFlow, writes: dict, waited: set[int]) -> list[Statement]:
+    """The statements (outside their branches) of the reads of `writes` on every process:
+    the reading call's own, or the call of a library helper whose body reads."""
+    imports = flow.index.imports
+    found: dict[int, Statement] = {}
+    for site in flow.index.calls():
+        if id(site.node) in waited or not flow.processes.runs_on_every_process(site.statement):
+            continue
+        path = _read_path(site.node, imports)
+        key = _key(flow, site.scope, path) if path is not None else None
+        if key is None or key not in writes:
+            key = _helper_read(flow, site, writes)
+        lines = [
+            w.node.lineno
+            for w in writes.get(key, [])
+            if not _exclusive(site.statement, w.node.lineno) and not _before(site, w)
+        ]
+        if key is not None and lines:
+            statement = outside_branches(site.statement, lines)
+            if flow.processes.runs_on_every_process(statement):
+                found.setdefault(id(statement.node), statement)
+    return list(found.values())
+
+
+def _before(read, write) -> bool:
+    """Does the read run before the write, once: earlier in the same function, with no loop
+    around both (`if os.path.exists(path): resume` before training saves to `path`)?"""
+    if read.scope is not write.scope or read.node.lineno >= write.node.lineno:
+        return False
+    return not any(loop.contains(write.loop) for loop in _loops(read.loop))
+
+
+def _loops(loop) -> list:
+    return [loop, *loop.ancestors()] if loop is not None else []
+
+
+def _exclusive(statement: Statement, line: int) -> bool:
+    """Is the write at `line` in the other branch of an `if` around the read (`if train:
+    ... save` / `else: ... load`)? One run does one or the other."""
+    for outer in statement.chain()[:-1]:
+        node = outer.node
+        if not isinstance(node, ast.If) or not node.orelse:
+            continue
+        in_body = node.body[0].lineno <= line <= node.body[-1].end_lineno
+        in_else = node.orelse[0].lineno <= line <= node.orelse[-1].end_lineno
+        read_in_body = node.body[0].lineno <= statement.node.lineno <= node.body[-1].end_lineno
+        if (in_body and not read_in_body) or (in_else and read_in_body):
+            return True
+    return False
+
+
+def _read_path(call: ast.Call, imports) -> ast.expr | None:
+    qualified = imports.qualify(call.func) or ""
+    method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+    if qualified in READ_CALLS or method == "from_pretrained":
+        args = patterns.positional(call)
+        return args[0].value if args else None
+    if qualified in effects.OPEN_CALLS and not effects.writing_mode(call):
+        args = patterns.positional(call)
+        return args[0].value if args else None
+    return None
+
+
+def _helper_read(flow: FileFlow, site, writes: dict) -> tuple | None:
+    """The key of a written file that a helper of the program's library reads (a constant
+    path in its body, or one bound once to a constant there)."""
+    imports = flow.index.imports
+    found = flow.library.called(site.node, imports, foreign_callee(site.node, imports))
+    if found is None:
+        return None
+    module, function = found
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            path = _read_path(node, module.imports)
+            value = _constant(path, function) or _constant(path, module.tree)
+            if value is not None and ("const", value) in writes:
+                return ("const", value)
+    return None
+
+
+def _key(flow: FileFlow, scope: Scope, path: ast.expr) -> tuple | None:
+    """("const", value) for a string constant or a name bound once to one (here or in the
+    module), else ("text", the path as written)."""
+    value = patterns.string_value(path)
+    if value is None and isinstance(path, ast.Name):
+        module = flow.index.module_scope
+        for where in (scope, module):
+            bindings = where.assigns(path.id)
+            values = {patterns.string_value(b.value) for b in bindings if not b.unpacked}
+            if bindings and len(values) == 1 and None not in values:
+                value = values.pop()
+                break
+    if value is not None:
+        return ("const", value)
+    return ("text", flow.source.text_of(path).strip())
+
+
+def _constant(path: ast.expr | None, where: ast.AST) -> str | None:
+    value = patterns.string_value(path)
+    if value is not None or not isinstance(path, ast.Name):
+        return value
+    values = {
+        patterns.string_value(node.value)
+        for node in ast.walk(where)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == path.id for t in node.targets)
+    }
+    return values.pop() if len(values) == 1 else None
+
+
+def removals(flow: FileFlow):
+    """(site, path key) of each `shutil.rmtree(d)` that runs on the main process only once
+    migrated (MIG030 guards it, or the original did)."""
+    imports = flow.index.imports
+    for site in flow.index.calls():
+        if imports.qualify(site.node.func) != "shutil.rmtree" or not site.node.args:
+            continue
+        if flow.processes.scope_status(site.scope) == DEAD:
+            continue
+        yield site, flow.source.text_of(site.node.args[0]).strip()
+
+
+def written_again(flow: FileFlow, removal, text: str) -> bool:
+    """Does code on every process write into the removed folder after the removal, in the
+    same function (`os.makedirs(d, exist_ok=True)`, `open(os.path.join(d, ...), "w")`)?"""
+    imports = flow.index.imports
+    for site in removal.scope.calls:
+        if site.node.lineno <= removal.node.end_lineno:
+            continue
+        if not flow.processes.runs_on_every_process(site.statement):
+            continue
+        qualified = imports.qualify(site.node.func) or ""
+        writes = (
+            qualified in FOLDER_WRITES
+            or site.method == "mkdir"
+            or (effects.effect_of(site.node, imports) is not None)
+        )
+        if writes and any(
+            flow.source.text_of(node).strip() == text
+            for arg in site.node.args
+            for node in ast.walk(arg)
+            if isinstance(node, ast.expr)
+        ):
+            return True
+    return False
+
+
+def outside_branches(statement: Statement, written: list[int]) -> Statement:
+    """The statement, or the outermost `if` (or `try`) around it within its loop or function:
+    processes may decide a test differently (a file one has removed), a wait inside would
+    hang the others. Not past `if __name__ == "__main__":` nor an `if` holding a write of the
+    file (`written`: its lines): the wait must follow the write."""
+    while statement.block.parent is not None:
+        parent = statement.block.parent
+        node = parent.node
+        if not isinstance(node, (ast.If, ast.Try)) or _main_guard(node):
+            break
+        if any(node.lineno <= line <= node.end_lineno for line in written):
+            break
+        statement = parent
+    return statement
+
+
+def _main_guard(node: ast.AST) -> bool:
+    """`if __name__ == "__main__":`"""
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Compare) and any(
+        isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(test)
+    )

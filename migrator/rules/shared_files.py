@@ -1,0 +1,54 @@
+"""MIG030's waits: `accelerator.wait_for_everyone()` before every process reads a file the
+main process alone now writes (`torch.load(path)` after `accelerator.save(..., path)`, in any
+function of the program or a helper module it imports), and after a main-only
+`shutil.rmtree(d)` that every process then writes into again; which statements those are is
+the analysis's (analysis/effects/shared_files.py). A barrier already there (the script's own,
+MIG006's before a re-created model) is not doubled.
+"""
+
+from __future__ import annotations
+
+from migrator.analysis.effects.shared_files import FileFlow
+from migrator.analysis.syntax.index import Line, Statement
+from migrator.rules.base import RuleContext
+from migrator.rules.main_process_writes import guarded_helper
+
+WAIT = "wait_for_everyone()"
+
+
+def wait_for_shared_files(context: RuleContext, waited: set[int]) -> None:
+    """Register the waits (module docstring); `waited`: ids of reads already waited for."""
+    flow = FileFlow(context.facts.index, context.source, context.processes, context.library,
+                    lambda site: guarded_helper(context, site))  # fmt: skip
+    for statement in flow.read_statements(waited):
+        _wait_before(context, statement)
+    for statement in flow.removal_statements():
+        _wait_before(context, statement, after=True)
+
+
+def _wait_before(context: RuleContext, statement: Statement, after: bool = False) -> None:
+    block = statement.block
+    index = statement.index + (1 if after else 0)
+    if block.kind == "suite" or _waits_near(context, block, index):
+        return
+    code = f"{context.accelerator}.{WAIT}\n"
+    context.edits.insert(block, index, context.statement(code), priority=30)
+    context.need_accelerator_before(block, index, f"accelerator.{WAIT}")
+
+
+def _waits_near(context: RuleContext, block, index: int) -> bool:
+    """A barrier right before `index` or at it already (the script's own, or one MIG006 or
+    another wait put there)."""
+    plan = context.plan
+    if any(b is block and i == index for _name, b, i in plan.reloaded):
+        return True
+    if any(b is block and i == index for b, i in plan.waits):
+        return True
+    for position in (index - 1, index):
+        if 0 <= position < len(block.statements):
+            node = block.statements[position]
+            text = context.source.text_of(node.body[0] if isinstance(node, Line) else node)
+            if "barrier(" in text or "wait_for_everyone(" in text:
+                return True
+    inserted = context.edits.insertions.get((id(block), index), [])
+    return any(WAIT in statement.code for _priority, statement in inserted)
