@@ -40,6 +40,9 @@ def test_a_sweep_over_widths_prepares_in_the_function_that_makes_the_objects():
         "",
         "accelerator = Accelerator()",
         "        accelerator.backward(loss)",
+        # the mean of this process's batch losses, over the processes (MIG032): the loader
+        # comes back from a helper of the program, a prepared loader all the same
+        '    total = accelerator.reduce(torch.tensor(total, device=accelerator.device), "mean").item()',
         "            outputs = model(inputs)",
         "            outputs, labels = accelerator.gather_for_metrics((outputs, labels))",
         "            correct += (outputs.argmax(dim=1) == labels).sum().item()",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.catalogue.outputs import module_function
 from migrator.analysis.effects.extents import (
     CONST,
     GLOBAL,
@@ -16,6 +17,7 @@ from migrator.analysis.effects.extents import (
     NOTHING,
     Value,
     _gathered,
+    _same_everywhere,
     arithmetic,
     combine,
     join,
@@ -127,9 +129,18 @@ class ValueExpressions:
         values = [self._eval(a, scope) for a in arguments]
         if isinstance(func, ast.Attribute) and func.attr == "size" and len(call.args) == 1:
             return _size(receiver)  # `x.size(0)`
+        wrapped = [v for v in values if v.roles & {"loader", "iterator"}]
+        if wrapped and (isinstance(func, ast.Name) or module_function(call, self.imports)):
+            # `tqdm(loader)`, `enumerate(loader)`, `itertools.cycle(it)`, bound to a name or
+            # not: an iterator over the items of what it wraps
+            items = join(*(Value(LOCAL) if "loader" in v.roles else Value(v.extent)
+                           for v in wrapped))  # fmt: skip
+            return Value(items.extent, frozenset({"iterator"}))
         if isinstance(func, ast.Name) and not receiver.roles:
             receiver = NOTHING  # a function's own extent: only its arguments count
-        return Value(join(receiver, *values).extent)
+        # a function of counts every process holds alike (`"{} of {}".format(step,
+        # len(loader))`, `math.ceil(len(loader) / k)`) is one too
+        return Value(join(receiver, *values).extent, _same_everywhere([receiver, *values]))
 
 
 def _size(batch: Value) -> Value:

@@ -54,6 +54,8 @@ class PerProcessValues(ValueExpressions):
         self.graph = graph or CallGraph(index)
         self.imports = index.imports
         self.names: dict[tuple[int, str], Value] = {}  # every binding of a name, joined
+        # what the calls pass a function's parameters (not what its body rebinds them to)
+        self.passed: dict[tuple[int, str], Value] = {}
         self.returns: dict[int, Value] = {}  # every return of a function, joined
         self.seen: dict[int, set[str]] = {}  # id(expression) -> its extents, every context
         self.roles_seen: dict[int, frozenset] = {}
@@ -121,13 +123,15 @@ class PerProcessValues(ValueExpressions):
             self._frame = saved
 
     def _caller_parameters(self, scope: Scope) -> dict[str, Value]:
-        """A function's parameters as every caller passes them (joined)."""
+        """A function's parameters as every caller passes them (joined): a parameter the
+        body rebinds later (`loss="ce"`, then `loss = criterion(...)`) holds on entry what
+        the calls pass, not what the body binds."""
         found: dict[str, Value] = {}
         if scope.kind != "function":
             return found
         for param in scope.params:
             name = param.lstrip("*")
-            found[name] = self.names.get((id(scope), name), NOTHING)
+            found[name] = self.passed.get((id(scope), name), NOTHING)
         return found
 
     def _summary(self, callee: Scope, call: ast.Call, scope: Scope) -> Value:
@@ -138,7 +142,8 @@ class PerProcessValues(ValueExpressions):
             argument = argument_for(call, callee, name)
             value = self._eval(argument, scope) if argument is not None else NOTHING
             parameters[name] = value
-            self._bind_flat(callee, name, value)  # what every caller passes, for _caller_...
+            self._bind_flat(callee, name, value)  # for closures reading it
+            self._pass(callee, name, value)  # what every caller passes, for _caller_...
         if id(callee) in self._active or len(self._active) >= MAX_DEPTH:
             return self.returns.get(id(callee), NOTHING)
         key = (id(callee), tuple(sorted(parameters.items(), key=lambda item: item[0])))
@@ -162,6 +167,14 @@ class PerProcessValues(ValueExpressions):
         new = value if old is None else join(old, value)
         if new != old:
             self.names[key] = new
+            self._changed = True
+
+    def _pass(self, callee: Scope, name: str, value: Value) -> None:
+        key = (id(callee), name)
+        old = self.passed.get(key)
+        new = value if old is None else join(old, value)
+        if new != old:
+            self.passed[key] = new
             self._changed = True
 
     def _owner(self, scope: Scope, name: str) -> Scope | None:
@@ -222,7 +235,11 @@ class PerProcessValues(ValueExpressions):
             return Value(CONST, frozenset({"loader"}))
         if plain.roles & {"optimizer", "scheduler"}:
             return Value(CONST, plain.roles)
-        return Value(CONST, frozenset({"model"}))
+        if plain.roles:  # made by a class of the program, or a model already
+            return Value(CONST, frozenset({"model"}))
+        # what a caller elsewhere passes (a parameter no call here fills): a model where
+        # it is called, a loader where it is iterated
+        return Value(CONST, frozenset({"model", "loader"}))
 
     def _is_accelerator(self, expr: ast.AST, scope: Scope) -> bool:
         return "accelerator" in self._eval(expr, scope).roles
