@@ -157,7 +157,7 @@ def render_migration(
     output = Renderer(source, facts.index, context.edits).render()
     if "MIG032" in options.rules:  # on the migrated text: what each process computes
         output = complete_outputs(output, context)
-    checked = on_input(check_output(output), text, output)
+    checked = on_input(check_output(output, facts), text, output)
     if any(f.needs_human for f in checked):  # SPEC §3b: right, or not made
         if facts.eval_loops and not plain_evaluation:  # its evaluation loaders left plain,
             again = render_migration(text, tree, options, index, plain_evaluation=True)

@@ -304,3 +304,112 @@ def test_a_received_loader_s_mean_loss_is_the_one_process_number_on_two(tmp_path
     printed = re.findall(r"^epoch \d loss ([\d.]+)$", launch(tmp_path / "driver.py", tmp_path).stdout,
                          re.MULTILINE)  # fmt: skip
     assert printed == expected
+
+
+RESUMED = """\
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import checkpoints
+
+
+    def main():
+        loader = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32, 1)), batch_size=4)
+        model = torch.nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        {resume}
+        for epoch in range(start, 4):
+            print(f"beginning epoch {{epoch}}")
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+    main()
+"""
+
+
+@pytest.mark.parametrize(
+    "resume",
+    [
+        'state = checkpoints.load("last.pt", model, optimizer)\n        start = state["epoch"]',
+        'start = checkpoints.restore(model, "last.pt")',
+    ],
+)
+def test_a_module_function_handed_the_model_counts_no_data(resume):
+    """`checkpoints.load(path, model)` may take the prepared model (or a loader): what it
+    returns is no share of the data, so the epoch it resumes from is the same everywhere."""
+    output, findings = migrate(RESUMED.format(resume=resume))
+    assert not shown(findings), [f.message for f in findings]
+    assert 'accelerator.print(f"beginning epoch {epoch}")' in output
+
+
+def test_a_main_process_helper_reading_the_model_s_parameters_runs_no_forward():
+    """`model.named_parameters()` in a helper the main process alone runs is no collective:
+    only a forward (`model(x)`, `model.forward(x)`) waits for every process."""
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        from torch.utils.tensorboard import SummaryWriter
+
+
+        def log_weights(writer, model, step):
+            for name, value in model.named_parameters():
+                writer.add_histogram(name, value, step)
+
+
+        def main():
+            loader = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32, 1)), batch_size=4)
+            model = torch.nn.Linear(3, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            writer = SummaryWriter("runs")
+            for epoch in range(2):
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                log_weights(writer, model, epoch)
+
+
+        main()
+    """
+    output, findings = migrate(source)
+    assert "        if accelerator.is_main_process:\n            log_weights(" in output
+    assert not [f for f in findings if f.needs_human]
+
+
+def test_a_main_process_forward_is_still_refused():
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+
+        def main():
+            loader = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32, 1)), batch_size=4)
+            model = torch.nn.Linear(3, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(2):
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                if epoch == 1:
+                    {call}
+
+
+        main()
+    """
+    from migrator.soundness import check_output
+
+    for call in ("print(model.forward(torch.ones(1, 3)))", "print(model(torch.ones(1, 3)))"):
+        output, _ = migrate(source.format(call=call))
+        assert not [f for f in check_output(output) if f.needs_human]
+        guarded = output.replace(
+            "        if epoch == 1:", "        if accelerator.is_main_process:"
+        )
+        assert guarded != output
+        assert [f.code for f in check_output(guarded) if f.needs_human] == ["MIG953"], call

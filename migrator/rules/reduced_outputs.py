@@ -65,7 +65,7 @@ def reduce_outputs(model, target_torch: str = "torch") -> tuple[EditSet, list[Fi
     """The edits that reduce the per-process values of the migrated module `model`
     (soundness.model.OutputModel), the notes for those left, and whether `torch` is read by
     the new code."""
-    values = PerProcessValues(model.index, model.graph)
+    values = model.values()
     pass_ = _Pass(model, values, target_torch)
     for scope in model.index.scopes:
         for loop in scope.loops:

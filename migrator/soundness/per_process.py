@@ -31,7 +31,7 @@ LEAVES = (ast.Break, ast.Continue, ast.Return)
 
 
 def per_process_values(model: OutputModel) -> list[Finding]:
-    values = PerProcessValues(model.index, model.graph)
+    values = model.values()
     found: list[Finding] = []
     for site in model.index.calls():
         scope = site.scope
@@ -160,7 +160,7 @@ def main_only_collectives(model: OutputModel) -> list[Finding]:
     """A collective in code only the main process runs waits forever for the others: an
     accelerator gather, reduce or wait, a prepared model's forward (DDP syncs its buffers),
     iterating a prepared loader (its sampler syncs the processes' random state)."""
-    values = PerProcessValues(model.index, model.graph)
+    values = model.values()
     found = []
     for site in model.index.calls():
         if not _main_only(model, site):

@@ -14,6 +14,7 @@ from migrator.analysis.effects.extents import (
     CONST,
     GLOBAL,
     LOCAL,
+    LOCAL_ITEMS,
     NOTHING,
     Value,
     _gathered,
@@ -21,6 +22,7 @@ from migrator.analysis.effects.extents import (
     arithmetic,
     combine,
     join,
+    local_items,
 )
 from migrator.analysis.syntax.index import Scope
 
@@ -113,7 +115,7 @@ class ValueExpressions:
             return _size(inner)
         if qualified in ("iter", "next") and call.args:
             inner = self._eval(call.args[0], scope)
-            items = LOCAL if "loader" in inner.roles else inner.extent  # a prepared loader's
+            items = LOCAL if local_items(inner) else inner.extent  # a prepared loader's
             if inner.roles & {"loader", "iterator"}:  # or a generator's, which count theirs
                 return Value(items, frozenset({"iterator"} if qualified == "iter" else ()))
             return Value(inner.extent)
@@ -132,10 +134,10 @@ class ValueExpressions:
         wrapped = [v for v in values if v.roles & {"loader", "iterator"}]
         if wrapped and (isinstance(func, ast.Name) or module_function(call, self.imports)):
             # `tqdm(loader)`, `enumerate(loader)`, `itertools.cycle(it)`, bound to a name or
-            # not: an iterator over the items of what it wraps
-            items = join(*(Value(LOCAL) if "loader" in v.roles else Value(v.extent)
-                           for v in wrapped))  # fmt: skip
-            return Value(items.extent, frozenset({"iterator"}))
+            # not, may be an iterator over the items of what it wraps: iterated, it yields
+            # them; the value itself counts nothing (`load_checkpoint(path, model)` neither)
+            local = any(local_items(v) for v in wrapped)
+            return Value(CONST, frozenset({"iterator", LOCAL_ITEMS} if local else {"iterator"}))
         if isinstance(func, ast.Name) and not receiver.roles:
             receiver = NOTHING  # a function's own extent: only its arguments count
         # a function of counts every process holds alike (`"{} of {}".format(step,

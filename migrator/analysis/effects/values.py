@@ -32,6 +32,7 @@ from migrator.analysis.catalogue import patterns
 from migrator.analysis.effects.extents import (
     CONST,
     LOCAL,
+    LOCAL_ITEMS,
     MIXED,
     NOTHING,
     Value,
@@ -40,18 +41,23 @@ from migrator.analysis.effects.extents import (
 )
 from migrator.analysis.effects.value_expressions import PREPARES, ValueExpressions
 from migrator.analysis.model.calls import CallGraph
+from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.origins import argument_for
 from migrator.analysis.syntax.index import ModuleIndex, Scope
 
 MAX_ROUNDS = 8
 FILLS = {"append", "extend", "add", "insert", "update", "appendleft"}  # a container filled
 MAX_DEPTH = 3  # nested summaries of module functions
+RUNS = {"forward", "generate"}  # a prepared model's methods that run its forward
 
 
 class PerProcessValues(ValueExpressions):
-    def __init__(self, index: ModuleIndex, graph: CallGraph | None = None) -> None:
+    def __init__(
+        self, index: ModuleIndex, graph: CallGraph | None = None, roles: dict | None = None
+    ) -> None:
         self.index = index
         self.graph = graph or CallGraph(index)
+        self.known = roles or {}  # what the analysis knew a prepared object to be, by name
         self.imports = index.imports
         self.names: dict[tuple[int, str], Value] = {}  # every binding of a name, joined
         # what the calls pass a function's parameters (not what its body rebinds them to)
@@ -96,11 +102,17 @@ class PerProcessValues(ValueExpressions):
         return LOCAL in extents and not self.roles(expr, scope) & {"iterations", "batchsize"}
 
     def runs_model(self, call: ast.Call, scope: Scope) -> bool:
-        """`model(x)` / `model.generate(x)` on a prepared model."""
+        """`model(x)` / `model.forward(x)` / `model.generate(x)` on a prepared model; not its
+        other methods (`model.named_parameters()`, `model.state_dict()`, `model.eval()`),
+        which run no forward."""
         func = call.func
-        if "model" in self.roles(func, scope):
+        if "model" in self.roles(func, scope):  # `model(x)`, `self.model(x)`
             return True
-        return isinstance(func, ast.Attribute) and "model" in self.roles(func.value, scope)
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr in RUNS
+            and "model" in self.roles(func.value, scope)
+        )
 
     def _outside(self, expr: ast.AST, scope: Scope) -> Value:
         saved, self._frame = self._frame, _Frame()
@@ -237,8 +249,11 @@ class PerProcessValues(ValueExpressions):
             return Value(CONST, plain.roles)
         if plain.roles:  # made by a class of the program, or a model already
             return Value(CONST, frozenset({"model"}))
-        # what a caller elsewhere passes (a parameter no call here fills): a model where
-        # it is called, a loader where it is iterated
+        known = self.known.get(patterns.name_of(arg) or chain_text(arg) or "")
+        if known is not None:  # what the analysis found it to be (a parameter, mostly)
+            return Value(CONST, frozenset({known}))
+        # what a caller elsewhere passes, unknown to the analysis too: a model where it is
+        # called, a loader where it is iterated
         return Value(CONST, frozenset({"model", "loader"}))
 
     def _is_accelerator(self, expr: ast.AST, scope: Scope) -> bool:
@@ -346,7 +361,7 @@ class PerProcessValues(ValueExpressions):
     def _items(self, iterable: ast.AST, scope: Scope) -> Value:
         """What iterating `iterable` yields."""
         value = self._eval(iterable, scope)
-        if "loader" in value.roles:
+        if value.roles & {"loader", LOCAL_ITEMS}:
             return Value(LOCAL)
         if isinstance(iterable, ast.Call) and not value.roles:  # `enumerate(loader)`, `tqdm(it)`
             wrapped = [a for a in iterable.args
