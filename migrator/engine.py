@@ -14,7 +14,7 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
-from migrator.findings import Finding
+from migrator.findings import Finding, left_as_it_is
 from migrator.prefilter import could_need_migration, triggers  # noqa: F401 - re-exported
 from migrator.rule_table import rule_codes  # the codes, without importing every rule
 from migrator.source import quiet_parse
@@ -94,8 +94,8 @@ def migrate_tree(
     if is_on_target(index):  # already on Accelerate: left alone, a half-migrated step completed
         return _complete_half_migration(text, index, options), []
     output, context, findings = render_migration(text, tree, options, index)
-    if output is None:
-        return None, findings
+    if output is None:  # a refusal says why, once, and no more of the rewrite not written
+        return None, left_as_it_is(findings)
     checked = edit_imports(output, context)
     output = checked[0]
     if checked[1] is None:
