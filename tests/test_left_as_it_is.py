@@ -211,3 +211,41 @@ def test_a_refused_notebook_says_it_is_left_in_the_cell_of_its_blocking_finding(
     left = next(f for f in result.findings if f.code == LEFT_AS_IT_IS)
     assert (left.cell, left.line, left.col) == (warning.cell, warning.line, warning.col)
     assert left.cell == 2
+
+
+WRITER = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.tensorboard import SummaryWriter
+
+
+def main():
+    loader = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32, 1)), batch_size=4)
+    model = torch.nn.Linear(3, 1).to("cuda" if torch.cuda.is_available() else "cpu")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    writer = SummaryWriter("runs")
+    print("logging to", writer.log_dir)
+    for epoch in range(2):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        writer.add_scalar("loss", loss.item(), epoch)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_the_lines_a_refusal_names_are_the_input_s():
+    """The check reads the migrated text, four lines longer above `main()`'s call: the
+    message names the call's line in the file the user has."""
+    output, findings = migrate_text(WRITER)
+    assert output is None
+    [refusal] = [f for f in findings if f.needs_human]
+    call = WRITER.splitlines().index("    main()") + 1
+    assert f"in `main()`, called at line {call} would run" in refusal.message
+    # what to do by hand stays; the per-process note on the migrated text does not
+    assert sorted(f.code for f in findings) == ["MIG030", LEFT_AS_IT_IS, "MIG952"]
