@@ -75,6 +75,7 @@ class RuleContext:
     accelerator_imports: list[str] = field(default_factory=list)
     blocked: bool = False  # a rule found the file cannot be migrated after all
     unwrapped_nodes: set[int] = field(default_factory=set)  # ids `unwrap` already wrapped
+    data_parallel_removed: bool = False  # MIG901 took nn.DataParallel off a trained model
     _processes: Processes | None = field(default=None, repr=False)
 
     @property
