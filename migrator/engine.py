@@ -14,7 +14,7 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
-from migrator.findings import Finding
+from migrator.findings import Finding, left_as_it_is
 from migrator.prefilter import could_need_migration, triggers  # noqa: F401 - re-exported
 from migrator.rule_table import rule_codes  # the codes, without importing every rule
 from migrator.source import quiet_parse
@@ -95,8 +95,8 @@ def migrate_tree(
     if is_on_target(index):  # already on Accelerate: left alone, a half-migrated step completed
         return _complete_half_migration(text, index, options), []
     output, context, findings = render_migration(text, tree, options, index)
-    if output is None:
-        return None, findings
+    if output is None:  # a refusal says why, once, and no more of the rewrite not written
+        return None, left_as_it_is(findings)
     checked = edit_imports(output, context)
     output = checked[0]
     if checked[1] is None:
@@ -166,7 +166,7 @@ def render_migration(
     output = Renderer(source, facts.index, context.edits).render()
     if "MIG032" in options.rules:  # on the migrated text: what each process computes
         output = complete_outputs(output, context)
-    checked = on_input(check_output(output), text, output)
+    checked = on_input(check_output(output, facts), text, output)
     if any(f.needs_human for f in checked):  # SPEC §3b: right, or not made
         if facts.eval_loops and not plain_evaluation:  # its evaluation loaders left plain,
             again = render_migration(text, tree, options, index, True, library)

@@ -14,6 +14,9 @@ class Finding:
     node: Any | None = None  # the CST node it is about; resolved to line/col by the engine
     line: int = 0
     col: int = 0
+    # a note saying what a human must do by hand (MIG030's writer used beyond its methods):
+    # true whether the migration is made or not, so kept when the file is left as it is
+    by_hand: bool = False
 
     @property
     def needs_human(self) -> bool:
@@ -32,3 +35,39 @@ class Finding:
             "line": self.line,
             "col": self.col,
         }
+
+
+# a file (program) left as it is, said once, at the finding that blocks its migration
+LEFT_AS_IT_IS = "MIG950"
+
+
+def abandoned(findings: list[Finding]) -> list[Finding]:
+    """What a migration that is not made still says (SPEC §3b.8): its warnings, which say why
+    and what a migration needs by hand. Its notes explained choices of the rewrite that is not
+    written ("now prepares", "device = accelerator.device", "DataParallel removed") and go.
+    Notes saying what to do by hand stay too. Findings of a file with no warning (nothing
+    blocked it) are kept as they are."""
+    if not any(f.needs_human for f in findings):
+        return list(findings)
+    return [f for f in findings if f.needs_human or f.by_hand]
+
+
+def left_as_it_is(findings: list[Finding], what: str = "this file") -> list[Finding]:
+    """`abandoned(findings)` and one note, at the first warning, saying that `what` is left as
+    it is and that this finding blocks its migration (placed on the finding's own line, so it
+    points at it in a notebook's cell as in a file)."""
+    kept = abandoned(findings)
+    blocking = sorted((f for f in kept if f.needs_human), key=lambda f: (f.line, f.col))
+    if not blocking or any(f.code == LEFT_AS_IT_IS for f in kept):
+        return kept
+    first, more = blocking[0], len(blocking) - 1
+    others = f" ({more} more finding{'s' if more > 1 else ''})" if more else ""
+    note = Finding(
+        code=LEFT_AS_IT_IS,
+        level="note",
+        message=f"{what} is left as it is: the {first.code} finding at this line blocks its "
+        f"migration{others}",
+    )
+    note.line, note.col = first.line, first.col
+    at = next(n for n, f in enumerate(kept) if f is first) + 1  # right after the finding
+    return [*kept[:at], note, *kept[at:]]

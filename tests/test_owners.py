@@ -40,6 +40,9 @@ def test_a_sweep_over_widths_prepares_in_the_function_that_makes_the_objects():
         "",
         "accelerator = Accelerator()",
         "        accelerator.backward(loss)",
+        # the mean of this process's batch losses, over the processes (MIG032): the loader
+        # comes back from a helper of the program, a prepared loader all the same
+        '    total = accelerator.reduce(torch.tensor(total, device=accelerator.device), "mean").item()',
         "            outputs = model(inputs)",
         "            outputs, labels = accelerator.gather_for_metrics((outputs, labels))",
         "            correct += (outputs.argmax(dim=1) == labels).sum().item()",
@@ -197,7 +200,8 @@ def test_two_trainer_classes_in_one_file_are_named_each_with_its_loops():
             "DataLoader made at line 22 in `BigTrainer.__init__()` (line 20)); one migration "
             "prepares one owner's objects, so migrate one class at a time by hand (or move each "
             "class to its own module, which then migrates on its own)"
-        )
+        ),
+        "this file is left as it is: the MIG900 finding at this line blocks its migration",
     ]
 
 
@@ -229,7 +233,8 @@ def test_a_loop_over_a_list_of_constants_is_not_called_a_loader():
             "looked for one scope that makes every loader the training loops draw from; found "
             "`scales` at module level, a list of constants (line 6), not a DataLoader, `loader`, "
             "a DataLoader made at line 14 in `tune()` (line 13); migrate by hand"
-        )
+        ),
+        "this file is left as it is: the MIG900 finding at this line blocks its migration",
     ]
 
 
@@ -261,7 +266,8 @@ def test_a_step_two_loops_reach_is_named_once():
             "looked for an optimizer made in `main()` (line 10), where `loader` is made or "
             "received, and stepped in the training loop at line 15; found `scheduler.step()` "
             "at line 7 steps a scheduler; migrate by hand"
-        )
+        ),
+        "this file is left as it is: the MIG900 finding at this line blocks its migration",
     ]
 
 

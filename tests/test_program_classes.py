@@ -123,7 +123,7 @@ def test_a_scaler_handed_over_in_a_container_is_not_followed(tmp_path):
     )
     program = migrate_program(tmp_path / "main.py", Options())
     assert not any(result.changed for result in program.results)
-    assert [f.code for f in program.results[0].findings] == ["MIG910"]
+    assert [f.code for f in program.results[0].findings] == ["MIG910", "MIG950"]
 
 
 def test_a_scaler_built_in_two_places_from_two_classes_is_not_followed(tmp_path):

@@ -279,8 +279,9 @@ def test_files_with_different_line_endings_are_not_joined(tmp_path):
     engine.write_bytes(engine.read_bytes().replace(b"\n", b"\r\n"))
     program = migrate_program(tmp_path / "main.py", Options())
     assert not any(result.changed for result in program.results)
-    [finding] = program.results[0].findings
+    finding, left = program.results[0].findings
     assert finding.code == "MIG910" and "LF and CRLF" in finding.message
+    assert left.code == "MIG950" and (left.line, left.col) == (finding.line, finding.col)
 
 
 def test_a_crlf_program_stays_crlf(tmp_path, monkeypatch, capsys):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from migrator.engine import FileResult
-from migrator.findings import Finding
+from migrator.findings import Finding, left_as_it_is
 from migrator.program.files import ProgramFile
 
 CODE = "MIG910"  # a program that cannot be migrated as a unit is a hidden step still
@@ -74,10 +74,19 @@ def lines_in_files(message: str, files: list[ProgramFile], owner: int) -> str:
 
 
 def unchanged(files: list[ProgramFile], findings: list[list[Finding]]) -> list[FileResult]:
-    """Results of a program left as it is. A file without a finding of its own (the entry
-    too) gets a note pointing at the file whose finding says why the program is not
-    migrated: no training file of a refused program is silent."""
+    """Results of a program left as it is. Where a warning blocks it, each file keeps its
+    warnings (notes about the rewrite not written go: `abandoned`), the file of the first
+    one says once that the program is left as it is (MIG950), and a file without a finding
+    of its own (the entry too) gets a note pointing at the file whose finding says why: no
+    training file of a refused program is silent."""
     results = []
+    findings = list(findings) + [[] for _ in range(len(files) - len(findings))]
+    if any(f.needs_human for found in findings for f in found):
+        findings = [[f for f in found if f.needs_human or f.by_hand] for found in findings]
+        blocking = next(n for n, found in enumerate(findings) if any(f.needs_human for f in found))
+        names = ", ".join(file.path.name for file in files)
+        what = f"the program of {files[0].path.name} ({names})"
+        findings[blocking] = left_as_it_is(findings[blocking], what)
     refusing = [
         files[number].path.name
         for number, found in enumerate(findings[: len(files)])

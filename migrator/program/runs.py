@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrator.engine import FileResult, Options
-from migrator.findings import Finding
+from migrator.findings import Finding, left_as_it_is
 
 ENTRY_CODES = frozenset({"MIG910"})
 
@@ -80,11 +80,13 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
         if number in conflicts:
             entry = by_path[_key(program.results[0].path)]
             entry.findings.append(_shared_module_finding(program, programs, conflicts))
+            entry.findings = left_as_it_is(entry.findings, f"the program of {paths[0]}")
             entry.migrated = None  # the entry alone would be half of its program
             for result, path in zip(program.results[1:], paths[1:]):
                 kept = by_path.get(_key(path))
                 if kept is not None and kept.changed:  # nor is a helper migrated alone
-                    kept.migrated = None
+                    kept.migrated = None  # its notes told of its own rewrite, not written
+                    kept.findings = [f for f in kept.findings if f.needs_human or f.by_hand]
                     kept.findings.append(_left_alone(paths[0]))
             continue
         run.programs.append(paths)

@@ -78,6 +78,7 @@ class RuleContext:
     unwrapped_nodes: set[int] = field(default_factory=set)  # ids `unwrap` already wrapped
     # the program's modules that are imported but not joined: their helpers' bodies
     library: HelperLibrary = field(default_factory=HelperLibrary)
+    data_parallel_removed: bool = False  # MIG901 took nn.DataParallel off a trained model
     _processes: Processes | None = field(default=None, repr=False)
 
     @property

@@ -12,6 +12,7 @@ FINDING_CODES: dict[str, str] = {
     "MIG907": "native DDP code that cannot be rewritten safely",
     "MIG908": "processes started by hand without a process group (Hogwild)",
     "MIG909": "a collective or DDP option MIG010 left for a human",
+    "MIG950": "a file (program) left as it is, said once at the finding that blocks it",
     "MIG952": "soundness: a side effect of the migrated program would run on every process",
     "MIG953": "soundness: a per-process value would be printed mixed, or decided on per process",
 }

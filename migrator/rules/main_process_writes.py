@@ -86,7 +86,7 @@ def _runs_collectives(context: RuleContext, statement: Statement) -> bool:
                 receiver and receiver in context.facts.accelerator_names
             ):
                 context.findings.append(Finding(
-                    code="MIG030", level="note", node=call,
+                    code="MIG030", level="note", node=call, by_hand=True,
                     message="this file write runs the model on every process; compute it "
                     "first, then write it under `if accelerator.is_main_process:` by hand",
                 ))  # fmt: skip
@@ -266,7 +266,7 @@ def _tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[State
                         found += [creation, *method_statements]
                         continue
                 context.findings.append(Finding(
-                    code="MIG030", level="note", node=call,
+                    code="MIG030", level="note", node=call, by_hand=True,
                     message=f"`{name}` is used beyond calls of its methods: make it and log "
                     "to it on the main process only, by hand",
                 ))  # fmt: skip

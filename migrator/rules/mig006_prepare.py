@@ -9,8 +9,10 @@ import re
 
 from migrator.analysis.model.chains import chain_text, received_chain, split_chain
 from migrator.analysis.roles.public_entries import outside_entry_note
+from migrator.analysis.syntax.index import Statement
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.global_batch import global_batch_note
 from migrator.rules.loader_wrappers import rewrapped_loaders
 
 LINE_LENGTH = 88
@@ -23,6 +25,14 @@ class Prepare(Rule):
     triggers = ("backward",)
 
     def apply(self, context: RuleContext) -> None:
+        self.prepared: list[tuple[list, object]] = []  # what each prepare takes, and where
+        if self._apply(context) is not False:
+            note = global_batch_note(context, self.prepared)
+            if note is not None:
+                context.findings.append(note)
+
+    def _apply(self, context: RuleContext) -> bool | None:
+        """The prepares; False when the file is blocked after all."""
         plan = context.plan
         context.findings.extend(plan.notes)
         outside = outside_entry_note(context.facts, plan.prepares)
@@ -34,9 +44,10 @@ class Prepare(Rule):
             refused = [r for r in rewraps if not r.same_block]
             if refused:
                 context.block_file(refused[0].refusal(context))
-                return
+                return False
             for rewrap in rewraps:  # the DataLoader is prepared on its own, then wrapped
                 name, statement = rewrap.name, rewrap.wrap.statement
+                self.prepared.append(([name], statement))
                 code = f"{name} = {context.accelerator}.prepare({name})\n"
                 context.edits.insert(
                     statement.block, statement.index, context.statement(code), priority=10
@@ -46,6 +57,7 @@ class Prepare(Rule):
                 )
             objects = [n for n in objects if not any(r.name == n for r in rewraps)]
         for name, block, index in plan.early:  # a loader a wrapper takes before the others exist
+            self.prepared.append(([name], _statement_at(block, index)))
             code = f"{name} = {context.accelerator}.prepare({name})\n"
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
             context.need_accelerator_before(block, index, "accelerator.prepare(...)")
@@ -53,9 +65,11 @@ class Prepare(Rule):
         self._prepare_held_loaders(context)
         for names, block, index in plan.homes:  # a class's objects made in another method
             self._insert(context, names, block, index)
+            self.prepared.append((names, _statement_at(block, index)))
             self._hand_back(context, block.scope, names)
         for names, block, index in plan.branches:  # objects first met inside an `if`
             self._insert(context, names, block, index)
+            self.prepared.append((names, _statement_at(block, index)))
         if plan.branches:
             branched = [n for names, _b, _i in plan.branches for n in names]
             self._hand_back(context, plan.block.scope, list(dict.fromkeys(branched)))
@@ -64,8 +78,9 @@ class Prepare(Rule):
             context.edits.insert(block.holder, index, context.statement(code), priority=10)
             context.need_accelerator_before(block, index, "accelerator.prepare(...)")
         if not objects or plan.block is None:
-            return
+            return None
         self._insert(context, objects, plan.block, plan.index)
+        self.prepared.append((objects, _statement_at(plan.block, plan.index)))
         for shared in context.facts.shared_epochs:
             if shared.train in plan.objects and shared.evaluated:
                 context.findings.append(_shared_note(shared))
@@ -118,6 +133,7 @@ class Prepare(Rule):
             if _prepared_by(value, context):
                 continue
             text = context.source.text_of(value)
+            self.prepared.append(([value], statement))
             context.edits.replace_with(value, f"{context.accelerator}.prepare({text})")
             context.need_accelerator_before(
                 statement.block, statement.index, "accelerator.prepare(...)"
@@ -132,6 +148,7 @@ class Prepare(Rule):
             name = next(n for n in _loader_names() if n not in taken)
             taken.add(name)
             text = context.source.text_of(call)
+            self.prepared.append(([call], statement))
             code = f"{name} = {context.accelerator}.prepare({text})\n"
             context.edits.insert(statement.block.holder, statement.index,
                                  context.statement(code), priority=10)  # fmt: skip
@@ -139,6 +156,13 @@ class Prepare(Rule):
             context.need_accelerator_before(
                 statement.block, statement.index, "accelerator.prepare(...)"
             )
+
+
+def _statement_at(block, index: int) -> Statement:
+    """The statement a prepare inserted before `block.statements[index]` goes before (the
+    block's last one, for a prepare at its end)."""
+    at = min(index, len(block.statements) - 1)
+    return Statement(block.statements[at], block, at)
 
 
 def _prepared_by(call: ast.expr, context: RuleContext) -> bool:

@@ -52,6 +52,7 @@ class DataParallel(Rule):
                 # `self.model`, or `model` for a submodule `model.features`
                 held = target if target.startswith(patterns.SELF + ".") else target.split(".")[0]
                 prepared = context.facts.role(site.scope, held) == "model"
+                context.data_parallel_removed |= prepared  # its batches were split over GPUs
                 why = ("accelerator.prepare wraps it in DDP, one process per device "
                        "(`migrate launch --nproc N`)" if prepared else
                        "it is not trained here, and each process runs it on its own device")  # fmt: skip

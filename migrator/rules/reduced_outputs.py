@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.catalogue.outputs import module_function, shows
 from migrator.analysis.effects.extents import GLOBAL, LOCAL
 from migrator.analysis.effects.values import PerProcessValues
 from migrator.analysis.syntax.index import Loop, Scope
@@ -65,7 +66,7 @@ def reduce_outputs(model, target_torch: str = "torch") -> tuple[EditSet, list[Fi
     """The edits that reduce the per-process values of the migrated module `model`
     (soundness.model.OutputModel), the notes for those left, and whether `torch` is read by
     the new code."""
-    values = PerProcessValues(model.index, model.graph)
+    values = model.values()
     pass_ = _Pass(model, values, target_torch)
     for scope in model.index.scopes:
         for loop in scope.loops:
@@ -184,6 +185,9 @@ class _Pass:
         for call in scope_nodes(scope.node):
             if not (isinstance(call, ast.Call) and called_name(call) in OUTPUTS):
                 continue
+            imports = self.model.index.imports
+            if module_function(call, imports) and not shows(call, imports):
+                continue  # `torch.log(...)`: a module's function computes, it shows nothing
             statement = self.model.index.statement_of_small(statement_of(scope.node, call))
             if statement is None or not self.model.processes.runs_on_every_process(statement):
                 continue

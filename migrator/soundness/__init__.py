@@ -16,14 +16,15 @@ from migrator.findings import Finding
 OBLIGATIONS = frozenset({"MIG952", "MIG953"})
 
 
-def check_output(text: str) -> list[Finding]:
+def check_output(text: str, facts=None) -> list[Finding]:
     """The obligations the migrated `text` does not meet (findings with their nodes, in
-    the output's coordinates: the engine maps them back)."""
+    the output's coordinates: the engine maps them back); `facts`: the analysis of the input,
+    as `OutputModel.read` takes it."""
     from migrator.soundness.model import OutputModel
     from migrator.soundness.per_process import main_only_collectives, per_process_values
     from migrator.soundness.side_effects import side_effects
 
-    model = OutputModel.read(text)
+    model = OutputModel.read(text, facts)
     if model is None:
         return []
     return [*side_effects(model), *per_process_values(model), *main_only_collectives(model)]
@@ -37,7 +38,7 @@ def complete_outputs(text: str, context) -> str:
     from migrator.rules.reduced_outputs import reduce_outputs
     from migrator.soundness.model import OutputModel
 
-    model = OutputModel.read(text)
+    model = OutputModel.read(text, context.facts)
     if model is None:
         return text
     torch = next((local for local, full in model.index.imports.aliases.items()

@@ -4,9 +4,10 @@ every process, and the accelerator it made."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from migrator.analysis.effects.processes import Processes
+from migrator.analysis.effects.values import PerProcessValues
 from migrator.analysis.model.calls import CallGraph
 from migrator.analysis.syntax.index import ModuleIndex
 from migrator.source import Source, quiet_parse
@@ -19,9 +20,19 @@ class OutputModel:
     index: ModuleIndex
     graph: CallGraph
     processes: Processes
+    _values: PerProcessValues | None = field(default=None, repr=False)
+
+    # what the analysis of the input knew each prepared object to be (name -> model,
+    # optimizer, loader, scheduler): a parameter the program receives from callers elsewhere
+    # is prepared by name, and its value alone does not say what it is
+    roles: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, text: str) -> OutputModel | None:
+    def read(cls, text: str, facts=None) -> OutputModel | None:
+        """`facts`: the analysis of the input (TrainingFacts), for the roles of the objects
+        it prepared. (Not the other names a joined program's calls use for its functions,
+        `engine.train_one_epoch`: read with them, the check lets through programs whose
+        native-DDP helpers MIG010 does not rewrite soundly yet.)"""
         try:
             tree = quiet_parse(text)
         except SyntaxError:
@@ -29,7 +40,16 @@ class OutputModel:
         source = Source(text)
         index = ModuleIndex(tree, source)
         graph = CallGraph(index)
-        return cls(tree, source, index, graph, Processes(index, graph))
+        model = cls(tree, source, index, graph, Processes(index, graph))
+        if facts is not None:
+            model.roles = prepared_roles(facts)
+        return model
+
+    def values(self) -> PerProcessValues:
+        """What each value of the module counts (analysis/effects/values.py), computed once."""
+        if self._values is None:
+            self._values = PerProcessValues(self.index, self.graph, self.roles)
+        return self._values
 
     def where(self, statement) -> str:
         """`in save_checkpoint()` / `at module level`, for messages."""
@@ -45,3 +65,13 @@ class OutputModel:
         callers = self.processes.callers_on_every_process(scope)
         called = f", called at line {callers[0].node.lineno}" if callers else ""
         return f"in `{name}()`{called}"
+
+
+def prepared_roles(facts) -> dict[str, str]:
+    """{name: role} of the objects the analysis found (models, optimizers, loaders,
+    schedulers), as `_prepared` in values.py reads them."""
+    roles = {name: "model" for name in facts.models}
+    roles |= {name: "optimizer" for name in facts.optimizers}
+    roles |= {name: "loader" for name in [*facts.train_loaders, *facts.eval_loaders]}
+    roles |= {role.name: "scheduler" for role in facts.schedulers}
+    return roles

@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.catalogue.outputs import shows
 from migrator.analysis.effects.extents import GLOBAL, LOCAL, MIXED
 from migrator.analysis.effects.values import PerProcessValues
 from migrator.findings import Finding
 from migrator.soundness.model import OutputModel
 
 CODE = "MIG953"
-OUTPUT_FUNCTIONS = {"print"}
-OUTPUT_METHODS = {
-    "print", "log", "info", "debug", "warning", "error", "add_scalar", "add_scalars",
-    "log_metric", "log_metrics", "set_postfix", "set_description", "write",
-}  # fmt: skip
 COLLECTIVE_METHODS = {
     "gather", "gather_for_metrics", "reduce", "gather_object", "wait_for_everyone",
     "save_state", "prepare", "backward", "all_reduce", "barrier", "broadcast",
@@ -35,15 +31,13 @@ LEAVES = (ast.Break, ast.Continue, ast.Return)
 
 
 def per_process_values(model: OutputModel) -> list[Finding]:
-    values = PerProcessValues(model.index, model.graph)
+    values = model.values()
     found: list[Finding] = []
     for site in model.index.calls():
         scope = site.scope
         call = site.node
-        if (
-            _is_output(call)
-            and model.processes.runs_on_every_process(site.statement)
-            or (_is_output(call) and _prints_on_main(call))
+        if _is_output(model, call) and (
+            model.processes.runs_on_every_process(site.statement) or _prints_on_main(call)
         ):
             arguments = [*call.args, *(k.value for k in call.keywords)]
             shares = [a for a in arguments if values.differs(a, scope)
@@ -136,11 +130,10 @@ def _leaves_or_syncs(node: ast.If | ast.While) -> bool:
     return False
 
 
-def _is_output(call: ast.Call) -> bool:
-    func = call.func
-    if isinstance(func, ast.Name):
-        return func.id in OUTPUT_FUNCTIONS
-    return isinstance(func, ast.Attribute) and func.attr in OUTPUT_METHODS and func.attr != "write"
+def _is_output(model: OutputModel, call: ast.Call) -> bool:
+    """A call that shows its arguments, by the binding of its receiver: `torch.log(x)` is a
+    module's function and shows nothing (catalogue/outputs.py)."""
+    return shows(call, model.index.imports)
 
 
 def _prints_on_main(call: ast.Call) -> bool:
@@ -167,7 +160,7 @@ def main_only_collectives(model: OutputModel) -> list[Finding]:
     """A collective in code only the main process runs waits forever for the others: an
     accelerator gather, reduce or wait, a prepared model's forward (DDP syncs its buffers),
     iterating a prepared loader (its sampler syncs the processes' random state)."""
-    values = PerProcessValues(model.index, model.graph)
+    values = model.values()
     found = []
     for site in model.index.calls():
         if not _main_only(model, site):

@@ -4,16 +4,24 @@ inserted line, the next input line that is still there)."""
 
 from __future__ import annotations
 
+import re
 from difflib import SequenceMatcher
 
 from migrator.findings import Finding
 from migrator.source import Source
 
+LINE = re.compile(r"\bline (\d+)\b")
+
 
 def on_input(findings: list[Finding], original: str, output: str) -> list[Finding]:
+    """The findings on the input's lines, the lines their messages name too ("called at line
+    212" of the input, not of the output)."""
     lines = _line_map(original.splitlines(), output.splitlines())
     out_source = Source(output)
     for finding in findings:
+        finding.message = LINE.sub(
+            lambda m: f"line {lines.get(int(m.group(1)), int(m.group(1)))}", finding.message
+        )
         node = finding.node
         if node is None:
             continue

@@ -16,11 +16,21 @@ ORDER = {CONST: 0, GLOBAL: 1, LOCAL: 2, MIXED: 3}
 class Value:
     extent: str = CONST
     # loader / model (prepared), plainloader, dataset, iterator, optimizer, scheduler,
-    # accelerator, world (the number of processes), iterations (a count of loop passes)
+    # accelerator, world (the number of processes), iterations (a count of loop passes),
+    # LOCAL_ITEMS (an iterator whose items are this process's: `tqdm(loader)`)
     roles: frozenset = frozenset()
 
 
 NOTHING = Value()
+LOCAL_ITEMS = "local items"
+
+
+def local_items(value: Value) -> bool:
+    """Does iterating `value` yield this process's share of the data (a prepared loader, a
+    wrapper around one, a generator of this process's values)?"""
+    return bool(value.roles & {"loader", LOCAL_ITEMS}) or (
+        "iterator" in value.roles and value.extent == LOCAL
+    )
 
 
 def combine(*values: Value) -> Value:

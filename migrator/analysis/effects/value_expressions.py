@@ -9,16 +9,20 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.catalogue.outputs import module_function
 from migrator.analysis.effects.extents import (
     CONST,
     GLOBAL,
     LOCAL,
+    LOCAL_ITEMS,
     NOTHING,
     Value,
     _gathered,
+    _same_everywhere,
     arithmetic,
     combine,
     join,
+    local_items,
 )
 from migrator.analysis.model.classes import overrides
 from migrator.analysis.syntax.index import Scope
@@ -121,7 +125,7 @@ class ValueExpressions:
             return _size(inner)
         if qualified in ("iter", "next") and call.args:
             inner = self._eval(call.args[0], scope)
-            items = LOCAL if "loader" in inner.roles else inner.extent  # a prepared loader's
+            items = LOCAL if local_items(inner) else inner.extent  # a prepared loader's
             if inner.roles & {"loader", "iterator"}:  # or a generator's, which count theirs
                 return Value(items, frozenset({"iterator"} if qualified == "iter" else ()))
             return Value(inner.extent)
@@ -140,9 +144,18 @@ class ValueExpressions:
         values = [self._eval(a, scope) for a in arguments]
         if isinstance(func, ast.Attribute) and func.attr == "size" and len(call.args) == 1:
             return _size(receiver)  # `x.size(0)`
+        wrapped = [v for v in values if v.roles & {"loader", "iterator"}]
+        if wrapped and (isinstance(func, ast.Name) or module_function(call, self.imports)):
+            # `tqdm(loader)`, `enumerate(loader)`, `itertools.cycle(it)`, bound to a name or
+            # not, may be an iterator over the items of what it wraps: iterated, it yields
+            # them; the value itself counts nothing (`load_checkpoint(path, model)` neither)
+            local = any(local_items(v) for v in wrapped)
+            return Value(CONST, frozenset({"iterator", LOCAL_ITEMS} if local else {"iterator"}))
         if isinstance(func, ast.Name) and not receiver.roles:
             receiver = NOTHING  # a function's own extent: only its arguments count
-        return Value(join(receiver, *values).extent)
+        # a function of counts every process holds alike (`"{} of {}".format(step,
+        # len(loader))`, `math.ceil(len(loader) / k)`) is one too
+        return Value(join(receiver, *values).extent, _same_everywhere([receiver, *values]))
 
 
 LOADER_ROLES = {"loader", "plainloader"}

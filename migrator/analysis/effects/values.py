@@ -32,6 +32,7 @@ from migrator.analysis.catalogue import patterns
 from migrator.analysis.effects.extents import (
     CONST,
     LOCAL,
+    LOCAL_ITEMS,
     MIXED,
     NOTHING,
     Value,
@@ -40,6 +41,7 @@ from migrator.analysis.effects.extents import (
 )
 from migrator.analysis.effects.value_expressions import PREPARES, ValueExpressions
 from migrator.analysis.model.calls import CallGraph
+from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.origins import argument_for
 from migrator.analysis.syntax.index import ModuleIndex, Scope
@@ -47,14 +49,20 @@ from migrator.analysis.syntax.index import ModuleIndex, Scope
 MAX_ROUNDS = 8
 FILLS = {"append", "extend", "add", "insert", "update", "appendleft"}  # a container filled
 MAX_DEPTH = 3  # nested summaries of module functions
+RUNS = {"forward", "generate"}  # a prepared model's methods that run its forward
 
 
 class PerProcessValues(ValueExpressions):
-    def __init__(self, index: ModuleIndex, graph: CallGraph | None = None) -> None:
+    def __init__(
+        self, index: ModuleIndex, graph: CallGraph | None = None, roles: dict | None = None
+    ) -> None:
         self.index = index
         self.graph = graph or CallGraph(index)
+        self.known = roles or {}  # what the analysis knew a prepared object to be, by name
         self.imports = index.imports
         self.names: dict[tuple[int, str], Value] = {}  # every binding of a name, joined
+        # what the calls pass a function's parameters (not what its body rebinds them to)
+        self.passed: dict[tuple[int, str], Value] = {}
         self.returns: dict[int, Value] = {}  # every return of a function, joined
         self.seen: dict[int, set[str]] = {}  # id(expression) -> its extents, every context
         self.roles_seen: dict[int, frozenset] = {}
@@ -95,11 +103,17 @@ class PerProcessValues(ValueExpressions):
         return LOCAL in extents and not self.roles(expr, scope) & {"iterations", "batchsize"}
 
     def runs_model(self, call: ast.Call, scope: Scope) -> bool:
-        """`model(x)` / `model.generate(x)` / `model.train().forward(x)` on a prepared model."""
+        """`model(x)` / `model.forward(x)` / `model.generate(x)` on a prepared model; not its
+        other methods (`model.named_parameters()`, `model.state_dict()`, `model.eval()`),
+        which run no forward."""
         func = forwarded(call.func)
-        if "model" in self.roles(func, scope):
+        if "model" in self.roles(func, scope):  # `model(x)`, `self.model(x)`
             return True
-        return isinstance(func, ast.Attribute) and "model" in self.roles(func.value, scope)
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr in RUNS
+            and "model" in self.roles(func.value, scope)
+        )
 
     def _outside(self, expr: ast.AST, scope: Scope) -> Value:
         saved, self._frame = self._frame, _Frame()
@@ -122,13 +136,15 @@ class PerProcessValues(ValueExpressions):
             self._frame = saved
 
     def _caller_parameters(self, scope: Scope) -> dict[str, Value]:
-        """A function's parameters as every caller passes them (joined)."""
+        """A function's parameters as every caller passes them (joined): a parameter the
+        body rebinds later (`loss="ce"`, then `loss = criterion(...)`) holds on entry what
+        the calls pass, not what the body binds."""
         found: dict[str, Value] = {}
         if scope.kind != "function":
             return found
         for param in scope.params:
             name = param.lstrip("*")
-            found[name] = self.names.get((id(scope), name), NOTHING)
+            found[name] = self.passed.get((id(scope), name), NOTHING)
         return found
 
     def _summary(self, callee: Scope, call: ast.Call, scope: Scope) -> Value:
@@ -139,7 +155,8 @@ class PerProcessValues(ValueExpressions):
             argument = argument_for(call, callee, name)
             value = self._eval(argument, scope) if argument is not None else NOTHING
             parameters[name] = value
-            self._bind_flat(callee, name, value)  # what every caller passes, for _caller_...
+            self._bind_flat(callee, name, value)  # for closures reading it
+            self._pass(callee, name, value)  # what every caller passes, for _caller_...
         if id(callee) in self._active or len(self._active) >= MAX_DEPTH:
             return self.returns.get(id(callee), NOTHING)
         key = (id(callee), tuple(sorted(parameters.items(), key=lambda item: item[0])))
@@ -163,6 +180,14 @@ class PerProcessValues(ValueExpressions):
         new = value if old is None else join(old, value)
         if new != old:
             self.names[key] = new
+            self._changed = True
+
+    def _pass(self, callee: Scope, name: str, value: Value) -> None:
+        key = (id(callee), name)
+        old = self.passed.get(key)
+        new = value if old is None else join(old, value)
+        if new != old:
+            self.passed[key] = new
             self._changed = True
 
     def _owner(self, scope: Scope, name: str) -> Scope | None:
@@ -223,7 +248,14 @@ class PerProcessValues(ValueExpressions):
             return Value(CONST, frozenset({"loader"}))
         if plain.roles & {"optimizer", "scheduler"}:
             return Value(CONST, plain.roles)
-        return Value(CONST, frozenset({"model"}))
+        if plain.roles:  # made by a class of the program, or a model already
+            return Value(CONST, frozenset({"model"}))
+        known = self.known.get(patterns.name_of(arg) or chain_text(arg) or "")
+        if known is not None:  # what the analysis found it to be (a parameter, mostly)
+            return Value(CONST, frozenset({known}))
+        # what a caller elsewhere passes, unknown to the analysis too: a model where it is
+        # called, a loader where it is iterated
+        return Value(CONST, frozenset({"model", "loader"}))
 
     def _is_accelerator(self, expr: ast.AST, scope: Scope) -> bool:
         return "accelerator" in self._eval(expr, scope).roles
@@ -333,7 +365,7 @@ class PerProcessValues(ValueExpressions):
     def _items(self, iterable: ast.AST, scope: Scope) -> Value:
         """What iterating `iterable` yields."""
         value = self._eval(iterable, scope)
-        if "loader" in value.roles:
+        if value.roles & {"loader", LOCAL_ITEMS}:
             return Value(LOCAL)
         if isinstance(iterable, ast.Call) and not value.roles:  # `enumerate(loader)`, `tqdm(it)`
             wrapped = [a for a in iterable.args

@@ -19,7 +19,14 @@ import ast
 from dataclasses import dataclass
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.model.origins import class_methods, is_method
+from migrator.analysis.model.origins import (
+    argument_for,
+    calls_of,
+    class_methods,
+    constructions,
+    instance_origin,
+    is_method,
+)
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Binding, ModuleIndex, Scope, Statement
 
@@ -204,6 +211,76 @@ class LoaderValues:
                 return False
         return True
 
+    # -- where they are made -------------------------------------------------------------------
+    def made_by(self, scope: Scope, name: str, depth: int = 0) -> list[ast.Call]:
+        """The `DataLoader(...)` calls the loader `name` holds in `scope` comes from, through
+        aliases, program functions' returns, the arguments the calls of a function pass its
+        parameter and the attributes a class's methods bind (`self.loader = loader`) ([]
+        where that cannot be read)."""
+        if depth > DEPTH:
+            return []
+        if name.startswith(patterns.SELF + "."):
+            found_at = instance_origin(scope, name)
+            home = found_at.scope if found_at is not None else None
+        else:
+            home = _binding_scope(scope, name) or _parameter_of(scope, name)
+        if home is None:
+            return []
+        found: list[ast.Call] = []
+        if home.kind == "function" and name in home.params:
+            found += self._passed_calls(home, name, depth)
+        for binding in home.assigns(name):
+            if binding.unpacked and binding.element is None:  # `a, b = build_loaders(cfg)`
+                position = position_in_target(binding)
+                call = binding.value
+                if position is not None and isinstance(call, ast.Call):
+                    found += self._returned_calls(home, call, position, depth)
+                continue
+            value = binding.element if binding.element is not None else binding.value
+            found += self.calls_in(home, value, depth + 1) if value is not None else []
+        return found
+
+    def calls_in(self, scope: Scope, expr: ast.expr, depth: int = 0) -> list[ast.Call]:
+        """`made_by` for an expression."""
+        if depth > DEPTH:
+            return []
+        if isinstance(expr, ast.Call):
+            if patterns.is_loader_call(expr, self.imports):
+                return [expr]
+            if _prepares_one(expr):
+                return self.calls_in(scope, expr.args[0], depth + 1)
+            return self._returned_calls(scope, expr, None, depth)
+        name = patterns.name_value(expr)
+        return self.made_by(scope, name, depth + 1) if name is not None else []
+
+    def _passed_calls(self, function: Scope, param: str, depth: int) -> list[ast.Call]:
+        """What the calls of `function` (the constructions of its class, for `__init__`)
+        pass its parameter `param`."""
+        if function.name == "__init__" and is_method(function):
+            sites = constructions(self.index, function.parent)
+        else:
+            sites = calls_of(self.index, function)
+        found = []
+        for site in sites:
+            argument = argument_for(site.node, function, param)
+            if argument is not None:
+                found += self.calls_in(site.scope, argument, depth + 1)
+        return found
+
+    def _returned_calls(self, scope, call: ast.Call, position: int | None, depth: int) -> list:
+        function = callee_function(self.index, scope, call)
+        if function is None:
+            return []
+        found = []
+        for node in returns(function):
+            value = node.value
+            if position is not None:
+                if not isinstance(value, (ast.Tuple, ast.List)) or position >= len(value.elts):
+                    continue
+                value = value.elts[position]
+            found += self.calls_in(function, value, depth + 1)
+        return found
+
 
 def pick(entries: list[Entry], key: ast.expr) -> list[Entry]:
     """The entries a subscript reads: by a constant key or position, else every entry."""
@@ -223,6 +300,19 @@ def _prepares_one(call: ast.Call) -> bool:
         and len(call.args) == 1
         and not call.keywords
     )
+
+
+def _parameter_of(scope: Scope, name: str) -> Scope | None:
+    """The function (`scope` or one enclosing it) whose parameter `name` is, seen from
+    `scope`."""
+    current: Scope | None = scope
+    while current is not None:
+        if current.kind == "function" and name in current.params:
+            return current
+        if current.kind != "class" and current.is_local(name):
+            return None
+        current = current.parent
+    return None
 
 
 def _binding_scope(scope: Scope, name: str) -> Scope | None:

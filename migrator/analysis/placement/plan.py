@@ -25,6 +25,7 @@ from migrator.analysis.placement.loader_points import (
     loaders_before_a_loop,
     within_loop,
 )
+from migrator.analysis.placement.loaderless import loaderless_note
 from migrator.analysis.placement.prepare_plan import PreparePlan
 from migrator.analysis.placement.reading import (
     calls_any,
@@ -262,15 +263,7 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
     plan.index = max(start, after_imports(block, first_hard))
     plan.objects = [*mandatory, *included]
     if facts.loaderless:
-        loop = facts.training_loops[0]
-        plan.notes.append(Finding(
-            code="MIG905", level="note", node=loop.node,
-            message=f"the training loop at line {loop.node.lineno} draws no batches from a "
-            "DataLoader, so nothing shards its data: the processes train N replicas, on the "
-            "same batches when the script draws them alike on every process (N times the "
-            "compute for one process's result), on their own when it draws them at random per "
-            "process (batches go where the script's own `.to(device)` puts them)",
-        ))  # fmt: skip
+        plan.notes.append(loaderless_note(facts, plan.objects))
     return plan
 
 

@@ -170,6 +170,7 @@ class _Analyser(
                 inline_scopes.append(statement.block.scope)
             if source is not None and source.held:  # in a container: prepared where it is made
                 facts.held_loaders += [h for h in source.held if h not in facts.held_loaders]
+                facts.train_held += [value for value, _statement in source.held]
                 inline_scopes.append(source.scope)
             for name in source.loaders if source is not None else []:
                 found = facts.origin(source.scope, name) or self._shared_loader(source.scope, name)

@@ -57,6 +57,8 @@ class EvalLoaders:
         if self._received_beside_loader(origin):
             return True
         values = LoaderValues(self.index)
+        if self._returned_with_a_loader(origin, values):
+            return True
         if split_chain(origin.name) is None:
             return values.name_is_loader(origin.scope, origin.name)
         try:  # `loaders["valid"]`: read as the expression it is
@@ -73,6 +75,38 @@ class EvalLoaders:
             and self.facts.homes.get(t, self.facts.owner) is origin.scope
             for t in self.facts.train_loaders
         )
+
+    def _returned_with_a_loader(self, origin: Origin, values: LoaderValues) -> bool:
+        """`train_loader, val_loader, _ = get_dataloaders()`: a call that returns a loader
+        (the one a training loop draws from, or one traced to a `DataLoader(...)`) returns
+        loaders; each of its results a loop runs the model on is one too, even where the
+        function that makes them is not part of the program (a module without a step)."""
+        for binding in bindings_of(origin):
+            small = binding.small
+            if not (binding.unpacked and isinstance(small, ast.Assign)
+                    and isinstance(small.value, ast.Call) and len(small.targets) == 1):  # fmt: skip
+                continue
+            target = small.targets[0]
+            if not isinstance(target, (ast.Tuple, ast.List)):
+                continue
+            for element in target.elts:
+                sibling = patterns.name_of(element)
+                if sibling is None or sibling == origin.name:
+                    continue
+                if self._trains_from(Origin(origin.scope, sibling)):
+                    return True
+                if values.name_is_loader(origin.scope, sibling):
+                    return True
+        return False
+
+    def _trains_from(self, found: Origin) -> bool:
+        """A training loop draws from the object `found` names."""
+        facts = self.facts
+        for name in facts.train_loaders:
+            home = facts.homes.get(name, facts.owner)
+            if home is not None and facts.origin(home, name) == found:
+                return True
+        return False
 
     @staticmethod
     def _received(origin: Origin) -> bool:

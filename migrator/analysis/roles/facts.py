@@ -80,6 +80,8 @@ class TrainingFacts:
     # dict comprehension, a helper's returned dict), which a training or evaluation loop draws
     # from: (the value, the statement that writes it), MIG006 prepares each in place
     held_loaders: list[tuple[ast.expr, Statement]] = field(default_factory=list)
+    # those of `held_loaders` a training loop draws from (the values)
+    train_held: list[ast.expr] = field(default_factory=list)
     eval_loops: list[Loop] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     optimizers: list[str] = field(default_factory=list)

@@ -26,6 +26,7 @@ class SecondReadings:
         )
         facts.optimizers, facts.models, facts.train_loaders, facts.schedulers = [], [], [], []
         facts.shared_epochs, facts.inline_loaders, facts.held_loaders = [], [], []
+        facts.train_held = []
         facts.origins.clear()
         facts.homes.clear()
         facts.through_instances = True
@@ -59,7 +60,8 @@ class SecondReadings:
 
 # what a second reading of the roles resets, and puts back when the first one stands
 RETRIED = ("findings", "blocked", "owner", "meeting", "optimizers", "models", "train_loaders",
-           "schedulers", "shared_epochs", "inline_loaders", "held_loaders", "origins", "homes")  # fmt: skip
+           "schedulers", "shared_epochs", "inline_loaders", "held_loaders", "train_held",
+           "origins", "homes")  # fmt: skip
 
 
 def _copy(value):

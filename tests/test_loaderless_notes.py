@@ -1,0 +1,136 @@
+"""The MIG905 note of a loop that draws no batches from a DataLoader says what N processes do
+(SPEC §3b.1, §3b.8): the model is prepared, so DDP averages its gradients (the processes keep
+one model, not N replicas); the batches are where the script's own `.to(...)` puts them, or,
+where it has none, on the CPU while the prepared model is on `accelerator.device`."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from migrator.engine import migrate_text
+
+GET_BATCH = """\
+import torch
+
+data = torch.randn(256, 8)
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def get_batch(batch_size=16):
+    index = torch.randint(0, len(data), (batch_size,))
+    x = data[index]
+    {place}
+    return x, x.sum(dim=1, keepdim=True)
+
+
+model = torch.nn.Linear(8, 1).to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step in range(100):
+    x, y = get_batch()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+REPLAY = """\
+import random
+
+import torch
+
+
+class Agent:
+    def __init__(self):
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.net = torch.nn.Linear(4, 2).to(self.device)
+        self.optim = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+        self.memory = [(torch.randn(4), random.random()) for _ in range(64)]
+
+    def sample(self):
+        batch = random.sample(self.memory, 8)
+        states = torch.stack([s for s, _ in batch]){place}
+        rewards = torch.tensor([r for _, r in batch]{device})
+        return states, rewards
+
+    def learn(self, iterations):
+        for _ in range(iterations):
+            states, rewards = self.sample()
+            loss = (self.net(states).max(1).values - rewards).pow(2).mean()
+            self.optim.zero_grad()
+            loss.backward()
+            self.optim.step()
+
+
+Agent().learn(10)
+"""
+
+INDEXED = """\
+import torch
+
+
+class Pairs:
+    def __init__(self):
+        self.items = [(torch.randn(3), torch.randn(1)) for _ in range(32)]
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __len__(self):
+        return len(self.items)
+
+
+def train(dataset):
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(1, len(dataset)):
+        x, y = dataset[i]
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+train(Pairs())
+"""
+
+PLACED = "the batches go where the script's own `.to(...)` puts them"
+ON_CPU = "its tensors stay on the CPU, while the prepared model is on `accelerator.device`"
+
+
+def note(source: str):
+    output, findings = migrate_text(textwrap.dedent(source))
+    assert output is not None, [f.message for f in findings]
+    notes = [f for f in findings if f.code == "MIG905"]
+    assert len(notes) == 1, [f.message for f in findings]
+    return output, notes[0]
+
+
+@pytest.mark.parametrize(
+    "source, placed",
+    [
+        (GET_BATCH.format(place="x = x.to(device)"), True),
+        (GET_BATCH.format(place="x = x.cuda() if torch.cuda.is_available() else x"), True),
+        (GET_BATCH.format(place="pass"), False),
+        (REPLAY.format(place=".to(self.device)", device=""), True),
+        (REPLAY.format(place="", device=", device=self.device"), True),
+        (REPLAY.format(place="", device=""), False),
+        (INDEXED, False),
+    ],
+)
+def test_the_note_says_the_prepared_model_averages_and_where_the_batches_are(source, placed):
+    output, found = note(source)
+    assert "accelerator.prepare(" in output
+    assert "DDP averages the prepared model's gradients" in found.message
+    assert "N replicas" not in found.message
+    assert (PLACED in found.message) is placed
+    assert (ON_CPU in found.message) is not placed
+    assert found.level == "note"
+
+
+def test_a_model_placed_by_the_script_is_no_batch_placement():
+    """`model.to(device)` is the model's placement (prepare's now), not the batches'."""
+    source = INDEXED.replace("torch.nn.Linear(3, 1)", "torch.nn.Linear(3, 1).to('cpu')")
+    _output, found = note(source)
+    assert ON_CPU in found.message
