@@ -105,6 +105,11 @@ class EditSet:
         self.blocks[id(block)] = block
         self.insertions.setdefault((id(block), index), []).append((priority, statement))
 
+    def withdraw(self, block, index: int, statement: NewStatement) -> None:
+        """Take back an insertion (`statement`, the object given to `insert`)."""
+        found = self.insertions.get((id(block), index), [])
+        found[:] = [entry for entry in found if entry[1] is not statement]
+
     def params_of(self, function) -> ParamList:
         found = self._params.get(id(function))
         if found is None:

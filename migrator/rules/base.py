@@ -220,8 +220,12 @@ class RuleContext:
             self.extra_imports.append(("torch", None))
         return "torch"
 
-    def need_accelerator_before(self, block: Block, index: int, inserted: str) -> None:
-        self.needs.append(AcceleratorNeed(block.scope, block, index, inserted=inserted))
+    def need_accelerator_before(
+        self, block: Block, index: int, inserted: str, fallback=None
+    ) -> None:
+        self.needs.append(
+            AcceleratorNeed(block.scope, block, index, inserted=inserted, fallback=fallback)
+        )
 
     def prepared(self, origin_name: str) -> bool:
         if origin_name in self.facts.prepared_already:

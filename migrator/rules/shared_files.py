@@ -32,8 +32,15 @@ def _wait_before(context: RuleContext, statement: Statement, after: bool = False
     if block.kind == "suite" or _waits_near(context, block, index):
         return
     code = f"{context.accelerator}.{WAIT}\n"
-    context.edits.insert(block, index, context.statement(code), priority=30)
-    context.need_accelerator_before(block, index, f"accelerator.{WAIT}")
+    inserted = context.statement(code)
+    context.edits.insert(block, index, inserted, priority=30)
+
+    def through_state() -> None:  # where no accelerator can be seen: the process-wide state's
+        context.edits.withdraw(block, index, inserted)
+        waiting = context.statement(f"{context.state_expr('wait_for_everyone')}()\n")
+        context.edits.insert(block, index, waiting, priority=30)
+
+    context.need_accelerator_before(block, index, f"accelerator.{WAIT}", fallback=through_state)
 
 
 def _waits_near(context: RuleContext, block, index: int) -> bool:

@@ -63,7 +63,8 @@ def main_writes(flow: FileFlow) -> dict[tuple, list]:
             continue
         effect = effects.effect_of(site.node, imports, effects.values_in(site.scope))
         qualified = imports.qualify(site.node.func) or ""
-        if effect is None and flow.guarded(site):
+        helper = qualified in imports.helper_effects  # a project helper whose body writes
+        if helper or (effect is None and flow.guarded(site)):
             paths = _helper_paths(flow, site)  # `utils.keep(model, CHECKPOINT)`
         elif effect is None or effect.kind != "write" or qualified in FOLDER_WRITES:
             continue
