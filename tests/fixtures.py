@@ -29,3 +29,16 @@ def expected_codes(source: str) -> list[str]:
 
 def output_path(path: Path) -> Path:
     return path.with_name(path.name.replace(".in.py", ".out.py"))
+
+
+def is_batch_note(finding) -> bool:
+    """MIG006's note on the global batch (SPEC §3b.8, rules/global_batch.py)."""
+    return finding.code == "MIG006" and "global batch" in finding.message
+
+
+def without_batch_note(findings: list) -> list:
+    """The findings of a migrated program less its global-batch note, which a program whose
+    training loader is prepared carries once: checked to be there."""
+    notes = [f for f in findings if is_batch_note(f)]
+    assert len(notes) == 1, [f.message for f in findings]
+    return [f for f in findings if not is_batch_note(f)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from migrator.engine import migrate_text
+from tests.fixtures import without_batch_note
 
 TRAIN = """\
 import torch
@@ -42,7 +43,7 @@ PRECISION = """\
 
 def test_accumulation_steps_of_the_owners_parameter_are_read_where_it_is_made():
     output, findings = migrate_text(TRAIN.format(step=ACCUMULATION))
-    assert findings == []
+    assert without_batch_note(findings) == []
     assert (
         "def train(args):\n"
         "    accelerator = Accelerator(gradient_accumulation_steps=args.accumulation)\n"
@@ -53,7 +54,7 @@ def test_accumulation_steps_of_the_owners_parameter_are_read_where_it_is_made():
 
 def test_a_precision_switch_of_the_owners_parameter_is_read_where_it_is_made():
     output, findings = migrate_text(TRAIN.format(step=PRECISION))
-    assert findings == []
+    assert without_batch_note(findings) == []
     assert (
         "    accelerator = Accelerator(\n"
         '        mixed_precision="fp16" if args.amp and torch.cuda.is_available() else "no",\n'

@@ -97,11 +97,13 @@ def test_every_file_of_a_program_refused_in_a_helper_points_at_the_helper():
     refusal = Finding(code="MIG900", message="could not tell", line=3)
     results = unchanged(files, [[], [refusal], []])
     notes = [[f.message for f in result.findings] for result in results]
-    assert notes[1] == ["could not tell"]
+    left = "the program of main.py (main.py, engine.py, misc.py) is left as it is: the MIG900"
+    assert notes[1][0] == "could not tell" and notes[1][1].startswith(left)
     for number in (0, 2):  # the entry too: it has no finding of its own
         [message] = notes[number]
         assert "not migrated (see the finding in engine.py)" in message
     # a refusal in the entry is pointed at as before
     results = unchanged(files, [[refusal], [], []])
-    assert [f.message for f in results[0].findings] == ["could not tell"]
+    assert next(f.message for f in results[0].findings) == "could not tell"
+    assert [f.code for f in results[0].findings] == ["MIG900", "MIG950"]
     assert "(see the finding there)" in results[1].findings[0].message

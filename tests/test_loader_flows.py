@@ -15,7 +15,7 @@ from migrator.analysis.model.loader_values import LoaderValues
 from migrator.analysis.syntax.index import ModuleIndex
 from migrator.engine import migrate_text
 from migrator.source import Source
-from tests.fixtures import GOLDEN
+from tests.fixtures import GOLDEN, without_batch_note
 
 PROGRAM = textwrap.dedent("""\
     from torch.utils.data import DataLoader
@@ -69,7 +69,7 @@ def _migrated(name: str) -> tuple[str, list]:
 
 def test_each_plain_evaluation_loader_is_named_with_its_reason():
     _output, findings = _migrated("eval_loader_left_plain")
-    notes = sorted(f.message for f in findings if f.code == "MIG006")
+    notes = sorted(f.message for f in without_batch_note(findings) if f.code == "MIG006")
     assert len(notes) == 2, notes
     assert notes[0].startswith("`loader`, which the loop at line 19 evaluates on, is not prepared")
     assert "another object of the same name, `loader`, is prepared in `main()`" in notes[0]
@@ -168,7 +168,7 @@ def test_an_iterable_the_model_runs_on_that_no_dataloader_reaches_is_named():
     output, findings = migrate_text(source)
     assert output is not None
     assert "            x = x.to(device)\n" in output
-    [note] = [f.message for f in findings if f.code == "MIG006"]
+    [note] = [f.message for f in without_batch_note(findings) if f.code == "MIG006"]
     assert note.startswith(
         "`test_batches`, which the loop at line 18 evaluates on, is not prepared"
     )
@@ -182,7 +182,7 @@ def test_a_migration_its_prepared_evaluation_loader_makes_unsound_keeps_it_plain
     output, findings = _migrated("eval_loader_kept_plain_for_its_metric")
     assert "model, optimizer, train_loader = accelerator.prepare(" in output
     assert "gather_for_metrics" not in output
-    [note] = [f.message for f in findings]
+    [note] = [f.message for f in without_batch_note(findings)]
     assert note.startswith("`val_loader`, which the loop at line 16 evaluates on, is not prepared")
     assert "the soundness check refused that version" in note
 

@@ -43,7 +43,7 @@ def test_a_wrap_under_a_branch_is_refused_by_name():
     )
     output, findings = migrate_text(text)
     assert output is None
-    assert [(f.code, f.line) for f in findings] == [("MIG900", 11)]
+    assert [(f.code, f.line) for f in findings] == [("MIG900", 11), ("MIG950", 11)]
     assert "`loader` (the DataLoader made at line 9) is re-bound to `DeviceLoader(...)` at " in (
         findings[0].message
     )

@@ -4,6 +4,7 @@ what is left."""
 from __future__ import annotations
 
 from migrator.engine import migrate_text
+from tests.fixtures import without_batch_note
 
 SCRIPT = """\
 import torch
@@ -53,7 +54,7 @@ def test_a_writer_handed_to_a_helper_is_made_and_handed_on_the_main_process():
     output, findings = migrate_text(SCRIPT)
     assert "    if accelerator.is_main_process:\n        writer = SummaryWriter()\n" in output
     assert "    if accelerator.is_main_process:\n        log_weights(writer, model)\n" in output
-    assert findings == []
+    assert without_batch_note(findings) == []
 
 
 def test_a_writer_used_beyond_calls_is_left_and_the_program_refused():

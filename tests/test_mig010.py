@@ -311,17 +311,17 @@ def test_rank_computed_by_hand_blocks_the_file():
         'dist.init_process_group("gloo", rank=rank * 8 + 1, world_size=world_size)',
     )
     output, findings = migrate_text(source)
-    assert output is None and codes(findings) == ["MIG907"]
+    assert output is None and codes(findings) == ["MIG907", "MIG950"]
 
 
 def test_fsdp_and_rpc_block_the_file():
     fsdp = train_script().replace("DDP(torch.nn.Linear(4, 1))", "FSDP(torch.nn.Linear(4, 1))")
     fsdp = fsdp.replace("import os\n", "import os\nfrom torch.distributed.fsdp import "
                         "FullyShardedDataParallel as FSDP\n")  # fmt: skip
-    assert migrate_text(fsdp)[0] is None and codes(migrate_text(fsdp)[1]) == ["MIG904"]
+    assert migrate_text(fsdp)[0] is None and codes(migrate_text(fsdp)[1]) == ["MIG904", "MIG950"]
     rpc = train_script(tail='rpc.init_rpc("worker", rank=rank, world_size=world_size)')
     rpc = rpc.replace("import os\n", "import os\nimport torch.distributed.rpc as rpc\n")
-    assert migrate_text(rpc)[0] is None and codes(migrate_text(rpc)[1]) == ["MIG903"]
+    assert migrate_text(rpc)[0] is None and codes(migrate_text(rpc)[1]) == ["MIG903", "MIG950"]
 
 
 def test_sampler_used_elsewhere_blocks_the_file():
@@ -330,7 +330,7 @@ def test_sampler_used_elsewhere_blocks_the_file():
         "sampler = DistributedSampler(data)\n    loader = DataLoader(data, sampler=sampler)\n"
         "    print(len(sampler))")  # fmt: skip
     output, findings = migrate_text(source)
-    assert output is None and codes(findings) == ["MIG907"]
+    assert output is None and codes(findings) == ["MIG907", "MIG950"]
 
 
 def test_without_prepare_selected_ddp_is_left_with_a_finding():
@@ -369,7 +369,9 @@ def test_worker_without_spawn_loses_the_params_that_reach_init_process_group():
     assert "def train_ddp(epochs):" in output and "train_ddp(epochs=2)" in output
     assert "def setup" not in output and ".to(rank)" not in output
     assert "    model = torch.nn.Linear(4, 1)\n" in output
-    assert not findings
+    # no sampler: each process read the whole set, now its share (the global batch as before)
+    [note] = findings
+    assert "an epoch takes 1/N of the steps (the original's DDP processes each" in note.message
 
 
 def test_processes_started_by_hand_with_a_process_group_block_the_file():
@@ -378,7 +380,7 @@ def test_processes_started_by_hand_with_a_process_group_block_the_file():
         "    for r in range(2):\n        mp.Process(target=train, args=(r, 2)).start()",
     )
     output, findings = migrate_text(source)
-    assert output is None and codes(findings) == ["MIG907"]
+    assert output is None and codes(findings) == ["MIG907", "MIG950"]
 
 
 def test_module_attribute_before_prepare_is_unwrapped_and_does_not_block_prepare():
@@ -453,7 +455,7 @@ def test_rank_computed_by_hand_for_a_setup_helper_blocks_the_file():
             dist.init_process_group("gloo", rank=rank, world_size=world_size)
         """)
     output, findings = migrate_text(source)
-    assert output is None and codes(findings) == ["MIG907"]
+    assert output is None and codes(findings) == ["MIG907", "MIG950"]
 
 
 UNUSED_PARAMETER_MODEL = """\

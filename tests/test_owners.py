@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from migrator.engine import migrate_text
-from tests.fixtures import GOLDEN
+from tests.fixtures import GOLDEN, without_batch_note
 from tests.test_idioms_objects import launch
 
 
@@ -362,6 +362,7 @@ def test_an_epoch_method_switched_by_a_train_flag_prepares_the_training_loader()
         "            x, y = x.to(self.accelerator.device), y.to(self.accelerator.device)\n"
         in output
     )
+    findings = without_batch_note(findings)
     assert [f.code for f in findings] == ["MIG006"]
     assert "evaluates `self.val_loader` through the same loop" in findings[0].message
 

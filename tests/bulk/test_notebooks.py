@@ -15,6 +15,7 @@ from migrator.engine import Options
 from migrator.notebook import migrate_notebook
 from migrator.notebook.magics import Masker, is_ipython_line
 from migrator.notebook.program import CodeCell, Program
+from tests.fixtures import without_batch_note
 
 NOTEBOOKS = REPO / "fixtures" / "notebooks"
 GOLDEN = sorted(NOTEBOOKS.glob("*.in.ipynb"))
@@ -53,7 +54,7 @@ def _code_sources(document: dict) -> list[str]:
 def test_golden_notebooks(path, update_golden):
     expected_path = path.with_name(path.name.replace(".in.ipynb", ".out.ipynb"))
     result = migrate_notebook(path.read_bytes(), path.name, Options())
-    assert result.error is None and result.findings == []
+    assert result.error is None and without_batch_note(result.findings) == []
     if update_golden:
         expected_path.write_bytes(result.migrated)
     assert result.migrated == expected_path.read_bytes()
@@ -128,7 +129,8 @@ def test_bulk_runs_include_notebooks(tmp_path):
     (tmp_path / ".ipynb_checkpoints" / "nb-checkpoint.ipynb").write_bytes(CLASSIFIER.read_bytes())
     done = run_migrate("--check", ".", cwd=tmp_path)
     assert done.returncode == 1
-    assert b"would migrate nb.ipynb\nwould migrate train.py\n" in done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert lines.index("would migrate nb.ipynb") < lines.index("would migrate train.py")
     assert b"2 files scanned" in done.stderr
 
 

@@ -4,6 +4,7 @@ JSON, the summary on stderr, --quiet, --format json."""
 from __future__ import annotations
 
 import json
+import re
 
 from bulk_support import TRAIN_SCRIPT, run_migrate
 
@@ -62,8 +63,12 @@ def test_summary_counts_on_stderr(tree):
 def test_quiet_prints_only_errors_and_findings(tree):
     root = _repo(tree, count=3)
     done = run_migrate("--check", "--quiet", ".", cwd=root)
-    assert done.returncode == 1
-    assert done.stderr == b"" and done.stdout == b""
+    assert done.returncode == 1 and done.stdout == b""
+    # the findings only: each migrated script's global batch note, no progress, no summary
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 3, lines
+    assert all(re.match(r"pkg\d/train_\d\d\.py:\d+:\d+: MIG006 \(note\) .* global batch", line)
+               for line in lines), lines  # fmt: skip
 
 
 def test_json_has_per_file_results_findings_and_summary(tree):
@@ -81,7 +86,7 @@ def test_json_has_per_file_results_findings_and_summary(tree):
     assert finding["code"] == "MIG905" and finding["line"] == 2
     summary = payload["summary"]
     assert summary["scanned"] == 6 and summary["changed"] == 2 and summary["errors"] == 1
-    assert summary["findings"] == {"MIG905": 1}
+    assert summary["findings"] == {"MIG905": 1, "MIG006": 2}  # + each script's batch note
     assert [entry["path"] for entry in payload["files"]] == sorted(by_path)
 
 
