@@ -26,7 +26,6 @@ held, in every context where it ran, is recorded for the obligations (`extents`)
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.effects.extents import (
@@ -39,6 +38,7 @@ from migrator.analysis.effects.extents import (
     arithmetic,
     join,
 )
+from migrator.analysis.effects.frames import Frame, assigned_names, joined
 from migrator.analysis.effects.value_expressions import PREPARES, ValueExpressions
 from migrator.analysis.model.calls import CallGraph
 from migrator.analysis.model.chains import chain_text
@@ -70,7 +70,7 @@ class PerProcessValues(ValueExpressions):
         self._summaries: dict[tuple, Value] = {}
         self._active: list[int] = []
         self._changed = False
-        self._frame = _Frame()
+        self._frame = Frame()
         for _round in range(MAX_ROUNDS):
             self._changed = False
             self._summaries.clear()
@@ -116,7 +116,7 @@ class PerProcessValues(ValueExpressions):
         )
 
     def _outside(self, expr: ast.AST, scope: Scope) -> Value:
-        saved, self._frame = self._frame, _Frame()
+        saved, self._frame = self._frame, Frame()
         try:
             return self._evaluate(expr, scope)
         finally:
@@ -125,7 +125,7 @@ class PerProcessValues(ValueExpressions):
     # -- walking -------------------------------------------------------------------------------
     def _walk(self, scope: Scope, parameters: dict[str, Value]) -> Value:
         """`scope`'s body with its parameters bound to `parameters`: what it returns."""
-        saved, self._frame = self._frame, _Frame(dict(parameters), _assigned_names(scope.node))
+        saved, self._frame = self._frame, Frame(dict(parameters), assigned_names(scope.node))
         self._frame.locals |= set(parameters)
         try:
             self._statements(scope, scope.node.body)
@@ -290,7 +290,7 @@ class PerProcessValues(ValueExpressions):
             self._statements(scope, node.body)
             after_body, self._frame.state = self._frame.state, before
             self._statements(scope, node.orelse)
-            self._frame.state = _joined(after_body, self._frame.state)
+            self._frame.state = joined(after_body, self._frame.state)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 value = self._eval(item.context_expr, scope)
@@ -347,10 +347,10 @@ class PerProcessValues(ValueExpressions):
             else:
                 self._loop_targets(scope, node.target, node.iter)
             self._statements(scope, node.body)
-            self._frame.state = _joined(entry, self._frame.state)
+            self._frame.state = joined(entry, self._frame.state)
             if self._frame.state == entry:
                 break
-        self._frame.state = _joined(before, self._frame.state)
+        self._frame.state = joined(before, self._frame.state)
         self._statements(scope, node.orelse)
 
     def _loop_targets(self, scope: Scope, target: ast.AST, iterable: ast.AST) -> None:
@@ -373,40 +373,3 @@ class PerProcessValues(ValueExpressions):
             if wrapped:
                 return join(*(self._items(a, scope) for a in wrapped))
         return Value(value.extent)  # an iterator's items count what it yields
-
-    # -- expressions ---------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class _Frame:
-    """One function's walk: what its own variables hold at this point."""
-
-    state: dict | None = None
-    locals: set | None = None
-    returned: Value | None = None
-    yielded: Value | None = None  # what a generator yields
-
-    def __post_init__(self) -> None:
-        self.state = {} if self.state is None else self.state
-        self.locals = set() if self.locals is None else self.locals
-
-
-def _joined(a: dict[str, Value], b: dict[str, Value]) -> dict[str, Value]:
-    joined = dict(a)
-    for name, value in b.items():
-        joined[name] = join(joined[name], value) if name in joined else value
-    return joined
-
-
-def _assigned_names(node: ast.AST) -> set[str]:
-    """The plain names a function (or the module) binds in its own body."""
-    found: set[str] = set()
-    stack = list(ast.iter_child_nodes(node))
-    while stack:
-        inner = stack.pop()
-        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
-            found.add(inner.id)
-        stack.extend(ast.iter_child_nodes(inner))
-    return found
