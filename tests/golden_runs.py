@@ -4,6 +4,7 @@ and what the main process printed is split per fixture."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -65,3 +66,17 @@ def launch_fixtures(
                           timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-4000:]}"
     return done
+
+
+def verify_golden(tmp_path: Path, name: str) -> dict:
+    """`migrate verify` of the golden fixture `name`'s input, copied into `tmp_path` (TMPDIR
+    too): its JSON report, asserted EQUIVALENT."""
+    script = tmp_path / f"{name}.py"
+    script.write_text((GOLDEN / f"{name}.in.py").read_text())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    command = [sys.executable, "-m", "migrator", "verify", str(script), "--format", "json"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "EQUIVALENT", done.stdout[-3000:] + done.stderr[-3000:]
+    return report

@@ -9,17 +9,13 @@ parameter_groups_*.in.py; here the other spellings and the fixtures on 2 process
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from migrator.engine import migrate_text
-from tests.fixtures import GOLDEN, ROOT, without_batch_note
-from tests.golden_runs import launch_in_turn
+from tests.fixtures import without_batch_note
+from tests.golden_runs import launch_in_turn, verify_golden
 
 SCRIPT = """\
 import torch
@@ -212,27 +208,15 @@ def test_each_trainer_fixture_trains_on_two_processes(launched):
         assert len(lines) >= 2, launched[name]
 
 
-def _verify(tmp_path, name: str) -> dict:
-    script = tmp_path / f"{name}.py"
-    script.write_text((GOLDEN / f"{name}.in.py").read_text())
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
-    command = [sys.executable, "-m", "migrator", "verify", str(script), "--format", "json"]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
-    report = json.loads(done.stdout)
-    assert report["verdict"] == "EQUIVALENT", done.stdout[-3000:] + done.stderr[-3000:]
-    return report
-
-
 @pytest.mark.slow
 def test_a_loss_method_trainer_prints_the_original_numbers(tmp_path):
-    report = _verify(tmp_path, "forward_through_a_loss_method")
+    report = verify_golden(tmp_path, "forward_through_a_loss_method")
     assert len(report["steps"]) == 24  # 96 samples, batch 12, 3 epochs
 
 
 @pytest.mark.slow
 def test_weight_decay_groups_train_as_the_original(tmp_path):
-    report = _verify(tmp_path, "parameter_groups_from_named_parameters")
+    report = verify_golden(tmp_path, "parameter_groups_from_named_parameters")
     assert len(report["steps"]) == 36  # 120 samples, batch 10, 3 epochs
 
 

@@ -10,15 +10,11 @@ fixtures on 2 processes."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 from migrator.engine import migrate_text
-from tests.fixtures import GOLDEN, ROOT, without_batch_note
+from tests.fixtures import without_batch_note
+from tests.golden_runs import verify_golden
 
 TRAINER = """\
 import logging
@@ -197,27 +193,15 @@ def test_a_mode_switched_alias_is_the_model_and_is_not_bound_before_prepare():
 # -- the golden fixtures on 2 processes ------------------------------------------------------
 
 
-def _verify(tmp_path, name: str) -> dict:
-    script = tmp_path / f"{name}.py"
-    script.write_text((GOLDEN / f"{name}.in.py").read_text())
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
-    command = [sys.executable, "-m", "migrator", "verify", str(script), "--format", "json"]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
-    report = json.loads(done.stdout)
-    assert report["verdict"] == "EQUIVALENT", done.stdout[-3000:] + done.stderr[-3000:]
-    return report
-
-
 @pytest.mark.slow
 def test_a_trainer_handed_the_entrys_device_trains_as_the_original(tmp_path):
-    report = _verify(tmp_path, "trainer_device_from_the_entry")
+    report = verify_golden(tmp_path, "trainer_device_from_the_entry")
     assert len(report["steps"]) == 24  # 96 samples, batch 12, 3 epochs
 
 
 @pytest.mark.slow
 def test_a_download_in_the_entry_and_a_device_text_train_as_the_original(tmp_path):
-    report = _verify(tmp_path, "trainer_device_text_and_download")
+    report = verify_golden(tmp_path, "trainer_device_text_and_download")
     assert len(report["steps"]) == 30  # 80 samples, batch 8, 3 epochs
 
 
