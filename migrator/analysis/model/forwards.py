@@ -52,7 +52,7 @@ def mode_alias(scope, name: str) -> str | None:
         return None
     while switched(value):
         value = value.func.value
-    text = _name(value)
+    text = index_name(value)
     return text if text is not None and text.startswith("self.") else None
 
 
@@ -67,7 +67,7 @@ def switched(value: ast.AST | None) -> bool:
     )
 
 
-def _name(expr: ast.expr) -> str | None:
+def index_name(expr: ast.expr) -> str | None:
     """`model`, `self.model` (what the index names)."""
     if isinstance(expr, ast.Name):
         return expr.id

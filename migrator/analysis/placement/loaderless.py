@@ -13,9 +13,8 @@ then do is said as it is.
 
 from __future__ import annotations
 
-import ast
-
 from migrator.analysis.model.calls import CallGraph
+from migrator.analysis.model.forwards import index_name
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import Loop, Scope
 from migrator.findings import Finding
@@ -84,21 +83,9 @@ def _places(facts: TrainingFacts, site) -> bool:
         return True
     if site.method not in PLACEMENT or site.receiver is None:
         return False
-    name = _name(site.receiver)
+    name = index_name(site.receiver)
     return name is None or facts.role(site.scope, name) != "model"
 
 
 def _calls_in(facts: TrainingFacts, function: Scope) -> list:
     return [site for site in facts.index.calls() if site.scope is function]
-
-
-def _name(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if (
-        isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-    ):
-        return f"self.{node.attr}"
-    return None
