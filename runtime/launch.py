@@ -93,7 +93,7 @@ def _run_in_worker(function: Callable, args: tuple) -> Any:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     state.forget_inherited_state()
     try:
-        return function(*args)
+        result = function(*args)
     except BaseException as error:
         teardown.mark_failed()  # peers are elsewhere: no exit barrier for this rank
         reported = teardown.describe_failure(error) if isinstance(error, Exception) else error
@@ -103,6 +103,9 @@ def _run_in_worker(function: Callable, args: tuple) -> Any:
         if reported is not error:
             raise reported from error
         raise
+    else:
+        teardown.announce_left_without_group()
+        return result
     finally:
         # forked workers leave through os._exit, so atexit never tears the group down
         state.shut_down_process_group()

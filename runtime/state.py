@@ -70,7 +70,8 @@ class PartialState:
             if device.type != "cpu":
                 # pin the device before the group exists so nccl never guesses device 0
                 devices.use_device(device)
-            dist.init_process_group(backend=backend, **init_kwargs)
+            with teardown.LeftPeerWatch():
+                dist.init_process_group(backend=backend, **init_kwargs)
             self.owns_process_group = True
         self.distributed = dist.is_available() and dist.is_initialized()
         if self.distributed:

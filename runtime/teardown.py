@@ -129,6 +129,53 @@ def publish_failure(error: BaseException) -> None:
         pass
 
 
+def announce_left_without_group() -> None:
+    """A launched function returned on this rank and it never created the process group."""
+    store = _job_store()
+    if store is None or "RANK" not in os.environ or dist.is_initialized():
+        return
+    try:
+        store.set(_key("left", int(os.environ["RANK"])), "1")
+    except Exception:  # noqa: BLE001, S110 - best effort: without it the peer waits as before
+        pass
+
+
+class LeftPeerWatch:
+    """While this rank creates the process group, stops it if a peer's function returned
+    without joining: creating the group would wait for that peer forever (HF's
+    notebook_launcher hangs there too). The agent then restarts the round or reports this."""
+
+    def __init__(self, poll_s: float = 0.2) -> None:
+        self.poll_s = poll_s
+        self.done = threading.Event()
+
+    def __enter__(self) -> None:
+        store = _job_store()
+        if store is not None and "RANK" in os.environ:
+            threading.Thread(target=self._watch, args=(store,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+
+    def _watch(self, store) -> None:
+        rank, world = int(os.environ["RANK"]), int(os.environ.get("WORLD_SIZE", "1"))
+        others = [other for other in range(world) if other != rank]
+        while not self.done.wait(self.poll_s):
+            try:
+                left = [other for other in others if store.check([_key("left", other)])]
+            except Exception:  # noqa: BLE001 - the store is gone: the agent is stopping us
+                return
+            if left and not self.done.is_set():
+                print(
+                    f"[runtime] rank {rank}: rank {left[0]} finished without creating the "
+                    "process group, so creating it here would wait forever; stopping",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os._exit(1)
+
+
 def failed_peers(wait_s: float = ROLL_CALL_S) -> dict[int, str]:
     """The other ranks that failed (their recorded errors) or stopped answering."""
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))

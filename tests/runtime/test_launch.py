@@ -151,3 +151,12 @@ def test_launch_stops_the_others_when_one_fails_within_the_monitor_interval():
     assert done.returncode != 0 and "rank 0 does not sleep" in done.stderr
     seconds = float(done.stdout.split("stopped after ")[1].split()[0])
     assert seconds < 60  # the other process slept 100 s
+
+
+@pytest.mark.slow
+def test_launch_stops_a_rank_whose_peer_returned_without_joining_the_group():
+    # HF's notebook_launcher waits in init_process_group until its 30-minute timeout here
+    done = run_python("launch_function.py", "--one-leaves", timeout=120)
+    assert done.returncode != 0
+    assert "rank 0: rank 1 finished without creating the process group" in done.stderr
+    assert float(done.stdout.split("stopped after ")[1].split()[0]) < 60

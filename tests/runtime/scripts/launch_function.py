@@ -1,6 +1,6 @@
 """`runtime.launch(fn, args, num_processes=2)`, as a notebook would call it.
 
-Usage: launch_function.py [--fail | --static | --restarts DIR | --sleeper]
+Usage: launch_function.py [--fail | --static | --restarts DIR | --sleeper | --one-leaves]
 """
 
 import os
@@ -39,6 +39,13 @@ def raise_or_sleep():
     time.sleep(100)
 
 
+def only_rank_zero_joins():
+    """Rank 1 returns without creating the process group, so rank 0 would wait for it."""
+    if os.environ["RANK"] == "1":
+        return None
+    return Accelerator().process_index
+
+
 if __name__ == "__main__":
     if "--static" in sys.argv:
         print("result", notebook_launcher(gather_ranks, (10,), 2, rdzv_backend="static"))
@@ -49,6 +56,12 @@ if __name__ == "__main__":
         started = time.time()
         try:
             launch(raise_or_sleep, num_processes=2, monitor_interval=0.05)
+        finally:
+            print(f"stopped after {time.time() - started:.1f} s", flush=True)
+    elif "--one-leaves" in sys.argv:
+        started = time.time()
+        try:
+            launch(only_rank_zero_joins, num_processes=2)
         finally:
             print(f"stopped after {time.time() - started:.1f} s", flush=True)
     else:
