@@ -153,7 +153,6 @@ class LeftPeerWatch:
         store = _job_store()
         if store is not None and "RANK" in os.environ:
             threading.Thread(target=self._watch, args=(store,), daemon=True).start()
-        return self
 
     def __exit__(self, *exc) -> None:
         self.done.set()
