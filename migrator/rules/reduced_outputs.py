@@ -27,7 +27,7 @@ import ast
 from migrator.analysis.catalogue.outputs import module_function, shows
 from migrator.analysis.effects.extents import GLOBAL, LOCAL
 from migrator.analysis.effects.values import PerProcessValues
-from migrator.analysis.syntax.index import Loop, Scope
+from migrator.analysis.syntax.index import Loop, Scope, Statement
 from migrator.edits import EditSet, NewStatement
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
@@ -43,13 +43,15 @@ from migrator.rules.running_sums import (
     parent_of,
     reads_after,
     rebound_in,
+    restarted_window,
     running_sums,
     scope_nodes,
     statement_of,
     zeroed_before,
 )
 
-OUTPUTS = {"print", "info", "debug", "warning", "log", "append"}  # shown, or kept to show
+KEPT = {"update", "set_postfix"}  # kept to show: a meter's `update`, a progress bar's postfix
+OUTPUTS = {"print", "info", "debug", "warning", "log", "append", *KEPT}  # shown, or kept to show
 
 
 class ReducedOutputs(Rule):
@@ -131,11 +133,14 @@ class _Pass:
             key = (id(loop.node), name)
             if key in self.reduced or not zeroed_before(block, position, name):
                 continue
+            window = None
             if rebound_in(loop.node, name):
-                continue  # not a plain running sum
+                window = self._window(loop, name)
+                if window is None:
+                    continue  # not a plain running sum, nor one restarted every few passes
             if not any(LOCAL in self.values.extents(i.value, scope) for i in increments):
                 continue
-            reads = reads_after(scope, loop, name)
+            reads = window[1] if window else reads_after(scope, loop, name)
             if not reads or not any(LOCAL in self.values.extents(r, scope) for r in reads):
                 continue
             if any(collective_argument(scope.node, r) for r in reads):
@@ -158,8 +163,30 @@ class _Pass:
                     f'device={accelerator}.device), "{reduction}")\n'
                 )
 
-            self.edits.insert(block, position + 1, NewStatement(code), priority=30)
+            where = (window[0].block, window[0].index) if window else (block, position + 1)
+            self.edits.insert(*where, NewStatement(code), priority=30)
             self.reduced.add(key)
+
+    def _window(self, loop: Loop, name: str) -> tuple[Statement, list[ast.Name]] | None:
+        """A sum shown and restarted in an `if` of the loop that every process reaches alike
+        (`if step % 10 == 0:`): the statement holding its first read there, where it is
+        reduced, and its reads. Not after the loop: a last, partial window stays as it is."""
+        found = restarted_window(loop.node, name)
+        if found is None or reads_after(loop.scope, loop, name):
+            return None
+        window, reads = found
+        if LOCAL in self.values.extents(window.test, loop.scope):
+            return None  # not every process would reach the reduction
+        first = min(reads, key=lambda r: (r.lineno, r.col_offset))
+        small = statement_of(loop.scope.node, first)
+        statement = self.model.index.statement_of_small(small) if small is not None else None
+        if statement is None or statement.block.kind == "suite":
+            return None
+        if statement.block.owner is not window or statement.block.field != "body":
+            return None  # read deeper inside the `if`
+        if not self.model.processes.runs_on_every_process(statement):
+            return None
+        return statement, reads
 
     def _per_sample_reads(self, scope: Scope, reads: list[ast.Name], samples: set[str]) -> bool:
         """Every read divides the sum by a count of samples: the whole data's (`running_loss
@@ -193,6 +220,8 @@ class _Pass:
                 continue
             if _under_local_test(self.values, scope, scope.node, call):
                 continue
+            if called_name(call) in KEPT and self._other_local_arguments(call, scope):
+                continue  # `meter.update(loss.item(), x.size(0))`: its count stays this process's
             for item in _item_calls(call):
                 tensor = item.func.value
                 if id(tensor) in self.reduced_nodes:
@@ -209,6 +238,11 @@ class _Pass:
                         f"{a}.reduce({text}.detach(), {q}mean{q})"
                     ),
                 )
+
+    def _other_local_arguments(self, call: ast.Call, scope: Scope) -> bool:
+        """An argument of `call` holding no `.item()` is this process's own (a count)."""
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        return any(not _item_calls(a) and LOCAL in self.values.extents(a, scope) for a in arguments)
 
 
 def _accelerator_in(values: PerProcessValues, scope: Scope) -> str | None:

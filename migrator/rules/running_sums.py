@@ -84,6 +84,42 @@ def rebound_in(loop: ast.AST, name: str) -> bool:
     return False
 
 
+def restarted_window(loop: ast.AST, name: str) -> tuple[ast.If, list[ast.Name]] | None:
+    """A sum shown and restarted every few passes (`if step % 100 == 99: print(running / 100);
+    running = 0.0`, PyTorch's CIFAR tutorial): its only other bindings in the loop are zeros
+    in one `if` directly in the loop's body, and every read of it in the loop is in that
+    `if`'s body before them. Returns the `if` and those reads."""
+    resets, reads = [], []
+    for node in own_nodes(loop):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+            reads.append(node)
+        if isinstance(node, ast.AugAssign):
+            continue
+        targets = (
+            node.targets if isinstance(node, ast.Assign)
+            else [node.target] if isinstance(node, (ast.AnnAssign, ast.For, ast.AsyncFor))
+            else []
+        )  # fmt: skip
+        if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                return None
+            if not _zero(_value_of(node, node.value, name)):  # `running, seen = 0.0, 0` too
+                return None
+            resets.append(node)
+    body = getattr(loop, "body", [])
+    windows = [n for n in body if isinstance(n, ast.If) and any(r in n.body for r in resets)]
+    if not resets or not reads or len(windows) != 1:
+        return None
+    window = windows[0]
+    first_reset = min(r.lineno for r in resets)
+    inside = {id(n) for part in window.body for n in ast.walk(part)}
+    if not all(r in window.body for r in resets) or any(
+        id(r) not in inside or r.lineno > first_reset for r in reads
+    ):
+        return None
+    return window, reads
+
+
 def reads_after(scope: Scope, loop: Loop, name: str) -> list[ast.Name]:
     end = loop.node.end_lineno
     inside = {id(n) for n in ast.walk(loop.node)}

@@ -38,7 +38,11 @@ LOADER_WRAPPERS = {
 # Calls that yield the items of their first argument (`islice(loader, n)`), of every positional
 # argument (`zip(a, b)`), and methods known to do so by name (the MetricLogger of torchvision's
 # references, copied into DETR, DINO, DeiT, MAE: `metric_logger.log_every(loader, freq, header)`).
-ITEM_WRAPPERS = LOADER_WRAPPERS | {"itertools.islice", "islice", "tqdm.contrib.tenumerate"}
+ITEM_WRAPPERS = LOADER_WRAPPERS | {
+    "itertools.islice", "islice", "tqdm.contrib.tenumerate", "itertools.cycle",
+}  # fmt: skip
+# Calls that return an iterator `next()` draws the items of their first argument from
+ITERATOR_CALLS = {"iter", "itertools.cycle", "itertools.islice"}
 ZIP_WRAPPERS = {"zip", "itertools.zip_longest", "zip_longest"}
 ITEM_WRAPPER_METHODS = {"log_every"}
 DEVICE_STRING = re.compile(r"^(cuda|cpu|mps|xpu|npu|hpu)(:\d+)?$")

@@ -225,7 +225,7 @@ class LoopSources(ContainerSources):
     def _is_iterator(self, expr: ast.expr, scope: Scope) -> bool:
         """`iter(...)`, a generator call, or a name bound to one: `next()` can draw from it."""
         if isinstance(expr, ast.Call):
-            return self.imports.qualify(expr.func) == "iter" or any(
+            return self.imports.qualify(expr.func) in patterns.ITERATOR_CALLS or any(
                 self._yielded_param(f) is not None for f in self._item_generators(expr)
             )
         name = patterns.name_of(expr)
