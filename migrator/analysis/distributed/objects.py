@@ -123,7 +123,7 @@ class ObjectReader:
         reason = "is not assigned to one name"
         if (
             isinstance(small, ast.Assign)
-            and _sampler_or_none(small.value, site.node)
+            and _sampler_or_fallback(small.value, site.node, lambda v: self._fallback(v, sampler))
             and len(small.targets) == 1
             and isinstance(small.targets[0], ast.Name)
         ):
@@ -148,28 +148,35 @@ class ObjectReader:
     def _single_process_fallbacks(self, sampler: Sampler, own, others) -> bool:
         """`if args.distributed: sampler = DistributedSampler(ds)` whose `else:` binds the same
         name to None, `RandomSampler(ds)` or `SequentialSampler(ds)` (matching the
-        DistributedSampler's shuffle): the whole choice becomes the loader's own shuffle."""
+        DistributedSampler's shuffle), or the same with the branches the other way round
+        (`if not distributed: sampler = None` / `else: sampler = DistributedSampler(ds)`):
+        the whole choice becomes the loader's own shuffle."""
         parent = own.statement.block.parent
-        if parent is None or not isinstance(parent.node, ast.If) or own.statement.block.field != (
-            "body"
-        ):  # fmt: skip
+        field = own.statement.block.field
+        if parent is None or not isinstance(parent.node, ast.If):
             return False
-        shuffle = True if sampler.shuffle is None else constant(sampler.shuffle)
+        if field not in ("body", "orelse"):
+            return False
+        fallback_field = "orelse" if field == "body" else "body"
         for binding in others:
             block = binding.statement.block
-            if block.parent is not parent or block.field != "orelse" or binding.kind != (
+            if block.parent is not parent or block.field != fallback_field or binding.kind != (
                 "assign"
             ) or binding.unpacked:  # fmt: skip
                 return False
-            value = binding.value
-            if name_value(value) == "None":
-                continue
-            if not isinstance(value, ast.Call):
-                return False
-            kind = FALLBACK_SAMPLERS.get(self.imports.qualify(value.func) or "")
-            if kind is None or shuffle is not kind:
+            if not self._fallback(binding.value, sampler):
                 return False
         return True
+
+    def _fallback(self, value: ast.expr | None, sampler: Sampler) -> bool:
+        """None, or the single-process sampler of the DistributedSampler's shuffle."""
+        if name_value(value) == "None":
+            return True
+        if not isinstance(value, ast.Call):
+            return False
+        shuffle = True if sampler.shuffle is None else constant(sampler.shuffle)
+        kind = FALLBACK_SAMPLERS.get(self.imports.qualify(value.func) or "")
+        return kind is not None and shuffle is kind
 
     def _inline_loader_arg(self, site: CallSite):
         for other, _ in self.sites:
@@ -347,15 +354,18 @@ def _instance_target(site: CallSite, target: ast.expr | None, inner: ast.expr | 
     return name if len(site.scope.assigns(inner_name)) == 0 else None
 
 
-def _sampler_or_none(value: ast.expr, sampler: ast.Call) -> bool:
-    """`DistributedSampler(...)`, or `DistributedSampler(...) if distributed else None`: without
-    the sampler the loader's own `shuffle=` decides, which is what the rewrite restores."""
+def _sampler_or_fallback(value: ast.expr, sampler: ast.Call, fallback) -> bool:
+    """`DistributedSampler(...)`, or `DistributedSampler(...) if distributed else None` (or
+    else the single-process sampler of its shuffle, `fallback`, either way round): without the
+    sampler the loader's own `shuffle=` decides, which is what the rewrite restores."""
     if value is sampler:
         return True
     if not isinstance(value, ast.IfExp):
         return False
     branches = (value.body, value.orelse)
-    return any(b is sampler for b in branches) and any(name_value(b) == "None" for b in branches)
+    return any(b is sampler for b in branches) and any(
+        b is not sampler and fallback(b) for b in branches
+    )
 
 
 def _unpacked_into(site: CallSite, size: int, position: int) -> str | None:
