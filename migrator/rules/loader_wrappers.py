@@ -77,9 +77,11 @@ def rewrapped_loaders(context: RuleContext, scope: Scope, names: list[str]) -> l
 def leave_listed_batches(context: RuleContext) -> None:
     """The loaders of the prepare plan that are Python lists of batches a function of this
     file builds (`data, vocab = load_data()`, where `load_data` returns `data = []` filled
-    with `data.append(batch)`) leave the plan, with a note: `prepare` returns a list as it
-    is, so its batches keep the script's own `.to(device)` and each process trains on every
-    batch, as under torchrun DDP. Runs before the rules, which read the plan."""
+    with `data.append(batch)`), or instances of a class of the file that yields its batches
+    itself (`for x, y in GPULoader(x, y, 64)`, no DataLoader), leave the plan, with a note:
+    `prepare` returns them as they are, so their batches keep the script's own `.to(device)`
+    and each process trains on every batch, as under torchrun DDP. Runs before the rules,
+    which read the plan."""
     plan = context.plan
     if plan.block is None:
         return
@@ -88,6 +90,20 @@ def leave_listed_batches(context: RuleContext) -> None:
         if context.role(scope, name) != "loader":
             continue
         for binding in scope.assigns(name):
+            made = _own_iterable(context, binding)
+            if made is not None:
+                cls, line = made
+                plan.objects.remove(name)
+                plan.notes.append(Finding(
+                    code="MIG905", level="note", node=binding.small,
+                    message=f"`{name}` is a `{cls}` (the class at line {line}), not a "
+                    "DataLoader: `accelerator.prepare` cannot shard it, so it is not prepared "
+                    "and each process draws every batch it yields, as the same script under "
+                    "torchrun DDP would (each step then averages N batches, and what is "
+                    "computed from it counts every batch on every process); build a "
+                    "DataLoader, or shard it by `accelerator.process_index`, to split the data",
+                ))  # fmt: skip
+                break
             made = _listed_by_helper(context, binding)
             if made is not None:
                 function, line = made
@@ -100,6 +116,27 @@ def leave_listed_batches(context: RuleContext) -> None:
                     "script under torchrun DDP would; build a DataLoader to shard the data",
                 ))  # fmt: skip
                 break
+
+
+def _own_iterable(context: RuleContext, binding: Binding) -> tuple[str, int] | None:
+    """`loader = GPULoader(x, y, 64)`: an instance of a class of this program that yields the
+    batches itself (`__iter__`) and is no DataLoader: its name and line."""
+    small = binding.small
+    if binding.unpacked or not isinstance(small, ast.Assign):
+        return None
+    call = small.value
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        return None
+    index = context.facts.index
+    classes = [s for s in index.scopes if s.kind == "class" and s.name == call.func.id]
+    if len(classes) != 1 or not isinstance(classes[0].node, ast.ClassDef):
+        return None
+    node = classes[0].node
+    if node.bases or node.keywords:
+        return None  # a DataLoader's subclass, or a base whose `__iter__` is not read here
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "__iter__" for n in node.body):
+        return None
+    return node.name, node.lineno
 
 
 def _listed_by_helper(context: RuleContext, binding: Binding) -> tuple[str, int] | None:

@@ -1,0 +1,70 @@
+"""A training loop over an instance of the program's own batch iterator (a class with
+`__iter__` and no base, like a GPU-resident loader that slices tensors itself): `prepare`
+would pass it through unsharded, so it is not prepared and a MIG905 note names it, instead of
+the MIG006 note that claims each process draws its own batches. A DataLoader subclass is
+still a DataLoader."""
+
+from __future__ import annotations
+
+from migrator.engine import migrate_text
+from tests.test_idioms_objects import launch
+
+PROGRAM = """\
+import torch
+
+
+class {name}{bases}:
+    def __init__(self, x, y, batch_size):
+        self.x, self.y, self.batch_size = x, y, batch_size
+
+    def __iter__(self):
+        for i in range(0, len(self.x), self.batch_size):
+            yield self.x[i : i + self.batch_size], self.y[i : i + self.batch_size]
+
+    def __len__(self):
+        return (len(self.x) + self.batch_size - 1) // self.batch_size
+
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+torch.manual_seed(0)
+X, Y = torch.randn(64, 4).to(device), torch.randn(64, 1).to(device)
+loader = {name}(X, Y, 8)
+model = torch.nn.Linear(4, 1).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    steps = 0
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        steps += 1
+    print("steps", steps)
+"""
+
+
+def _migrate(name: str, bases: str = "") -> tuple[str, list]:
+    output, findings = migrate_text(PROGRAM.format(name=name, bases=bases))
+    assert output is not None, [f.message for f in findings]
+    return output, findings
+
+
+def test_the_programs_own_batch_iterator_is_named_and_not_prepared():
+    for name in ("GPULoader", "BatchStream"):
+        output, findings = _migrate(name)
+        assert "model, opt = accelerator.prepare(model, opt)\n" in output
+        notes = [f for f in findings if f.code == "MIG905"]
+        assert len(notes) == 1 and f"`loader` is a `{name}`" in notes[0].message
+        assert not any(f.code == "MIG006" for f in findings)  # no claim that it is sharded
+
+
+def test_a_dataloader_subclass_is_still_prepared():
+    output, _ = _migrate("FastLoader", "(torch.utils.data.DataLoader)")
+    assert "model, opt, loader = accelerator.prepare(model, opt, loader)\n" in output
+
+
+def test_two_processes_each_draw_every_batch_of_the_own_iterator(tmp_path):
+    output, _ = _migrate("GPULoader")
+    (tmp_path / "migrated.py").write_text(output)
+    done = launch(tmp_path / "migrated.py", tmp_path)
+    assert done.stdout.splitlines().count("steps 8") == 2  # 64 / 8, each epoch, main prints
