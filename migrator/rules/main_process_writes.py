@@ -32,11 +32,11 @@ from migrator.analysis.catalogue import effects, patterns
 from migrator.analysis.effects.processes import EVERY
 from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.hand_offs import BODY, NAMED, helper_writes
-from migrator.analysis.model.origins import scopes_seeing
 from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
+from migrator.rules.writer_objects import own_statement, tracker_statements
 from migrator.source import continuation_lines, split_lines
 
 TRAINING_METHODS = {"backward", "step", "zero_grad"}
@@ -56,7 +56,7 @@ def guard_writes(context: RuleContext, scopes: list[Scope]) -> None:
             statement = _writing_statement(context, site)
             if statement is not None:
                 statements[id(statement.node)] = statement
-    for statement in _tracker_statements(context, scopes):
+    for statement in tracker_statements(context, scopes):
         statements[id(statement.node)] = statement
     for key, statement in list(statements.items()):
         if _runs_collectives(context, statement):
@@ -111,9 +111,9 @@ def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None
     if qualified in kept or site.method == "mkdir":
         return None
     if (effect is not None and effect.kind != "download") or _log_file(imports, site.node):
-        return _own_statement(context, site.statement, small)
+        return own_statement(context, site.statement, small)
     if guarded_helper(context, site):  # `save_checkpoint(...)`
-        return _own_statement(context, site.statement, small)
+        return own_statement(context, site.statement, small)
     return None
 
 
@@ -222,83 +222,6 @@ def _with_statement_of(context: RuleContext, site: CallSite) -> Statement | None
         ):
             return None
     return site.statement
-
-
-def _own_statement(context: RuleContext, statement: Statement, small: ast.stmt):
-    """The statement to guard for a simple statement: its line, when it is alone on it in an
-    indented block or the module."""
-    node = statement.node
-    if statement.block.kind == "suite":
-        return None
-    if isinstance(node, Line) and len(node.body) == 1 and node.body[0] is small:
-        return statement
-    return None
-
-
-def _tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[Statement]:
-    """`writer = SummaryWriter(...)` in training code, with every statement calling its
-    methods, when those are all its uses."""
-    facts = context.facts
-    index = facts.index
-    found: list[Statement] = []
-    for scope in scopes:
-        for name, bindings in scope.bindings.items():
-            for binding in bindings:
-                call = binding.value
-                if binding.kind != "assign" or not isinstance(call, ast.Call):
-                    continue
-                callee = index.imports.qualify(call.func) or ""
-                log_file = callee in effects.OPEN_CALLS and effects.writing_mode(call)
-                if not (callee.endswith(effects.TRACKER_OBJECTS) or log_file) or binding.unpacked:
-                    continue
-                creation = _own_statement(context, binding.statement, binding.small)
-                seeing = scopes_seeing(scope, name)
-                uses = [use for seen in seeing for use in seen.uses.get(name, [])]
-                method_statements = []
-                for use in uses:
-                    site = _statement_call(index, use) or _handed_to_helper(context, use)
-                    statement = site and _own_statement(context, site.statement, site.small)
-                    if statement is None:
-                        break
-                    method_statements.append(statement)
-                else:
-                    if creation is not None:
-                        found += [creation, *method_statements]
-                        continue
-                context.findings.append(Finding(
-                    code="MIG030", level="note", node=call, by_hand=True,
-                    message=f"`{name}` is used beyond calls of its methods: make it and log "
-                    "to it on the main process only, by hand",
-                ))  # fmt: skip
-    return found
-
-
-def _handed_to_helper(context: RuleContext, use) -> CallSite | None:
-    """`log_weights(writer, model)`: a whole statement calling a function of this module with
-    the tracker: it logs, so it runs where the tracker exists."""
-    if use.kind != "arg" or use.call is None:
-        return None
-    site = _statement_call_of(context.facts.index, use.call)
-    if site is None or context.processes.graph.callee(site) is None:
-        return None
-    return site
-
-
-def _statement_call(index, use) -> CallSite | None:
-    """The call site when `use` is `name.method(...)` making a whole statement."""
-    if use.kind != "attr" or use.call is None:
-        return None
-    return _statement_call_of(index, use.call)
-
-
-def _statement_call_of(index, call: ast.Call) -> CallSite | None:
-    """The call site of `call` when the call is a whole statement."""
-    for site in index.calls():
-        if site.node is call:
-            small = site.small
-            if isinstance(small, ast.Expr) and small.value is site.node:
-                return site
-    return None
 
 
 def _guarded(context: RuleContext, statement: Statement) -> bool:

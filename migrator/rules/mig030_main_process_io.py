@@ -63,6 +63,8 @@ class MainProcessIO(Rule):
                     self._save(context, scope, site)
                 elif qualified in patterns.PROGRESS_BARS:
                     self._progress_bar(context, site)
+                elif qualified in patterns.BAR_PRINTS:
+                    self._bar_print(context, site)
         guard_writes(context, scopes)
         make_folders_safe(context, scopes)
         download_main_first(context, scopes)
@@ -72,6 +74,18 @@ class MainProcessIO(Rule):
         replacement = context.accelerator_expr("print")
         context.edits.replace_with(site.node.func, replacement)
         context.need_accelerator_at(site.statement, soft=site.node.func)
+
+    def _bar_print(self, context: RuleContext, site: CallSite) -> None:
+        """`tqdm.write(...)` prints beside the bars on every process: on the main process
+        only, as a statement of its own under the guard (tqdm's print kept), or else (a
+        suite, a line of several statements) as `accelerator.print(...)`."""
+        if not context.processes.runs_on_every_process(site.statement):
+            return
+        statement = _whole_statement(site)
+        if statement is not None:
+            guard_statement(context, statement, through_state=False)
+        elif all(keyword.arg in ("file", "end") for keyword in site.node.keywords):
+            self._print(context, site)
 
     def _save(self, context: RuleContext, scope: Scope, site: CallSite) -> None:
         args = patterns.positional(site.node)
