@@ -6,11 +6,23 @@ original's (SPEC §3b.6: randomness that must agree is made to agree). The split
 seed, the same on every process - `generator=torch.Generator().manual_seed(0)`,
 `random_state=0` - with a note: the original drew a new split each run.
 
+The same holds for the data a program orders or picks at random once, while it sets up
+(`idx = np.random.permutation(n)`, `random.shuffle(files)` in a Dataset's `__init__`,
+`df.sample(frac=1)`, `torch.randperm(n)`): each process would hold its data in another order,
+and a loader sharded by index would hand one sample to two processes and none to another.
+Such a call - outside any loop, in module code or a function only called outside loops (not
+a Dataset's `__getitem__`: per-sample randomness is left) - draws from its own RNG with seed
+0: `np.random.RandomState(0).permutation(n)`, `random.Random(0).shuffle(files)`,
+`random_state=0`, `generator=torch.Generator().manual_seed(0)`.
+
 A file that seeds the RNG the split draws from (`torch.manual_seed`, `np.random.seed`,
-`set_seed`, `seed_everything`, anywhere in the program) is taken as drawing alike on every
-process, and a split given its own generator or `random_state` is left as it is."""
+`random.seed`, `set_seed`, `seed_everything`, anywhere in the program) is taken as drawing
+alike on every process, and a split given its own generator or `random_state` is left as it
+is."""
 
 from __future__ import annotations
+
+import ast
 
 from migrator.arglists import call_items
 from migrator.findings import Finding
@@ -21,6 +33,11 @@ TORCH_SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.rando
 SKLEARN_SPLITS = {"sklearn.model_selection.train_test_split"}
 TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all"}
 NUMPY_SEEDS = {"numpy.random.seed"}
+PYTHON_SEEDS = {"random.seed"}
+TORCH_DRAWS = {"torch.randperm"}  # given `generator=`
+NUMPY_DRAWS = {"numpy.random.permutation", "numpy.random.shuffle", "numpy.random.choice"}
+PYTHON_DRAWS = {"random.shuffle", "random.sample"}  # from an own `random.Random(0)`
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
 EVERY_RNG = {"set_seed", "seed_everything"}  # HF's, Lightning's and most scripts' own
 
 
@@ -28,7 +45,8 @@ class SharedSplit(Rule):
     code = "MIG009"
     name = "shared-split"
     summary = "a random split every process draws gets one seed, the same on every process"
-    triggers = ("random_split", "train_test_split")
+    triggers = ("random_split", "train_test_split", "permutation", "shuffle", "choice",
+                "sample", "randperm")  # fmt: skip
 
     def apply(self, context: RuleContext) -> None:
         if not any(context.prepared(name) for name in context.facts.loaders):
@@ -37,6 +55,7 @@ class SharedSplit(Rule):
         called = {imports.qualify(site.node.func) or "" for site in context.facts.index.calls()}
         seeded_torch = bool(called & TORCH_SEEDS) or _seeds_every_rng(called)
         seeded_numpy = bool(called & NUMPY_SEEDS) or _seeds_every_rng(called)
+        seeded_python = bool(called & PYTHON_SEEDS) or _seeds_every_rng(called)
         for scope in every_process_scopes(context):
             for site in scope.calls:
                 qualified = imports.qualify(site.node.func) or ""
@@ -44,8 +63,35 @@ class SharedSplit(Rule):
                     self._seed(context, site, "generator", _generator(context), "torch")
                 elif qualified in SKLEARN_SPLITS and not seeded_numpy:
                     self._seed(context, site, "random_state", "0", "NumPy")
+                elif not _once_at_set_up(context, scope, site):
+                    continue
+                elif qualified in TORCH_DRAWS and not seeded_torch:
+                    self._seed(context, site, "generator", _generator(context), "torch", False)
+                elif _data_frame_sample(site.node) and not seeded_numpy:
+                    self._seed(context, site, "random_state", "0", "NumPy", False)
+                elif qualified in NUMPY_DRAWS and not seeded_numpy:
+                    self._own_rng(context, site, "RandomState(0)", "NumPy")
+                elif qualified in PYTHON_DRAWS and not seeded_python:
+                    self._own_rng(context, site, "Random(0)", "Python")
 
-    def _seed(self, context: RuleContext, site, keyword: str, value: str, rng: str) -> None:
+    def _own_rng(self, context: RuleContext, site, maker: str, rng: str) -> None:
+        """`np.random.permutation(n)` -> `np.random.RandomState(0).permutation(n)`,
+        `random.shuffle(x)` -> `random.Random(0).shuffle(x)`: the same method of an RNG of
+        its own, seeded alike on every process."""
+        func = site.node.func
+        if not isinstance(func, ast.Attribute) or not context.processes.runs_on_every_process(
+            site.statement
+        ):
+            return
+        module = func.value
+        context.edits.replace(module, lambda text, _r: f"{text}.{maker}")
+        seeded = f"`{context.source.text_of(module)}.{maker}`"
+        context.findings.append(Finding(code="MIG009", level="note", node=site.node,
+                                        message=_set_up_note(rng, seeded)))  # fmt: skip
+
+    def _seed(
+        self, context: RuleContext, site, keyword: str, value: str, rng: str, split: bool = True
+    ) -> None:
         call = site.node
         if any(k.arg in (keyword, None) for k in call.keywords):
             return  # its own generator, or keywords passed through `**`
@@ -60,7 +106,47 @@ class SharedSplit(Rule):
             f"this split draws from the {rng} RNG, which nothing seeds: on N processes each would "
             f"draw its own split (one process's validation samples another's training "
             f"samples); it is drawn with `{keyword}={value}` on every process - the original drew "
-            "a new split each run")))  # fmt: skip
+            "a new split each run") if split else _set_up_note(rng, f"`{keyword}={value}`")))  # fmt: skip
+
+
+def _set_up_note(rng: str, seeded: str) -> str:
+    return (
+        f"this draws from the {rng} RNG, which nothing seeds, while the data is set up: on N "
+        "processes each would order or pick its data its own way (a loader sharded by index "
+        "would then give some samples to two processes and others to none); it draws with "
+        f"{seeded} on every process - the original drew anew each run"
+    )
+
+
+def _once_at_set_up(context: RuleContext, scope, site, seen: frozenset = frozenset()) -> bool:
+    """Outside any loop, in module code or a function (a Dataset's `__init__`) that is only
+    called outside loops: it runs once, while the data is set up."""
+    if any(isinstance(s.node, LOOPS) for s in site.statement.chain()[:-1]):
+        return False
+    if scope.kind == "module":
+        return True
+    if scope.kind != "function" or id(scope) in seen:
+        return False
+    cls = scope.parent
+    name = scope.name
+    if cls is not None and cls.kind == "class":
+        if name != "__init__":
+            return False  # `__getitem__`, `__iter__`: randomness per sample or pass
+        name = cls.name
+    sites = context.facts.index.calls_named(name)
+    return bool(sites) and all(
+        _once_at_set_up(context, other.scope, other, seen | {id(scope)}) for other in sites
+    )
+
+
+def _data_frame_sample(call: ast.Call) -> bool:
+    """`df.sample(frac=1)`: pandas's sampling (its `frac=` names it), without a random_state."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "sample"
+        and any(k.arg == "frac" for k in call.keywords)
+    )
 
 
 def _seeds_every_rng(called: set[str]) -> bool:
