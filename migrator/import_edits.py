@@ -127,8 +127,11 @@ def remove_unused_imports(text: str, entries: list, tree: ast.Module) -> str:
             edits.append((*source.span(node), _render_from(source, node, gone)))
     if removed_smalls:
         edits += _statement_removals(source, tree, removed_smalls)
+    started_with_code = not text[:1].isspace()
     for start, end, replacement in sorted(edits, key=lambda e: e[0], reverse=True):
         text = text[:start] + replacement + text[end:]
+    if started_with_code:  # the first line was an import now gone: no blank line opens the file
+        text = text.lstrip("\r\n")
     return text
 
 

@@ -257,3 +257,16 @@ def test_import_torch_goes_after_the_leading_imports_with_a_blank_line():
     assert out == '"""Doc."""\nimport os\nimport torch\n\n# the model\nmodel = 1\n'
     again = add_module_imports(out, ["torch"], ast.parse(out))
     assert again == out
+
+
+def test_removing_the_first_import_leaves_no_blank_line_opening_the_file():
+    for newline in ("\n", "\r\n"):
+        text = newline.join(["import os", "", "import torch", "", "torch.zeros(1)", ""])
+        out = remove_unused_imports(text, [("os", None, None)], ast.parse(text))
+        assert out == newline.join(["import torch", "", "torch.zeros(1)", ""])
+
+
+def test_a_file_opening_with_a_blank_line_keeps_it():
+    text = "\nimport os\nimport torch\n\ntorch.zeros(1)\n"
+    out = remove_unused_imports(text, [("os", None, None)], ast.parse(text))
+    assert out == "\nimport torch\n\ntorch.zeros(1)\n"

@@ -47,13 +47,19 @@ if __name__ == "__main__":
 
 SHUFFLED = [
     # the DistributedSampler in the `else:` (the test says "not distributed")
-    "    if args.local_rank == -1:\n        train_sampler = RandomSampler(data)\n"
-    "    else:\n        train_sampler = DistributedSampler(data)",
-    "    if args.local_rank == -1:\n        train_sampler = None\n"
-    "    else:\n        train_sampler = DistributedSampler(data)",
+    (
+        "    if args.local_rank == -1:\n        train_sampler = RandomSampler(data)\n"
+        "    else:\n        train_sampler = DistributedSampler(data)"
+    ),
+    (
+        "    if args.local_rank == -1:\n        train_sampler = None\n"
+        "    else:\n        train_sampler = DistributedSampler(data)"
+    ),
     # in the body, as before
-    "    if args.local_rank != -1:\n        train_sampler = DistributedSampler(data)\n"
-    "    else:\n        train_sampler = RandomSampler(data)",
+    (
+        "    if args.local_rank != -1:\n        train_sampler = DistributedSampler(data)\n"
+        "    else:\n        train_sampler = RandomSampler(data)"
+    ),
     # conditional expressions, either way round
     "    train_sampler = RandomSampler(data) if args.local_rank == -1 else DistributedSampler(data)",
     "    train_sampler = DistributedSampler(data) if args.local_rank != -1 else RandomSampler(data)",
@@ -72,10 +78,14 @@ def test_a_sampler_choice_that_shuffles_either_way_becomes_the_loaders_shuffle(c
 
 
 UNSHUFFLED_FALLBACK = [
-    "    if args.local_rank == -1:\n        train_sampler = SequentialSampler(data)\n"
-    "    else:\n        train_sampler = DistributedSampler(data)",
-    "    train_sampler = SequentialSampler(data) if args.local_rank == -1 "
-    "else DistributedSampler(data)",
+    (
+        "    if args.local_rank == -1:\n        train_sampler = SequentialSampler(data)\n"
+        "    else:\n        train_sampler = DistributedSampler(data)"
+    ),
+    (
+        "    train_sampler = SequentialSampler(data) if args.local_rank == -1 "
+        "else DistributedSampler(data)"
+    ),
 ]
 
 
