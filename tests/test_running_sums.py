@@ -75,13 +75,24 @@ def test_a_sum_over_samples_divided_by_the_batch_count_is_summed_too():
 
 
 def test_a_sum_not_zeroed_before_the_loop_is_not_touched():
-    source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(
+    source = TEMPLATE.format(divisor="len(train_loader)", lr="0.1").replace(
         "    running_loss = 0.0\n", "    running_loss = float(epoch)\n"
     )
     output, _ = migrate_text(source)
     assert output is not None
     assert "running_loss = accelerator.reduce(" not in output
     assert CORRECTS_REDUCED in output
+
+
+def test_a_sum_left_per_process_over_the_whole_data_set_is_refused():
+    # not zeroed, so not reduced; over `len(train_set)` (the whole set's count) the printed
+    # loss would be off by the number of processes
+    source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(
+        "    running_loss = 0.0\n", "    running_loss = float(epoch)\n"
+    )
+    output, findings = migrate_text(source)
+    assert output is None
+    assert any(f.code == "MIG953" and "mixes this process's share" in f.message for f in findings)
 
 
 def test_sums_zeroed_together_in_one_statement_are_running_sums():
@@ -100,7 +111,7 @@ def test_sums_zeroed_together_in_one_statement_are_running_sums():
 
 
 def test_a_sum_zeroed_with_a_value_carried_in_is_not_a_running_sum():
-    source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(
+    source = TEMPLATE.format(divisor="len(train_loader)", lr="0.1").replace(
         "    running_loss = 0.0\n    running_corrects = 0\n",
         "    running_loss, running_corrects = float(epoch), 0\n",
     )
@@ -111,7 +122,7 @@ def test_a_sum_zeroed_with_a_value_carried_in_is_not_a_running_sum():
 
 
 def test_a_sum_rebound_in_the_loop_is_not_touched():
-    source = TEMPLATE.format(divisor="len(train_set)", lr="0.1").replace(
+    source = TEMPLATE.format(divisor="len(train_loader)", lr="0.1").replace(
         "        running_loss += loss.item() * x.size(0)\n",
         "        running_loss += loss.item() * x.size(0)\n        running_loss = running_loss\n",
     )
@@ -193,3 +204,66 @@ def test_a_loop_also_run_over_a_plain_loader_keeps_its_sums():
     assert output is not None
     assert "total = accelerator.reduce(" not in output
     assert "MIG953" in [f.code for f in findings]  # the printed train sum stays per process
+
+
+OWN_DATASET = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Rows(Dataset):
+    def __init__(self, n):
+        self.x = torch.randn(n, 4)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i]
+
+
+def loss_fn(out, x):
+    return torch.nn.functional.mse_loss(out, x, reduction="sum")
+
+
+dataset = {made}
+loader = DataLoader(dataset, batch_size=8, shuffle=True)
+model = torch.nn.Linear(4, 4)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+for epoch in range(2):
+    total_loss = 0
+    for x in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), x)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss.item()
+    print(f"Epoch {{epoch + 1}}, Loss: {{total_loss / len(dataset):.4f}}")
+"""
+
+
+def test_a_sum_over_the_programs_own_data_set_is_summed():
+    # `len(dataset)` of a Dataset the program defines (or torch's) counts the whole set, so
+    # the per-batch sums (`reduction="sum"` inside a helper) add up over the processes
+    for made in ("Rows(64)", "torch.utils.data.TensorDataset(torch.randn(64, 4))"):
+        output, _ = migrate_text(OWN_DATASET.format(made=made))
+        assert output is not None
+        assert (
+            "    total_loss = accelerator.reduce(torch.tensor(total_loss, "
+            'device=accelerator.device), "sum").item()\n'
+        ) in output, made
+
+
+def test_a_per_batch_loss_divided_as_it_is_added_is_averaged():
+    # `loss.item() / len(loader)` adds a batch average scaled by this process's batch count:
+    # the epoch's mean loss on each process, whose mean over the processes is the whole's
+    source = TEMPLATE.format(divisor="1", lr="0.1").replace(
+        "        running_loss += loss.item() * x.size(0)\n",
+        "        running_loss += loss.item() / len(train_loader)\n",
+    )
+    output, _ = migrate_text(source)
+    assert output is not None
+    assert (
+        "    running_loss = accelerator.reduce(torch.tensor(running_loss, "
+        'device=accelerator.device), "mean").item()\n'
+    ) in output

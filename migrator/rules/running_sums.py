@@ -163,6 +163,10 @@ def increment_kind(expr: ast.AST) -> str:
     over them."""
     if isinstance(expr, ast.Constant):
         return COUNTER
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
+        # `loss.item() / len(loader)`: what is divided says what is added, the divisor
+        # (a count of batches or samples) only scales it
+        return increment_kind(expr.left)
     for node in ast.walk(expr):
         if isinstance(node, ast.Call):
             called = called_name(node)

@@ -29,6 +29,11 @@ OPTIMIZER_CLASSES = {
 }  # fmt: skip
 SCHEDULER_FACTORIES = re.compile(r"(^|\.)(get_\w*schedule\w*|\w*LR|\w*Scheduler\w*|\w*_lr_\w*)$")
 LOADER_CLASSES = {"DataLoader", "StatefulDataLoader"}
+DATASET_BASES = {"Dataset", "IterableDataset", "TensorDataset"}
+# Data sets built whole on every process: torch's own, and the catalogues of the domain libraries
+DATASET_CLASSES = {"TensorDataset", "ConcatDataset", "ImageFolder", "DatasetFolder"}
+DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.",
+                   "torch_geometric.datasets.")  # fmt: skip
 SCALER_CLASSES = {"GradScaler"}
 ACCELERATOR_CLASSES = {"Accelerator"}
 LOADER_WRAPPERS = {
@@ -91,6 +96,13 @@ def is_scheduler_call(call: ast.Call, imports: ImportTable) -> bool:
 
 def is_loader_call(call: ast.Call, imports: ImportTable) -> bool:
     return last_part(imports.qualify(call.func)) in LOADER_CLASSES
+
+
+def is_dataset_call(call: ast.Call, imports: ImportTable) -> bool:
+    qualified = imports.qualify(call.func) or ""
+    return last_part(qualified) in DATASET_CLASSES or (
+        qualified.startswith(DATASET_MODULES) and last_part(qualified)[:1].isupper()
+    )
 
 
 def is_scaler_call(call: ast.Call, imports: ImportTable) -> bool:

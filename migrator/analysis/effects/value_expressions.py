@@ -98,6 +98,10 @@ class ValueExpressions:
         arguments = [*call.args, *(k.value for k in call.keywords)]
         if patterns.is_accelerator_call(call, self.imports):
             return Value(CONST, frozenset({"accelerator"}))
+        if patterns.is_dataset_call(call, self.imports):
+            for argument in arguments:
+                self._eval(argument, scope)
+            return Value(GLOBAL, frozenset({"dataset"}))  # `TensorDataset(x, y)`, `MNIST(...)`
         for recognise, role in (
             (patterns.is_loader_call, "plainloader"), (patterns.is_optimizer_call, "optimizer"),
             (patterns.is_scheduler_call, "scheduler"),
@@ -138,6 +142,8 @@ class ValueExpressions:
             returned = join(*(self._summary(target, call, scope) for target in targets))
             cls = callee.parent
             if callee.name == "__init__" and cls is not None and cls.kind == "class":
+                if _is_dataset_class(cls.node, self.imports):  # `len(data)`: the whole set's
+                    return Value(GLOBAL, frozenset({f"instance:{id(cls)}", "dataset"}))
                 return Value(CONST, frozenset({f"instance:{id(cls)}"}))  # `Meter(...)`
             return returned
         receiver = self._eval(func, scope)
@@ -159,6 +165,14 @@ class ValueExpressions:
 
 
 LOADER_ROLES = {"loader", "plainloader"}
+
+
+def _is_dataset_class(node, imports) -> bool:
+    """A class of the program made on torch's `Dataset` (`class Rows(Dataset):`): its
+    instances hold the whole data set on every process."""
+    return isinstance(node, ast.ClassDef) and any(
+        patterns.last_part(imports.qualify(base)) in patterns.DATASET_BASES for base in node.bases
+    )
 
 
 def _held(values: list[Value]) -> frozenset:
