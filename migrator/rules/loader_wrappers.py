@@ -89,9 +89,11 @@ def leave_listed_batches(context: RuleContext) -> None:
     for name in list(plan.objects):
         if context.role(scope, name) != "loader":
             continue
-        for binding in scope.assigns(name):
+        bindings = scope.assigns(name)
+        for binding in bindings:
+            # only ever the program's own iterator (a wrap of a DataLoader is rewrapped_loaders')
             made = _own_iterable(context, binding)
-            if made is not None:
+            if made is not None and all(_own_iterable(context, b) for b in bindings):
                 cls, line = made
                 plan.objects.remove(name)
                 plan.notes.append(Finding(
