@@ -8,6 +8,8 @@ import ast
 from migrator.arglists import Item, call_items
 from migrator.rules.base import Rule, RuleContext
 
+TENSOR_BACKWARD = ("gradient", "retain_graph", "create_graph", "inputs")  # its positional order
+
 
 class Backward(Rule):
     code = "MIG005"
@@ -30,6 +32,11 @@ def backward_render(call: ast.Call, method: str):
         receiver = call.func.value
         keep_parens = isinstance(receiver, (ast.Tuple, ast.GeneratorExp))
         items = call_items(renderer, call, func_text=method)
+        for position, (item, argument) in enumerate(zip(items.items, call.args, strict=False)):
+            # `accelerator.backward(loss, **kwargs)` takes no positional argument after the
+            # loss: `errD.backward(mone)` passes Tensor.backward's `gradient` by its name
+            if not isinstance(argument, ast.Starred) and position < len(TENSOR_BACKWARD):
+                item.text = f"{TENSOR_BACKWARD[position]}={item.text}"
         items.items = [Item(renderer.text_of(receiver, parens=keep_parens), None), *items.items]
         return items.render()
 
