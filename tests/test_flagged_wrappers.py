@@ -66,6 +66,12 @@ def test_the_loader_behind_the_flagged_bar_is_prepared_after_super_init():
 
 def test_both_branches_draw_this_process_shard_on_two_processes(tmp_path):
     script = tmp_path / "flagged.py"
-    script.write_text(migrate_text(SCRIPT)[0])
+    output = migrate_text(SCRIPT)[0]
+    shown = 'print("steps", trainer.train_epoch(), trainer.train_epoch(use_tqdm=False))\n'
+    assert shown in output
+    # each process writes its own counts (two processes printing to one pipe interleave)
+    each = 'open(f"steps{os.environ[\'RANK\']}.txt", "w").write(str((trainer.train_epoch(), trainer.train_epoch(use_tqdm=False))))\n'
+    script.write_text("import os\n" + output.replace(shown, each))
+    launch(script, tmp_path)
     # 32 samples in batches of 4 over two processes: 4 batches each, bar or not
-    assert "steps 4 4" in launch(script, tmp_path).stdout
+    assert [(tmp_path / f"steps{rank}.txt").read_text() for rank in range(2)] == ["(4, 4)"] * 2
