@@ -68,3 +68,59 @@ def test_two_processes_each_draw_every_batch_of_the_own_iterator(tmp_path):
     (tmp_path / "migrated.py").write_text(output)
     done = launch(tmp_path / "migrated.py", tmp_path)
     assert done.stdout.splitlines().count("steps 8") == 2  # 64 / 8, each epoch, main prints
+
+
+TORCHTEXT = """\
+import torch
+from torchtext.data import BucketIterator
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+train_iter, test_iter = BucketIterator.splits((train_data, test_data), batch_size=32,
+                                              device=device)
+model = torch.nn.Linear(4, 1).to(device)
+optimizer = torch.optim.Adam(model.parameters())
+for epoch in range(2):
+    for batch in train_iter:
+        loss = model(batch.src).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_torchtexts_iterators_are_named_and_not_prepared():
+    output, findings = migrate_text(TORCHTEXT)
+    assert output is not None
+    assert "model, optimizer = accelerator.prepare(model, optimizer)\n" in output
+    notes = [f.message for f in findings if f.code == "MIG905"]
+    assert any("`train_iter` is a torchtext `BucketIterator`" in n for n in notes), notes
+    assert not any(f.code == "MIG006" for f in findings)
+
+
+STEPS = """\
+import torch
+
+from data import sample_data, make_loader
+
+loader = make_loader()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.Adam(model.parameters())
+batches = sample_data(loader)
+steps = range(1000)
+for step in steps:
+    x, y = next(batches)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_loop_over_step_numbers_whose_batches_are_not_followed_is_refused():
+    # `batches` comes from another module's generator: a `range` is never the loader
+    output, findings = migrate_text(STEPS)
+    assert output is None
+    assert any(
+        f.code == "MIG900" and "iterates `steps`, a `range` of numbers" in f.message
+        for f in findings
+    ), [(f.code, f.message) for f in findings]

@@ -90,6 +90,27 @@ def leave_listed_batches(context: RuleContext) -> None:
         if context.role(scope, name) != "loader":
             continue
         bindings = scope.assigns(name)
+        foreign = [_foreign_iterable(context, b) for b in bindings]
+        if bindings and all(foreign) and foreign[0].startswith("a `range`"):
+            plan.objects.remove(name)  # the loop counts steps: its batches come from elsewhere
+            context.block_file(Finding(
+                code="MIG900", node=bindings[0].small,
+                message=f"the training loop iterates `{name}`, {foreign[0]}, and draws its "
+                "batches in a way the migration does not follow, so it cannot tell whether they "
+                "would be sharded; migrate by hand",
+            ))  # fmt: skip
+            continue
+        if bindings and all(foreign):
+            plan.objects.remove(name)
+            plan.notes.append(Finding(
+                code="MIG905", level="note", node=bindings[0].small,
+                message=f"`{name}` is {foreign[0]}, not a DataLoader: `accelerator.prepare` "
+                "cannot shard it, so it is not prepared and each process draws everything it "
+                "yields, as the same script under torchrun DDP would (each step then averages "
+                "N batches, and what is computed from it counts every batch on every process); "
+                "build a DataLoader to split the data",
+            ))  # fmt: skip
+            continue
         for binding in bindings:
             # only ever the program's own iterator (a wrap of a DataLoader is rewrapped_loaders')
             made = _own_iterable(context, binding)
@@ -118,6 +139,20 @@ def leave_listed_batches(context: RuleContext) -> None:
                     "script under torchrun DDP would; build a DataLoader to shard the data",
                 ))  # fmt: skip
                 break
+
+
+def _foreign_iterable(context: RuleContext, binding: Binding) -> str | None:
+    """What a name bound to a known non-DataLoader iterable holds: a `range` of step numbers,
+    a torchtext iterator (`BucketIterator.splits(...)` too)."""
+    value = binding.value
+    if not isinstance(value, ast.Call):
+        return None
+    qualified = context.facts.index.imports.qualify(value.func) or ""
+    if qualified == "range" and not binding.unpacked:
+        return "a `range` of numbers"
+    if qualified.startswith("torchtext.") and "Iterator" in qualified:
+        return f"a torchtext `{qualified.rsplit('.', 2)[-2] if qualified.endswith('.splits') else qualified.rsplit('.', 1)[-1]}`"
+    return None
 
 
 def _own_iterable(context: RuleContext, binding: Binding) -> tuple[str, int] | None:
