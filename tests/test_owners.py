@@ -51,6 +51,9 @@ def test_a_sweep_over_widths_prepares_in_the_function_that_makes_the_objects():
         "    model, optimizer, train_loader, val_loader = accelerator.prepare(",
         "        model, optimizer, train_loader, val_loader",
         "    )",
+        # the sweep seeds each width alike on every process; the others draw apart from here
+        "    if accelerator.process_index:  # each process draws its own randomness from here on",
+        "        torch.manual_seed(width + accelerator.process_index)",
         (
             '        accelerator.print(f"width {width} epoch {epoch} batches {len(train_loader)} '
             'loss {loss:.4f}")'

@@ -106,7 +106,9 @@ def test_a_data_frame_sample_gets_a_random_state():
 )
 def test_a_draw_from_a_seeded_rng_is_left(seed, module_draw):
     output, notes = _migrate(module_draw=module_draw, seed=seed)
-    assert module_draw in output and not notes
+    assert module_draw in output
+    # the one note left is the seed's own (process_seeds.py: the loop draws per epoch)
+    assert not [n for n in notes if "while the data is set up" in n.message]
 
 
 def test_a_draw_in_a_function_called_per_epoch_is_left():

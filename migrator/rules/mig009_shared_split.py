@@ -28,6 +28,7 @@ from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.main_process_writes import every_process_scopes
+from migrator.rules.process_seeds import offset_seeds
 
 TORCH_SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 SKLEARN_SPLITS = {"sklearn.model_selection.train_test_split"}
@@ -46,9 +47,10 @@ class SharedSplit(Rule):
     name = "shared-split"
     summary = "a random split every process draws gets one seed, the same on every process"
     triggers = ("random_split", "train_test_split", "permutation", "shuffle", "choice",
-                "sample", "randperm")  # fmt: skip
+                "sample", "randperm", "seed")  # fmt: skip
 
     def apply(self, context: RuleContext) -> None:
+        offset_seeds(context)  # randomness that must differ per process (process_seeds.py)
         if not any(context.prepared(name) for name in context.facts.loaders):
             return  # nothing is sharded: each process's split is its own business
         imports = context.facts.index.imports

@@ -1,0 +1,154 @@
+"""MIG009's randomness that must differ per process (SPEC §3b.6): a program that seeds its RNGs
+with one constant (`torch.manual_seed(999)`, `np.random.seed(seed)`, `set_seed(args.seed)`)
+seeds them alike on every process, so every process would draw the same GAN noise, the same
+dropout masks and augmentations, the same random batches of a loaderless loop - N copies of
+one draw where N separate runs draw N. Right after the prepare, each process other than the
+first seeds again with the same call, offset by its index:
+
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    if accelerator.process_index:  # each process draws its own randomness from here on
+        torch.manual_seed(999 + accelerator.process_index)
+
+Process 0 keeps the original's stream (one process runs exactly as the original did), and the
+set-up before the prepare (splits, initial weights) still agrees everywhere. A seed that
+already names the rank is left, as are seeds the prepare cannot see (set in another function,
+from its parameter), and so is a program that ran data-parallel already (hand-written DDP
+seeding its ranks alike did so by its own choice), and a loaderless loop's random batches
+are its data: whether processes draw alike is MIG905's note, not changed here."""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.findings import Finding
+from migrator.rules.base import RuleContext
+
+TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all"}
+OTHER_SEEDS = {"numpy.random.seed", "random.seed"}
+EVERY_RNG = {"set_seed", "seed_everything"}  # HF's, Lightning's and most scripts' own
+PER_PROCESS = ("rank", "process_index", "local_rank", "gpu")
+TORCH_DRAWS = {
+    "torch.randn", "torch.rand", "torch.randint", "torch.randn_like", "torch.rand_like",
+    "torch.randint_like", "torch.randperm", "torch.normal", "torch.bernoulli",
+    "torch.multinomial", "torch.poisson",
+}  # fmt: skip
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def offset_seeds(context: RuleContext) -> None:
+    """The reseeding after the prepare, with a note, where the program seeds alike."""
+    plan = context.plan
+    if plan is None or plan.block is None or not plan.objects:
+        return
+    if context.facts.distributed.present:
+        return  # hand-written DDP seeded its ranks alike itself: the original's choice stays
+    if not any(context.prepared(name) for name in context.facts.loaders):
+        return  # loaderless: what each process draws is its data, as MIG905's note says
+    calls = _seed_calls(context, plan.block.scope, plan.block, plan.index)
+    if not calls or not _draws_while_training(context):
+        return
+    index = context.accelerator_expr("process_index")
+    lines = [
+        f"{context.source.text_of(call.func)}({context.source.text_of(call.args[0])} + {index})"
+        for call in calls
+    ]
+    body = "".join(f"    {line}\n" for line in lines)
+    code = f"if {index}:  # each process draws its own randomness from here on\n{body}"
+    context.edits.insert(plan.block.holder, plan.index, context.statement(code), priority=20)
+    context.need_accelerator_before(plan.block, plan.index, "accelerator.prepare(...)")
+    shown = ", ".join(f"`{context.source.text_of(call)}`" for call in calls)
+    context.findings.append(Finding(code="MIG009", level="note", node=calls[0], message=(
+        f"{shown} {'seed' if len(calls) > 1 else 'seeds'} every process alike: each would draw the same noise, dropout and "
+        "augmentations (N copies of one draw); after the prepare, process k > 0 seeds again "
+        "with the seed + k, so each draws its own, while process 0 keeps the original's stream "
+        "and the set-up before the prepare agrees everywhere")))  # fmt: skip
+
+
+def _draws_while_training(context: RuleContext) -> bool:
+    """A random draw (torch's, NumPy's or Python's RNG) in a loop, or in a function a loop
+    calls, at any depth, or in a `forward` / `__getitem__`: noise, random batches,
+    augmentations drawn while training. A program whose randomness is all set-up needs no
+    reseeding."""
+    index = context.facts.index
+    imports = index.imports
+    calls: dict[str, set[str]] = {}  # function name -> names it calls
+    in_loops: set[str] = {"forward", "__getitem__"}
+    draws: list = []
+    for site in index.calls():
+        called = site.node.func
+        name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", None)
+        looped = any(isinstance(s.node, LOOPS) for s in site.statement.chain())
+        if name is not None:
+            if looped:
+                in_loops.add(name)
+            if site.scope.kind == "function":
+                calls.setdefault(site.scope.name, set()).add(name)
+        qualified = imports.qualify(called) or ""
+        if qualified in TORCH_DRAWS or qualified.startswith(("numpy.random.", "random.")):
+            draws.append((site, looped))
+    reached = set(in_loops)
+    while True:  # what the functions loops call call in turn
+        more = {n for caller in reached for n in calls.get(caller, ())} - reached
+        if not more:
+            break
+        reached |= more
+    return any(
+        looped or (site.scope.kind == "function" and site.scope.name in reached)
+        for site, looped in draws
+    )
+
+
+def _seed_calls(context: RuleContext, scope, block, index: int) -> list[ast.Call]:
+    """The seeding calls run before the prepare point, in its scope (or at module level
+    before it), outside loops, each with one seed the prepare point can read."""
+    imports = context.facts.index.imports
+    found = []
+    for site in context.facts.index.calls():
+        call = site.node
+        qualified = imports.qualify(call.func) or ""
+        own = qualified.rsplit(".", 1)[-1] in EVERY_RNG
+        if qualified not in TORCH_SEEDS | OTHER_SEEDS and not own:
+            continue
+        if len(call.args) != 1 or call.keywords or isinstance(call.args[0], ast.Starred):
+            continue
+        if site.scope is not scope and site.scope.kind != "module":
+            continue
+        if any(
+            isinstance(s.node, (ast.For, ast.AsyncFor, ast.While)) for s in site.statement.chain()
+        ):
+            continue
+        if not _before(site.statement, block, index):
+            continue
+        text = context.source.text_of(call.args[0])
+        if any(word in text for word in PER_PROCESS):
+            return []  # the program seeds per process already
+        if not context.processes.runs_on_every_process(site.statement):
+            continue
+        if not _readable(call.args[0], site.scope, scope):
+            continue
+        found.append(call)
+    return found
+
+
+def _before(statement, block, index: int) -> bool:
+    """Runs before the statement at `block.statements[index]`: in that block or an enclosing
+    one, at an earlier position (module code before a function's prepare runs first too)."""
+    for outer in statement.chain():
+        if outer.block is block:
+            return outer.index < index
+    return statement.block.scope.kind == "module" and block.scope.kind != "module"
+
+
+def _readable(seed: ast.expr, made_in, scope) -> bool:
+    """Every name the seed reads is a parameter or binding of the prepare's scope, or a
+    module-level name, so the same expression can be evaluated again there."""
+    for node in ast.walk(seed):
+        if isinstance(node, ast.Name):
+            if node.id in scope.params or scope.assigns(node.id):
+                continue
+            module = scope
+            while module.parent is not None:
+                module = module.parent
+            if not module.assigns(node.id) and made_in is not module:
+                return False
+    return True

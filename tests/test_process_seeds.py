@@ -1,0 +1,148 @@
+"""MIG009 on randomness that must differ per process: a program seeding its RNGs with one
+constant seeds them alike on every process (the same GAN noise, dropout masks, random batches
+on each: N copies of one draw). After the prepare, process k > 0 seeds again with seed + k;
+process 0 keeps the original's stream, so one process runs as the original did."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from migrator.engine import migrate_text
+from tests.test_idioms_objects import launch
+
+GAN = """\
+import random
+import sys
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+{seeding}
+loader = DataLoader(TensorDataset(torch.arange(32.0).view(32, 1)), batch_size=4, shuffle=True)
+generator = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(generator.parameters(), lr=0.0)
+noises, seen = [], []
+for epoch in range(2):
+    for (real,) in loader:
+        noise = torch.randn(real.size(0), 2)
+        loss = (generator(noise) - real).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        noises.append(round(noise.sum().item(), 6))
+        seen += real.flatten().tolist()
+print("noise", noises[:3])
+"""
+
+SEEDED = "manual_seed = 999\nrandom.seed(manual_seed)\ntorch.manual_seed(manual_seed)\n"
+RESEED = (
+    "if accelerator.process_index:  # each process draws its own randomness from here on\n"
+    "    random.seed(manual_seed + accelerator.process_index)\n"
+    "    torch.manual_seed(manual_seed + accelerator.process_index)\n"
+)
+
+
+def _migrate(seeding: str) -> tuple[str, list]:
+    output, findings = migrate_text(GAN.format(seeding=seeding))
+    assert output is not None, [f.message for f in findings]
+    return output, [f for f in findings if f.code == "MIG009"]
+
+
+def test_a_program_seeded_alike_seeds_each_process_but_the_first_again_after_the_prepare():
+    output, notes = _migrate(SEEDED)
+    prepare = "generator, optimizer, loader = accelerator.prepare(generator, optimizer, loader)\n"
+    assert prepare + RESEED in output
+    assert len(notes) == 1 and "seed every process alike" in notes[0].message
+
+
+IN_MAIN = """\
+import argparse
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from helpers import set_seed
+
+
+def main(args):
+    set_seed(args.seed)
+    loader = DataLoader(TensorDataset(torch.randn(32, 2)), batch_size=4, shuffle=True)
+    model = torch.nn.Sequential(torch.nn.Dropout(0.5), torch.nn.Linear(2, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for (x,) in loader:
+        x = x + 0.1 * torch.randn_like(x)  # noise drawn while training
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seed", type=int, default=0)
+    main(parser.parse_args())
+"""
+
+
+def test_a_seed_read_from_the_options_in_main_is_offset_there():
+    output, _ = migrate_text(IN_MAIN)
+    assert output is not None
+    assert (
+        "    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n"
+        "    if accelerator.process_index:  # each process draws its own randomness from here on\n"
+        "        set_seed(args.seed + accelerator.process_index)\n"
+    ) in output
+
+
+def test_a_seeded_program_that_draws_nothing_while_training_is_not_reseeded():
+    # its randomness is all set-up (the data made before the loop): nothing to decorrelate
+    source = GAN.format(seeding=SEEDED).replace(
+        "noise = torch.randn(real.size(0), 2)", "noise = torch.ones(real.size(0), 2)"
+    )
+    output, findings = migrate_text(source)
+    assert output is not None
+    assert "if accelerator.process_index:" not in output
+    assert not any(f.code == "MIG009" for f in findings)
+
+
+def test_noise_drawn_in_a_function_the_loop_calls_is_drawn_while_training():
+    # like a VAE's reparameterisation, drawn one call away from the loop
+    source = (
+        GAN.format(seeding=SEEDED).replace(
+            "noise = torch.randn(real.size(0), 2)", "noise = sample(real)"
+        )
+        + "\n\ndef sample(real):\n    return torch.randn(real.size(0), 2)\n"
+    )
+    output, _ = migrate_text(source)
+    assert output is not None and RESEED in output
+
+
+@pytest.mark.parametrize(
+    "seeding",
+    [
+        "",  # nothing seeded: processes draw apart already
+        "rank = 0\ntorch.manual_seed(1234 + rank)\n",  # seeded per process by the program
+    ],
+)
+def test_no_reseeding_where_the_processes_draw_apart_already(seeding):
+    output, notes = _migrate(seeding)
+    assert "if accelerator.process_index:" not in output and not notes
+
+
+def test_two_processes_draw_their_own_noise_and_one_process_draws_the_originals(tmp_path):
+    source = GAN.format(seeding=SEEDED)
+    (tmp_path / "original.py").write_text(source)
+    single = subprocess.run([sys.executable, "original.py"], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120, check=True)  # fmt: skip
+    output, _ = _migrate(SEEDED)
+    each = 'open(f"drawn{accelerator.process_index}.txt", "w").write(str((noises, sorted(seen))))\n'
+    (tmp_path / "migrated.py").write_text(output + each)
+    launch(tmp_path / "migrated.py", tmp_path)
+    drawn = [eval((tmp_path / f"drawn{rank}.txt").read_text()) for rank in range(2)]
+    assert drawn[0][0] != drawn[1][0]  # each process its own noise
+    assert drawn[0][0][:3] == eval(single.stdout.split("noise ", 1)[1])  # process 0: the original's
+    # the shuffle still agrees: the two shards cover the data set, each epoch
+    assert sorted(drawn[0][1] + drawn[1][1]) == sorted([float(v) for v in range(32)] * 2)
