@@ -87,7 +87,11 @@ DOWNLOAD_CALLS = {
     "urllib.request.urlretrieve", "wget.download", "gdown.download",
     "huggingface_hub.hf_hub_download", "huggingface_hub.snapshot_download",
     "torchvision.datasets.utils.download_url", "torchvision.datasets.utils.download_and_extract_archive",
+    "nltk.download", "datasets.load_dataset",
 }  # fmt: skip
+# data sets that download (and process into their folder) when they are made, with no
+# `download=` to say so: PyTorch Geometric's (`Planetoid(root, "Cora")`), torchtext's
+DOWNLOADING_DATASETS = ("torch_geometric.datasets.", "torchtext.datasets.")
 # where the path goes, when it is not the first argument (position, keyword)
 PATH_ARGUMENTS = {
     "torch.save": (1, "f"),
@@ -137,6 +141,8 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
     if qualified in TRACKER_CALLS or qualified.endswith(TRACKER_OBJECTS):
         return Effect("tracker", "a tracker's run", call)
     if qualified in DOWNLOAD_CALLS or _is_true(keyword(call, "download")):
+        return Effect("download", "a download", call)
+    if qualified.startswith(DOWNLOADING_DATASETS) and keyword(call, "download") is None:
         return Effect("download", "a download", call)
     if qualified == "logging.basicConfig" and keyword(call, "filename") is not None:
         return Effect("log", "a log file", call)

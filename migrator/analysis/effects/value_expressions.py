@@ -101,7 +101,9 @@ class ValueExpressions:
         if patterns.is_dataset_call(call, self.imports):
             for argument in arguments:
                 self._eval(argument, scope)
-            return Value(GLOBAL, frozenset({"dataset"}))  # `TensorDataset(x, y)`, `MNIST(...)`
+            # `TensorDataset(x, y)`, `MNIST(...)`: the same on every process; `len()` of it
+            # counts the whole set
+            return Value(CONST, frozenset({"dataset"}))
         for recognise, role in (
             (patterns.is_loader_call, "plainloader"), (patterns.is_optimizer_call, "optimizer"),
             (patterns.is_scheduler_call, "scheduler"),
@@ -143,7 +145,7 @@ class ValueExpressions:
             cls = callee.parent
             if callee.name == "__init__" and cls is not None and cls.kind == "class":
                 if _is_dataset_class(cls.node, self.imports):  # `len(data)`: the whole set's
-                    return Value(GLOBAL, frozenset({f"instance:{id(cls)}", "dataset"}))
+                    return Value(CONST, frozenset({f"instance:{id(cls)}", "dataset"}))
                 return Value(CONST, frozenset({f"instance:{id(cls)}"}))  # `Meter(...)`
             return returned
         receiver = self._eval(func, scope)
