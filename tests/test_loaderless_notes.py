@@ -134,3 +134,27 @@ def test_a_model_placed_by_the_script_is_no_batch_placement():
     source = INDEXED.replace("torch.nn.Linear(3, 1)", "torch.nn.Linear(3, 1).to('cpu')")
     _output, found = note(source)
     assert ON_CPU in found.message
+
+
+FULL_BATCH = """\
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+features, labels = torch.randn(64, 8), torch.randn(64, 1)
+{placed}
+model = torch.nn.Linear(8, 1).to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+for epoch in range(20):
+    loss = torch.nn.functional.mse_loss(model(features), labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_full_batch_placed_once_before_the_loop_is_where_the_script_put_it():
+    placed = "features, labels = features.to(device), labels.to(device)"
+    _output, found = note(FULL_BATCH.format(placed=placed))
+    assert "the batches go where the script's own `.to(...)` puts them" in found.message
+    _output, found = note(FULL_BATCH.format(placed=""))  # only the model is placed
+    assert ON_CPU in found.message

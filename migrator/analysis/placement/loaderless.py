@@ -7,11 +7,13 @@ then do is said as it is.
   every process (a seeded draw, a fixed tensor) make the original's steps at N times the
   compute; batches drawn at random per process make each step average N of them.
 - Where the batches live: the script's own `.to(...)` / `.cuda()` in the loop (or in the
-  helpers it calls) put them where it says (its device, now `accelerator.device`); with none,
+  helpers it calls, or once before it) put them where it says (its device, now `accelerator.device`); with none,
   they stay on the CPU while the prepared model is on `accelerator.device`.
 """
 
 from __future__ import annotations
+
+import ast
 
 from migrator.analysis.model.calls import CallGraph
 from migrator.analysis.model.forwards import index_name
@@ -60,6 +62,13 @@ def places_tensors(facts: TrainingFacts, loop: Loop) -> bool:
     of the program to a device (`x.to(device)`, `.cuda()`, `torch.tensor(..., device=d)`)?"""
     graph = CallGraph(facts.index)
     seen: set[int] = set()
+    # the tensors a full-batch loop reads may be placed once, before it (`data =
+    # dataset[0].to(device)`), in its scope or at module level
+    before = [site for site in facts.index.calls()
+              if (site.scope is loop.scope or site.scope.kind == "module")
+              and site.node.lineno < loop.node.lineno]  # fmt: skip
+    if any(_places(facts, site) and _binds_data(facts, site) for site in before):
+        return True
     calls = list(loop.calls)
     depth = {id(site): 0 for site in calls}
     while calls:
@@ -85,6 +94,19 @@ def _places(facts: TrainingFacts, site) -> bool:
         return False
     name = index_name(site.receiver)
     return name is None or facts.role(site.scope, name) != "model"
+
+
+def _binds_data(facts: TrainingFacts, site) -> bool:
+    """`data = dataset[0].to(device)`: a placement bound to a name that is no model."""
+    small = site.small
+    if not isinstance(small, ast.Assign):
+        return False
+    value = small.value
+    parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+    if not any(part is site.node for part in parts):  # `x, y = x.to(d), y.to(d)` too
+        return False
+    names = [n.id for t in small.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return bool(names) and all(facts.role(site.scope, n) != "model" for n in names)
 
 
 def _calls_in(facts: TrainingFacts, function: Scope) -> list:
