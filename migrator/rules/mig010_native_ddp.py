@@ -34,6 +34,7 @@ from migrator.analysis.syntax.index import Scope, Statement
 from migrator.analysis.syntax.views import call_args
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.checkpoint_keys import prefix_notes
 from migrator.rules.ddp_launch_attributes import rewrite_launch_attributes
 from migrator.rules.ddp_options import carry_ddp_options
 from migrator.rules.ddp_samplers import SamplerMigration
@@ -72,6 +73,8 @@ class NativeDDP(Rule):
             )
             return
         _Migration(context).run()
+        wraps = [(wrap.target, wrap.site.node.lineno) for wrap in context.facts.distributed.wraps]
+        prefix_notes(context, wraps, "DistributedDataParallel")
 
 
 class _Migration(SpawnMigration, SamplerMigration):

@@ -16,6 +16,7 @@ from migrator.analysis.syntax.index import CallSite, Line
 from migrator.analysis.syntax.views import call_args
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.checkpoint_keys import prefix_notes
 
 PLACEMENT = ("to", "cuda")
 
@@ -61,6 +62,8 @@ class DataParallel(Rule):
                     message=f"nn.DataParallel around `{target}` removed: {why}",
                 ))  # fmt: skip
             _unwrap_module_uses(context, wrapped)
+            lines = [(target, site.node.lineno) for site, (target, _i) in zip(sites, plans)]
+            prefix_notes(context, lines, "nn.DataParallel")
             return
         for site in sites:
             context.findings.append(Finding(
