@@ -125,3 +125,14 @@ def test_tqdms_own_print_runs_on_the_main_process():
     # where no statement of its own can be guarded: the accelerator's print
     assert 'if epoch > 5: accelerator.print("late")' in output
     assert 'accelerator.print("done"); accelerator.print("both")' in output
+
+
+def test_a_figure_shown_on_every_process_is_shown_on_the_main_process():
+    source = BAR_PRINTS.replace(
+        "import tqdm as progress\n", "import matplotlib.pyplot as plt\nimport tqdm as progress\n"
+    ).replace(
+        '        tqdm.write(f"epoch {epoch}")\n', "        plt.plot([epoch])\n        plt.show()\n"
+    )
+    output, _ = migrate_text(source)
+    assert output is not None
+    assert "        if accelerator.is_main_process:\n            plt.show()\n" in output

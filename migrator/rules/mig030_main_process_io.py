@@ -65,6 +65,10 @@ class MainProcessIO(Rule):
                     self._progress_bar(context, site)
                 elif qualified in patterns.BAR_PRINTS:
                     self._bar_print(context, site)
+                elif qualified in patterns.FIGURE_SHOWS:
+                    statement = _whole_statement(site)
+                    if statement and context.processes.runs_on_every_process(statement):
+                        guard_statement(context, statement, through_state=False)
         guard_writes(context, scopes)
         make_folders_safe(context, scopes)
         download_main_first(context, scopes)

@@ -358,6 +358,8 @@ PROGRESS_BARS = {"tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "t
                  "tqdm.auto.trange", "trange"}  # fmt: skip
 # tqdm's print beside the bars (a class method, through any spelling of the class)
 BAR_PRINTS = {"tqdm.tqdm.write", "tqdm.auto.tqdm.write", "tqdm.notebook.tqdm.write", "tqdm.write"}
+# shown to the user like a print: one window per process, unless on the main process only
+FIGURE_SHOWS = {"matplotlib.pyplot.show"}
 DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                  "torch.nn.parallel.data_parallel.DataParallel"}  # fmt: skip
 HALF_DTYPES = {"torch.float16", "torch.half"}
