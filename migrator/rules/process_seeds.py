@@ -1,9 +1,9 @@
 """MIG009's randomness that must differ per process (SPEC §3b.6): a program that seeds its RNGs
 with one constant (`torch.manual_seed(999)`, `np.random.seed(seed)`, `set_seed(args.seed)`)
 seeds them alike on every process, so every process would draw the same GAN noise, the same
-dropout masks and augmentations, the same random batches of a loaderless loop - N copies of
-one draw where N separate runs draw N. Right after the prepare, each process other than the
-first seeds again with the same call, offset by its index:
+dropout masks and augmentations - N copies of one draw where N separate runs draw N. Right
+after the prepare, each process other than the first seeds again with the same call, offset
+by its index:
 
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     if accelerator.process_index:  # each process draws its own randomness from here on
