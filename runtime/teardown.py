@@ -24,6 +24,7 @@ from datetime import timedelta
 import torch.distributed as dist
 
 PEER_FAILURE_GRACE_S = 10.0
+ANY_RANK = -1  # the key a rank that returned without a process group writes its rank under
 ROLL_CALL_S = 5.0  # how long a survivor waits for the others to say they are alive
 _SILENT = "stopped answering (its node died, or it was killed)"
 _remote_failure = {"seen": False}
@@ -134,8 +135,8 @@ def announce_left_without_group() -> None:
     store = _job_store()
     if store is None or "RANK" not in os.environ or dist.is_initialized():
         return
-    try:
-        store.set(_key("left", int(os.environ["RANK"])), "1")
+    try:  # one key for all: a watching rank asks the store once per poll, whatever the size
+        store.set(_key("left", ANY_RANK), os.environ["RANK"])
     except Exception:  # noqa: BLE001, S110 - best effort: without it the peer waits as before
         pass
 
@@ -158,16 +159,16 @@ class LeftPeerWatch:
         self.done.set()
 
     def _watch(self, store) -> None:
-        rank, world = int(os.environ["RANK"]), int(os.environ.get("WORLD_SIZE", "1"))
-        others = [other for other in range(world) if other != rank]
+        rank = os.environ["RANK"]
+        key = _key("left", ANY_RANK)
         while not self.done.wait(self.poll_s):
             try:
-                left = [other for other in others if store.check([_key("left", other)])]
+                left = store.get(key).decode() if store.check([key]) else None
             except Exception:  # noqa: BLE001 - the store is gone: the agent is stopping us
                 return
-            if left and not self.done.is_set():
+            if left is not None and not self.done.is_set():
                 print(
-                    f"[runtime] rank {rank}: rank {left[0]} finished without creating the "
+                    f"[runtime] rank {rank}: rank {left} finished without creating the "
                     "process group, so creating it here would wait forever; stopping",
                     file=sys.stderr,
                     flush=True,
