@@ -188,6 +188,8 @@ STAND_INS = {
     # torchsummary, torchinfo, thop as their callers see them: a forward on a made-up input,
     # on the device they are told (torchsummary's is text), with the model's own weights there
     "torchsummary.py": """\
+        import os
+
         import torch
 
         def summary(model, input_size, batch_size=-1, device="cuda"):
@@ -195,16 +197,20 @@ STAND_INS = {
             assert device in ("cuda", "cpu"), device
             out = model(torch.rand(2, *input_size).to(device))
             count = sum(p.numel() for p in model.parameters())
-            print(f"torchsummary: {count} parameters, output {tuple(out.shape)}")
+            if os.environ.get("RANK", "0") == "0":  # one pipe: the other's lines would interleave
+                print(f"torchsummary: {count} parameters, output {tuple(out.shape)}")
         """,
     "torchinfo.py": """\
+        import os
+
         import torch
 
         def summary(model, input_size, device=None, verbose=1):
             weights = next(model.parameters()).device
             assert torch.device(device).type == weights.type, (device, weights)
             out = model(torch.rand(*input_size, device=device))
-            print(f"torchinfo: output {tuple(out.shape)} on {weights.type}")
+            if os.environ.get("RANK", "0") == "0":
+                print(f"torchinfo: output {tuple(out.shape)} on {weights.type}")
         """,
     "thop.py": """\
         def profile(model, inputs):
