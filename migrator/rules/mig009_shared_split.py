@@ -28,18 +28,20 @@ from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.main_process_writes import every_process_scopes
-from migrator.rules.process_seeds import offset_seeds
+from migrator.rules.process_seeds import (
+    EVERY_RNG,
+    LOOPS,
+    NUMPY_SEEDS,
+    PYTHON_SEEDS,
+    TORCH_SEEDS,
+    offset_seeds,
+)
 
 TORCH_SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 SKLEARN_SPLITS = {"sklearn.model_selection.train_test_split"}
-TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all"}
-NUMPY_SEEDS = {"numpy.random.seed"}
-PYTHON_SEEDS = {"random.seed"}
 TORCH_DRAWS = {"torch.randperm"}  # given `generator=`
 NUMPY_DRAWS = {"numpy.random.permutation", "numpy.random.shuffle", "numpy.random.choice"}
 PYTHON_DRAWS = {"random.shuffle", "random.sample"}  # from an own `random.Random(0)`
-LOOPS = (ast.For, ast.AsyncFor, ast.While)
-EVERY_RNG = {"set_seed", "seed_everything"}  # HF's, Lightning's and most scripts' own
 
 
 class SharedSplit(Rule):

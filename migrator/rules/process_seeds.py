@@ -24,7 +24,9 @@ from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
 TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all"}
-OTHER_SEEDS = {"numpy.random.seed", "random.seed"}
+NUMPY_SEEDS = {"numpy.random.seed"}
+PYTHON_SEEDS = {"random.seed"}
+OTHER_SEEDS = NUMPY_SEEDS | PYTHON_SEEDS
 EVERY_RNG = {"set_seed", "seed_everything"}  # HF's, Lightning's and most scripts' own
 PER_PROCESS = ("rank", "process_index", "local_rank", "gpu")
 TORCH_DRAWS = {
