@@ -101,3 +101,90 @@ def test_a_batch_taken_off_the_device_for_numpy_stays_taken_off():
     assert '    targets = y.to("cpu").numpy()\n' in output
     assert '    shown = loss.detach().to("cpu").tolist()\n' in output
     assert "x.to(" not in output
+
+
+METHODS = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    @classmethod
+    def build(cls, width):
+        net = cls()
+        return net
+
+    def make_optimizer(self, lr, device_type):
+        fused = device_type == "cuda"
+        return torch.optim.AdamW(self.parameters(), lr=lr, fused=fused or None)
+
+    def describe(self, device):
+        return self._kind(device)
+
+    def _kind(self, where):
+        if where != "cpu":
+            return "accelerated"
+        return "host"
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = {made}.to(device)
+print(model.describe(device))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, foreach=model.make_optimizer(0.1, device_type=device) is None)
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=2)
+for x, y in loader:
+    x, y = x.to(device), y.to(device)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_string_device_handed_to_methods_is_compared_by_type():
+    """The device handed to a method of the model (`model.make_optimizer(..., device_type=
+    device)`, the model made by its class or by a class method returning `cls()`), and on
+    through a sibling method (`self._kind(device)`), is compared by its `.type` there too."""
+    for made in ("Net()", "Net.build(4)"):
+        output, findings = migrate_text(METHODS.format(made=made))
+        assert [f.code for f in findings if f.needs_human] == [], made
+        assert '        fused = device_type.type == "cuda"\n' in output, made
+        assert '        if where.type != "cpu":\n' in output, made
+
+
+def test_a_method_also_handed_a_string_is_left_as_written():
+    """A second call passes the text "cpu": `device_type.type` would fail there, so the
+    method keeps its comparison."""
+    script = METHODS.format(made="Net()") + 'other = model.make_optimizer(0.1, "cpu")\n'
+    output, _ = migrate_text(script)
+    assert '        fused = device_type == "cuda"\n' in output
+    assert '        if where.type != "cpu":\n' in output
+
+
+def test_a_class_method_returning_something_else_is_no_instance():
+    """`Net.settings()` returns a dict, not a Net: its `make_optimizer` is not Net's."""
+    script = (
+        METHODS.replace(
+            "    def make_optimizer",
+            "    @classmethod\n    def settings(cls):\n        return dict()\n\n"
+            "    def make_optimizer",
+        )
+        .format(made="Net()")
+        .replace(
+            "foreach=model.make_optimizer(0.1, device_type=device)",
+            "foreach=config.make_optimizer(0.1, device_type=device)",
+        )
+        .replace(
+            "print(model.describe(device))",
+            "print(model.describe(device))\nconfig = Net.settings()",
+        )
+    )
+    output, _ = migrate_text(script)
+    assert '        fused = device_type == "cuda"\n' in output

@@ -9,6 +9,8 @@ import ast
 from migrator.analysis.catalogue import diagnostics, patterns
 from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.origins import (
+    argument_for,
+    calls_of,
     handed_to_parameter,
     scopes_seeing,
 )
@@ -122,12 +124,13 @@ class Device(Rule):
                 if id(use.node) in context.edits.dropped_names:
                     continue
                 handed = (
-                    handed_to_parameter(context.facts.index, use)
+                    handed_to_parameter(context.facts.index, use, current)
                     if use.kind == "arg" and depth < 3
                     else None
                 )
                 if handed is not None:
-                    self._compared_as_strings(context, *handed, depth + 1)
+                    if _every_call_hands(context.facts.index, *handed, name):
+                        self._compared_as_strings(context, *handed, depth + 1)
                     continue
                 if use.kind == "arg" and diagnostics.takes_device_text(use.callee):
                     context.edits.replace_with(use.node, f"{name}.type")  # `device="cuda"`
@@ -306,4 +309,14 @@ def _compares_with_text(compare: ast.Compare, operand: ast.AST) -> bool:
         isinstance(o, ast.Constant) and o.value in DEVICE_TYPES
         for o in operands
         if o is not operand
+    )
+
+
+def _every_call_hands(index, function: Scope, parameter: str, name: str) -> bool:
+    """Every call of `function` the program makes passes `name` (the device) as `parameter`:
+    its comparisons may read `.type`. A call passing anything else (`run(model, "cpu")`)
+    would compare a string's `.type`: the function is left as it is."""
+    sites = calls_of(index, function)
+    return bool(sites) and all(
+        patterns.name_of(argument_for(site.node, function, parameter)) == name for site in sites
     )

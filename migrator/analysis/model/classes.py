@@ -46,6 +46,43 @@ def method_of(index: ModuleIndex, cls: Scope, method: str, depth: int = 0) -> Sc
     return None
 
 
+def made_class(index: ModuleIndex, call: ast.Call) -> Scope | None:
+    """The program class whose instance `call` makes: `GPT(config)`, or a class method that
+    returns one (`GPT.from_pretrained("gpt2")`, whose every `return` is `cls(...)` or a name
+    bound to it). None for anything else."""
+    made = class_named(index, call.func)
+    if made is not None or not isinstance(call.func, ast.Attribute):
+        return made
+    owner = class_named(index, call.func.value)
+    method = method_of(index, owner, call.func.attr) if owner is not None else None
+    if method is None or not _builds_own_class(method.node, owner.name):
+        return None
+    return owner
+
+
+def _builds_own_class(function: ast.AST, owner: str) -> bool:
+    decorators = {dotted_name(d) for d in function.decorator_list}
+    if "classmethod" not in decorators or not function.args.args:
+        return False
+    makers = {function.args.args[0].arg, owner}  # `cls(...)`, `GPT(...)`
+    built = {
+        target.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign) and _makes(node.value, makers)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    returns = [n.value for n in ast.walk(function) if isinstance(n, ast.Return)]
+    return bool(returns) and all(
+        _makes(value, makers) or (isinstance(value, ast.Name) and value.id in built)
+        for value in returns
+    )
+
+
+def _makes(value: ast.expr | None, makers: set[str]) -> bool:
+    return isinstance(value, ast.Call) and dotted_name(value.func) in makers
+
+
 def override(index: ModuleIndex, method: Scope) -> Scope | None:
     """The one subclass method (the module's classes) that overrides `method`, a stub of a
     base class (`raise NotImplementedError`, `pass`, a docstring): what `self._train_epoch()`

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.chains import held_alias
-from migrator.analysis.model.classes import class_named, method_of
+from migrator.analysis.model.classes import class_named, made_class, method_of
 from migrator.analysis.model.forwards import mode_alias
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import Binding, CallSite, ModuleIndex, Scope
@@ -191,25 +191,52 @@ def instance_calls(index: ModuleIndex, method: Scope) -> list[CallSite]:
         receiver = func.value
         if not isinstance(receiver, ast.Name) or receiver.id == patterns.SELF:
             continue
-        scope = site.scope
-        bindings = scope.assigns(receiver.id) if scope.is_local(receiver.id) else []
-        calls = [value_call(b) for b in bindings if b.kind == "assign" and not b.unpacked]
-        if not calls or len(calls) != len(bindings) or None in calls:
-            continue
-        classes = [class_named(index, call.func) for call in calls]
-        if None in classes or any(c is not classes[0] for c in classes):
-            continue  # not certainly one class of the program
-        if method_of(index, classes[0], method.name) is method:
+        cls = instance_class(index, site.scope, receiver.id)
+        if cls is not None and method_of(index, cls, method.name) is method:
             found.append(site)
     return found
 
 
-def handed_to_parameter(index: ModuleIndex, use) -> tuple[Scope, str] | None:
-    """(the module function, its parameter) that an argument use hands a name to
-    (`train(model, loader, device)`), when that parameter is nothing but what it receives
+def instance_class(index: ModuleIndex, scope: Scope, name: str) -> Scope | None:
+    """The one program class whose instance the local `name` holds: every binding of it
+    makes one (`trainer = Trainer(...)`, `model = GPT.from_pretrained(...).to(device)`)."""
+    bindings = scope.assigns(name) if scope.is_local(name) else []
+    calls = [value_call(b) for b in bindings if b.kind == "assign" and not b.unpacked]
+    if not calls or len(calls) != len(bindings) or None in calls:
+        return None
+    classes = [made_class(index, call) for call in calls]
+    if None in classes or any(c is not classes[0] for c in classes):
+        return None  # not certainly one class of the program
+    return classes[0]
+
+
+def called_function(index: ModuleIndex, call: ast.Call, scope: Scope | None) -> Scope | None:
+    """The program's function a call runs: a module function by name; with the calling
+    `scope` known, also a sibling method (`self.step(...)`) and a method of an instance the
+    scope holds (`model.configure_optimizers(...)`)."""
+    function = index.functions.get(dotted_name(call.func) or "")
+    if function is not None and function.kind == "function":
+        return function
+    func = call.func
+    if scope is None or not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return None
+    if func.value.id == patterns.SELF:
+        method = scope
+        while method is not None and not is_method(method):
+            method = method.parent
+        cls = method.parent if method is not None else None
+    else:
+        cls = instance_class(index, scope, func.value.id)
+    return method_of(index, cls, func.attr) if cls is not None else None
+
+
+def handed_to_parameter(index: ModuleIndex, use, scope: Scope | None = None):
+    """(the program's function, its parameter) that an argument use hands a name to
+    (`train(model, loader, device)`; with the use's `scope`, methods too, as
+    `called_function` finds them), when that parameter is nothing but what it receives
     there (no other binding of it)."""
-    function = index.functions.get(dotted_name(use.call.func) or "")
-    if function is None or function.kind != "function":
+    function = called_function(index, use.call, scope)
+    if function is None:
         return None
     for parameter in function.params:
         if argument_for(use.call, function, parameter) is use.node:

@@ -181,7 +181,9 @@ class _Analyser(
                     loaders.append(found)
             for call in self._calls_reachable(loop.calls):
                 receiver = chain_text(call.receiver)
-                if call.method in ("step", "zero_grad") and receiver is not None:
+                if call.method in ("step", "zero_grad") and self._callee_scope(call) is not None:
+                    pass  # `self.step(x, y)`: the program's own method, followed, no optimizer
+                elif call.method in ("step", "zero_grad") and receiver is not None:
                     origin = facts.chain_origin(call.scope, call.receiver)
                     if origin is None:
                         self._block(call.node, receiver, call.scope, loop)

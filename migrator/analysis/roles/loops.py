@@ -210,6 +210,15 @@ class LoopAnalysis(LoopSources, SharedEpochs):
                 found.append(loop)
         return found
 
+    def _own_step(self, call: CallSite) -> bool:
+        """`self.step(x, y)`, `ema.step()`: a method of a class of the program that is no
+        optimizer (its bases name none), whose body is followed like any other call."""
+        callee = self._callee_scope(call)
+        if callee is None or callee.parent is None or callee.parent.kind != "class":
+            return False
+        bases = [dotted_name(base) or "" for base in callee.parent.node.bases]
+        return not any("optim" in base.lower() for base in bases)
+
     def _named_stepper(self, origin) -> bool:
         """In loader-less training, only what is built or named as an optimizer or scheduler
         steps like one (`env.step(action)` in reinforcement learning does not)."""
