@@ -51,7 +51,9 @@ from migrator.rules.running_sums import (
 )
 
 KEPT = {"update", "set_postfix"}  # kept to show: a meter's `update`, a progress bar's postfix
-OUTPUTS = {"print", "info", "debug", "warning", "log", "append", *KEPT}  # shown, or kept to show
+TRACKED = {"add_scalar", "log_metric"}  # a tracker's one value: `writer.add_scalar(tag, x, step)`
+OUTPUTS = {"print", "info", "debug", "warning", "log", "append", *KEPT, *TRACKED}
+MAIN_PROCESS_TESTS = {"is_main_process", "is_local_main_process"}
 
 
 class ReducedOutputs(Rule):
@@ -89,6 +91,8 @@ class _Pass:
         self.uses_torch = False
         self.reduced: set[tuple[int, str]] = set()
         self.reduced_nodes: set[int] = set()
+        self.guard_means: dict[tuple[int, str], str] = {}
+        self.taken: set[str] | None = None
 
     def over_prepared(self, loop: Loop) -> bool:
         """Does `loop` draw batches from a prepared loader (directly, through a wrapper, or
@@ -216,9 +220,14 @@ class _Pass:
             if module_function(call, imports) and not shows(call, imports):
                 continue  # `torch.log(...)`: a module's function computes, it shows nothing
             statement = self.model.index.statement_of_small(statement_of(scope.node, call))
-            if statement is None or not self.model.processes.runs_on_every_process(statement):
+            if statement is None:
                 continue
-            if _under_local_test(self.values, scope, scope.node, call):
+            guard = None  # `if accelerator.is_main_process: wandb.log(...)`, reduced before it
+            if not self.model.processes.runs_on_every_process(statement):
+                guard = self._main_process_guard(statement, call)
+                if guard is None:
+                    continue
+            if _under_local_test(self.values, scope, scope.node, call, guard):
                 continue
             if called_name(call) in KEPT and self._other_local_arguments(call, scope):
                 continue  # `meter.update(loss.item(), x.size(0))`: its count stays this process's
@@ -231,6 +240,9 @@ class _Pass:
                     continue
                 if not loss_like(scope.node, tensor):
                     continue
+                if guard is not None:
+                    self._reduce_before(guard, tensor, accelerator)
+                    continue
                 quote = _free_quote(self.model.source, scope.node, tensor)
                 self.edits.replace(
                     tensor,
@@ -238,6 +250,46 @@ class _Pass:
                         f"{a}.reduce({text}.detach(), {q}mean{q})"
                     ),
                 )
+
+    def _main_process_guard(self, statement: Statement, call: ast.Call) -> Statement | None:
+        """The `if accelerator.is_main_process:` around `statement` (in its body), where the
+        `if` itself runs on every process in a block of its own: a reduction placed right
+        before it is reached by every process alike. None for any other shape."""
+        enclosing = statement.chain()[:-1]
+        for outer in reversed(enclosing):
+            if not self.model.processes.runs_on_every_process(outer):
+                continue
+            node = outer.node
+            if not isinstance(node, ast.If) or outer.block.kind == "suite":
+                return None
+            inside = any(c is call for item in node.body for c in ast.walk(item))
+            return outer if inside and _tests_main_process(node.test) else None
+        return None
+
+    def _reduce_before(self, guard: Statement, tensor: ast.Name, accelerator: str) -> None:
+        """`loss_mean = accelerator.reduce(loss.detach(), "mean")` before the guard (once per
+        guard and tensor); the shown `loss.item()` reads `loss_mean`. `loss` itself is left,
+        so the sums and steps that read it after stay this process's as the rules made them."""
+        key = (id(guard.node), tensor.id)
+        name = self.guard_means.get(key)
+        if name is None:
+            name = self._fresh_name(f"{tensor.id}_mean")
+            self.guard_means[key] = name
+            code = f'{name} = {accelerator}.reduce({tensor.id}.detach(), "mean")\n'
+            self.edits.insert(guard.block, guard.index, NewStatement(code), priority=30)
+        self.edits.replace(tensor, lambda _text, _r, n=name: n)
+
+    def _fresh_name(self, base: str) -> str:
+        if self.taken is None:
+            tree = self.model.index.module_scope.node
+            self.taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            self.taken |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        name, count = base, 1
+        while name in self.taken:
+            count += 1
+            name = f"{base}_{count}"
+        self.taken.add(name)
+        return name
 
     def _other_local_arguments(self, call: ast.Call, scope: Scope) -> bool:
         """An argument of `call` holding no `.item()` is this process's own (a count)."""
@@ -292,15 +344,23 @@ def _item_calls(call: ast.Call) -> list[ast.Call]:
     ]
 
 
-def _under_local_test(values: PerProcessValues, scope: Scope, loop: ast.AST, call) -> bool:
+def _under_local_test(values: PerProcessValues, scope: Scope, loop: ast.AST, call, guard) -> bool:
     """Is `call` inside an `if` of the loop whose test is this process's (not every process
-    would reach the print, and a reduction there would wait forever)?"""
+    would reach the print, and a reduction there would wait forever)? The main-process
+    `guard` the reduction is placed before aside."""
+    skipped = guard.node if guard is not None else None
     return any(
         isinstance(node, (ast.If, ast.While))
+        and node is not skipped
         and any(c is call for c in ast.walk(node))
         and LOCAL in values.extents(node.test, scope)
         for node in own_nodes(loop)
     )
+
+
+def _tests_main_process(test: ast.expr) -> bool:
+    """`accelerator.is_main_process`, `self.accelerator.is_local_main_process`, alone."""
+    return isinstance(test, ast.Attribute) and test.attr in MAIN_PROCESS_TESTS
 
 
 def _parameters(node: ast.AST) -> set[str]:
