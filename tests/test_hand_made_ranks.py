@@ -199,3 +199,59 @@ def test_the_host_and_slurm_scripts_train_under_the_launcher(launched):
     losses = [float(line.split()[-1]) for line in launched["ddp_hosts_rank"].splitlines()
               if line.startswith("epoch ")]  # fmt: skip
     assert losses[-1] < losses[0]
+
+
+SCHEDULED = """\
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+def main(args):
+    rank = {rank}
+    local_rank = {local}
+    args.world_size = {size}
+    dist.init_process_group("nccl", rank=rank, world_size=args.world_size)
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    data = TensorDataset(torch.randn(64, 4), torch.randint(0, 3, (64,)))
+    loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data))
+    model = DDP(torch.nn.Linear(4, 3).to(device), device_ids=[local_rank])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    if rank == 0:
+        print(f"done on {{local_rank}} of {{args.world_size}}")
+    dist.destroy_process_group()
+"""
+SCHEDULERS = {  # the scheduler's variables for the rank, the local rank and the world size
+    "srun": ('int(os.environ["SLURM_PROCID"])', 'int(os.environ["SLURM_LOCALID"])',
+             'int(os.environ["SLURM_NTASKS"])'),
+    "mpirun": ('int(os.getenv("OMPI_COMM_WORLD_RANK", 0))',
+               'int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))',
+               'int(os.environ["OMPI_COMM_WORLD_SIZE"])'),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
+def test_a_schedulers_ranks_are_the_launchers(scheduler):
+    """srun's and mpirun's variables say what torchrun's say: the rank, the local rank (the
+    GPU the script pins) and the world size become the accelerator's, none of them is left
+    reading a variable the launcher does not set, and the note says how the program starts."""
+    rank, local, size = SCHEDULERS[scheduler]
+    output, findings = migrate_text(SCHEDULED.format(rank=rank, local=local, size=size))
+    assert output is not None, [f.message for f in findings]
+    assert "os.environ" not in output and "os.getenv" not in output
+    assert "    local_rank = accelerator.local_process_index\n" in output
+    assert "set_device" not in output and "torch.device(" not in output
+    assert "    if accelerator.is_main_process:\n" in output
+    assert "{local_rank} of {accelerator.num_processes}" in output
+    notes = [f for f in findings if f.code == "MIG010" and f.level == "note"]
+    assert len(notes) == 1 and "migrate launch --nproc N" in notes[0].message

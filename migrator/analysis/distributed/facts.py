@@ -44,7 +44,16 @@ RANK_CALLS = {
     "torch.distributed.get_world_size": NUM_PROCESSES,
     "torch.distributed.get_node_local_rank": LOCAL_PROCESS_INDEX,
 }
-ENV_KINDS = {"RANK": PROCESS_INDEX, "LOCAL_RANK": LOCAL_PROCESS_INDEX, "WORLD_SIZE": NUM_PROCESSES}
+# What the launcher tells each process: torchrun's variables, and the same facts as a
+# scheduler or MPI launcher gives them (`srun`, `mpirun`) to a script that makes its own group.
+ENV_KINDS = {
+    "RANK": PROCESS_INDEX, "LOCAL_RANK": LOCAL_PROCESS_INDEX, "WORLD_SIZE": NUM_PROCESSES,
+    "SLURM_PROCID": PROCESS_INDEX, "SLURM_LOCALID": LOCAL_PROCESS_INDEX,
+    "SLURM_NTASKS": NUM_PROCESSES,
+    "OMPI_COMM_WORLD_RANK": PROCESS_INDEX, "OMPI_COMM_WORLD_LOCAL_RANK": LOCAL_PROCESS_INDEX,
+    "OMPI_COMM_WORLD_SIZE": NUM_PROCESSES,
+    "PMI_RANK": PROCESS_INDEX, "PMI_SIZE": NUM_PROCESSES,
+}  # fmt: skip
 LAUNCH_ENV = {"MASTER_ADDR", "MASTER_PORT"}
 REDUCE_OPS = {"SUM": "sum", "AVG": "mean"}
 COLLECTIVES = {

@@ -157,8 +157,7 @@ class RankReader:
             value = keyword_value(site.node, param, position)
             bindings = site.scope.assigns(name_value(value)) if name_value(value) else []
             source = bindings[0].value if len(bindings) == 1 else value
-            key = next((k for node in ast.walk(source) if (k := self._environment_key(node))
-                        and k.startswith(SCHEDULER_PREFIXES)), None) if source else None  # fmt: skip
+            key = self._scheduler_key(source) if source else None
             if key is not None:
                 self._launch_note(site.node, f"its rank from `{key}`")
                 return
@@ -289,6 +288,15 @@ class RankReader:
                     kind = RANK_CALLS.get(self.imports.qualify(value.func) or "")
                 if kind is not None:
                     self.facts.rank_names.append(RankName(scope, name, kind, bindings[0]))
+                    key = self._scheduler_key(value)  # `int(os.environ["SLURM_PROCID"])`
+                    if key is not None:
+                        self._launch_note(bindings[0].statement.node, f"its rank from `{key}`")
+
+    def _scheduler_key(self, value: ast.AST) -> str | None:
+        """The scheduler's variable `value` reads (`"SLURM_PROCID"`), if any: srun, mpirun
+        and SageMaker start the processes themselves; a launcher starts them now."""
+        return next((k for node in ast.walk(value) if (k := self._environment_key(node))
+                     and k.startswith(SCHEDULER_PREFIXES)), None)  # fmt: skip
 
     def _rank_attributes(self) -> None:
         declared = any(site.method == "add_argument" and any(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.distributed.facts import ENV_KINDS, LOCAL_PROCESS_INDEX, PROCESS_INDEX
 from migrator.analysis.model.calls import CallGraph
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import ModuleIndex, Scope, Statement
@@ -267,7 +268,7 @@ def _is_rank(expr: ast.expr) -> bool:
     if isinstance(expr, ast.Subscript):  # `os.environ["RANK"]`
         return dotted_name(expr.value) == "os.environ" and _is_rank(expr.slice)
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        return expr.value in ("RANK", "LOCAL_RANK")
+        return ENV_KINDS.get(expr.value) in (PROCESS_INDEX, LOCAL_PROCESS_INDEX)
     name = dotted_name(expr)
     if name is None:
         return False
