@@ -31,6 +31,7 @@ from migrator.rules.main_process_writes import (
     make_folders_safe,
 )
 from migrator.rules.shared_files import wait_for_shared_files
+from migrator.rules.shared_input import share_input
 
 
 class MainProcessIO(Rule):
@@ -72,6 +73,7 @@ class MainProcessIO(Rule):
         guard_writes(context, scopes)
         make_folders_safe(context, scopes)
         download_main_first(context, scopes)
+        share_input(context, scopes)
         wait_for_shared_files(context, self.waited)
 
     def _print(self, context: RuleContext, site: CallSite) -> None:
