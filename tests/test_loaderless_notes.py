@@ -1,7 +1,9 @@
 """The MIG905 note of a loop that draws no batches from a DataLoader says what N processes do
 (SPEC §3b.1, §3b.8): the model is prepared, so DDP averages its gradients (the processes keep
 one model, not N replicas); the batches are where the script's own `.to(...)` puts them, or,
-where it has none, on the CPU while the prepared model is on `accelerator.device`."""
+where it has none, on the CPU while the prepared model is on `accelerator.device` - or, in a
+program that computes on the CPU alone and whose tensors cannot be followed, with the model
+kept on the CPU too (`cpu=True`, rules/host_inputs.py)."""
 
 from __future__ import annotations
 
@@ -97,6 +99,7 @@ train(Pairs())
 
 PLACED = "the batches go where the script's own `.to(...)` puts them"
 ON_CPU = "its tensors stay on the CPU, while the prepared model is on `accelerator.device`"
+KEPT = "the Accelerator keeps it on the CPU (`cpu=True`, see the MIG004 note)"
 
 
 def note(source: str):
@@ -116,7 +119,7 @@ def note(source: str):
         (REPLAY.format(place=".to(self.device)", device=""), True),
         (REPLAY.format(place="", device=", device=self.device"), True),
         (REPLAY.format(place="", device=""), False),
-        (INDEXED, False),
+        (INDEXED, None),  # on the CPU alone, items of its own dataset class: kept there
     ],
 )
 def test_the_note_says_the_prepared_model_averages_and_where_the_batches_are(source, placed):
@@ -124,16 +127,19 @@ def test_the_note_says_the_prepared_model_averages_and_where_the_batches_are(sou
     assert "accelerator.prepare(" in output
     assert "DDP averages the prepared model's gradients" in found.message
     assert "N replicas" not in found.message
-    assert (PLACED in found.message) is placed
-    assert (ON_CPU in found.message) is not placed
+    assert (PLACED in found.message) is (placed is True)
+    assert (ON_CPU in found.message) is (placed is False)
+    assert (KEPT in found.message) is (placed is None)
+    assert ("cpu=True" in output) is (placed is None)
     assert found.level == "note"
 
 
 def test_a_model_placed_by_the_script_is_no_batch_placement():
-    """`model.to(device)` is the model's placement (prepare's now), not the batches'."""
+    """`model.to("cpu")` is the model's placement (prepare's now), not the batches': the
+    program still computes on the CPU alone, and stays there."""
     source = INDEXED.replace("torch.nn.Linear(3, 1)", "torch.nn.Linear(3, 1).to('cpu')")
     _output, found = note(source)
-    assert ON_CPU in found.message
+    assert PLACED not in found.message and KEPT in found.message
 
 
 FULL_BATCH = """\

@@ -21,6 +21,7 @@ from migrator.branches import quiet
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.cpu_request import places_off_cpu
+from migrator.rules.host_inputs import place_host_values
 from migrator.rules.placement_calls import strip_placement
 
 COMPREHENSIONS = (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)
@@ -77,6 +78,8 @@ class BatchPlacement(Rule):
                 if inside and loop is not region.loop and data_root(loop.iter, region.names):
                     context.edits.drop_if_emptied.add(id(loop.node))
         self._host_copies(context)
+        if not host_copies:  # the original computed on the CPU alone
+            place_host_values(context)
 
     def _host_copies(self, context: RuleContext) -> None:
         """Items the original kept on the host and read there (`all_labels.append(y)` beside

@@ -22,6 +22,21 @@ from migrator.analysis.syntax.index import Loop, Scope
 from migrator.findings import Finding
 
 PLACEMENT = ("to", "cuda")
+ON_THE_CPU = (
+    "the script puts no batch on a device: its tensors stay on the CPU, while the prepared "
+    "model is on `accelerator.device`; where that is a GPU, move them there "
+    "(`.to(accelerator.device)`)"
+)
+# said instead where MIG004 placed them, or kept the program on the CPU (rules/host_inputs.py)
+KEPT_ON_THE_CPU = (
+    "the script puts no tensor on a device, and the Accelerator keeps it on the CPU "
+    "(`cpu=True`, see the MIG004 note), where its tensors are"
+)
+PLACED_WHERE_MADE = (
+    "the script computed on the CPU alone: the tensors it builds and hands to the model, or "
+    "that meet what the model returns, now go to `accelerator.device` where they are made, "
+    "and their reads by host libraries (`.numpy()`, numpy, sklearn) take a host copy"
+)
 DEPTH = 3  # helpers of helpers the loop calls, followed this deep
 
 
@@ -30,9 +45,7 @@ def loaderless_note(facts: TrainingFacts, prepared: list[str]) -> Finding:
     where = (
         "the batches go where the script's own `.to(...)` puts them"
         if places_tensors(facts, loop)
-        else "the script puts no batch on a device: its tensors stay on the CPU, while the "
-        "prepared model is on `accelerator.device`; where that is a GPU, move them there "
-        "(`.to(accelerator.device)`)"
+        else ON_THE_CPU
     )
     if any(name in facts.models for name in prepared):
         how = (
