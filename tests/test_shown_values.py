@@ -123,7 +123,8 @@ def test_a_module_s_log_function_is_no_output(log, extra):
 )
 def test_loggers_and_trackers_show_what_they_are_given(show):
     """The same per-process running sum, shown through a module's logging function, a logger
-    object or a tracker: reduced over the processes before it is shown."""
+    object or a tracker: reduced over the processes before it is shown; read as it is (the
+    sum of the epoch's batch losses), the sum over every process's batches."""
     source = f"""\
         import logging
 
@@ -146,7 +147,7 @@ def test_loggers_and_trackers_show_what_they_are_given(show):
             {show}
     """
     output, _findings = migrate(source)
-    reduced = 'total = accelerator.reduce(torch.tensor(total, device=accelerator.device), "mean")'
+    reduced = 'total = accelerator.reduce(torch.tensor(total, device=accelerator.device), "sum")'
     assert reduced in output
 
 

@@ -137,10 +137,32 @@ def averaged_per_batch(
             isinstance(right, ast.Call)
             and name_of(right.func) == "len"
             and len(right.args) == 1
-            and context.role(scope, name_of(right.args[0]) or "") == "loader"
+            and _counts_batches(context, scope, loop, name_of(right.args[0]) or "")
         ):
             return True
     return False
+
+
+def _counts_batches(context: RuleContext, scope: Scope, loop: Loop, name: str) -> bool:
+    """`len(name)` is this process's number of batches: `name` is a loader, or what the loop
+    iterates (`bar = tqdm(loader)`; `for i, x in enumerate(bar)`)."""
+    if context.role(scope, name) == "loader":
+        return True
+    source = getattr(loop.node, "iter", None)
+    while isinstance(source, ast.Call) and source.args:  # `enumerate(tqdm(loader))`
+        if name_of(source) == name:
+            break
+        source = source.args[0]
+    if name_of(source) != name:
+        return False
+    bindings = scope.assigns(name)
+    return bool(bindings) and all(
+        b.value is not None and any(
+            context.role(scope, name_of(arg) or "") == "loader"
+            for arg in getattr(b.value, "args", [])[:1]
+        )
+        for b in bindings
+    )  # fmt: skip
 
 
 def _enumerate_index(loop: Loop) -> str | None:

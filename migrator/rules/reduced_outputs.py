@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue.outputs import module_function, shows
-from migrator.analysis.effects.extents import GLOBAL, LOCAL
+from migrator.analysis.effects.extents import LOCAL
 from migrator.analysis.effects.values import PerProcessValues
 from migrator.analysis.syntax.index import Loop, Scope, Statement
 from migrator.edits import EditSet, NewStatement
@@ -33,14 +33,12 @@ from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.running_sums import (
     COUNTER,
-    PER_SAMPLE,
     called_name,
     collective_argument,
     increment_kind,
     loss_like,
     number_like,
     own_nodes,
-    parent_of,
     reads_after,
     rebound_in,
     restarted_window,
@@ -49,6 +47,7 @@ from migrator.rules.running_sums import (
     statement_of,
     zeroed_before,
 )
+from migrator.rules.sum_reductions import SumReduction
 
 KEPT = {"update", "set_postfix"}  # kept to show: a meter's `update`, a progress bar's postfix
 TRACKED = {"add_scalar", "log_metric"}  # a tracker's one value: `writer.add_scalar(tag, x, step)`
@@ -131,8 +130,7 @@ class _Pass:
         if accelerator is None or block.kind == "suite":
             return
         sums = running_sums(loop)
-        samples = {n for n, incs in sums.items() if {increment_kind(i.value) for i in incs} == {
-            PER_SAMPLE}}  # fmt: skip
+        reductions = SumReduction(self.values, self.model.index.imports, scope, loop, sums)
         for name, increments in sums.items():
             key = (id(loop.node), name)
             if key in self.reduced or not zeroed_before(block, position, name):
@@ -152,8 +150,9 @@ class _Pass:
             kinds = {increment_kind(i.value) for i in increments}
             if kinds == {COUNTER} or len(kinds) != 1:
                 continue  # this process's passes: as many as the original's with split batches
-            reduction = "sum" if kinds == {PER_SAMPLE} or self._per_sample_reads(
-                scope, reads, samples) else "mean"  # fmt: skip
+            reduction = reductions.of(name, increments, reads, window is not None)
+            if reduction is None:
+                continue  # read in a way no one reduction makes right: its note stays
             if all(number_like(i.value, scope) for i in increments):
                 self.uses_torch = True
                 code = (
@@ -191,20 +190,6 @@ class _Pass:
         if not self.model.processes.runs_on_every_process(statement):
             return None
         return statement, reads
-
-    def _per_sample_reads(self, scope: Scope, reads: list[ast.Name], samples: set[str]) -> bool:
-        """Every read divides the sum by a count of samples: the whole data's (`running_loss
-        / len(loader.dataset)`) or a sum of sizes this loop keeps (`total / seen`, `seen`
-        summed over the processes). Its per-batch increments are then sums over their
-        samples (a criterion with `reduction="sum"`, a `.sum()` inside it), and numerator and
-        denominator add up over the processes alike."""
-        divisions = [parent_of(scope.node, read) for read in reads]
-        return bool(divisions) and all(
-            isinstance(d, ast.BinOp) and isinstance(d.op, ast.Div) and d.left is read
-            and (GLOBAL in self.values.extents(d.right, scope)
-                 or (isinstance(d.right, ast.Name) and d.right.id in samples))
-            for d, read in zip(divisions, reads, strict=True)
-        )  # fmt: skip
 
     # -- printed losses ------------------------------------------------------------------------
     def reduce_printed_losses(self, scope: Scope) -> None:

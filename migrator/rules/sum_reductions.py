@@ -1,0 +1,162 @@
+"""Which reduction makes a running sum of per-process data the 1-process number (MIG032,
+reduced_outputs.py), read from how the sum is built and how it is read after the loop:
+
+- a sum of sample counts or of sums over samples (`correct += (pred == y).sum()`, `seen +=
+  y.size(0)`), or one every read divides by a count of samples (the whole data's,
+  `len(loader.dataset)`, or a sample sum this loop keeps) adds up over the processes:
+  `"sum"`;
+- a sum of per-batch averages (`total += loss.item()`) that every read divides by this
+  process's count of batches (`len(loader)`, a name the loop adds 1 to, the `enumerate`
+  index plus one, `total /= len(loader)`, a window's constant), or whose every increment is
+  divided by it (`total += loss.item() / len(loader)`), is an average over batches on each
+  process: `"mean"`;
+- such a sum read as it is (`print("Loss", total)`, the sum of the batch losses) is the sum
+  over every process's batches: `"sum"` (the processes' batches together are the
+  original's, at the default N x global batch);
+- anything else (a divisor this cannot classify, reads of both kinds) is not reduced: None.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis.catalogue import patterns
+from migrator.analysis.effects.extents import GLOBAL
+from migrator.analysis.syntax.index import Loop, Scope
+from migrator.rules.running_sums import (
+    COUNTER,
+    PER_SAMPLE,
+    increment_kind,
+    parent_of,
+    scope_nodes,
+)
+
+SUM, MEAN = "sum", "mean"
+SAME_VALUE = {"item", "detach", "cpu", "float", "double", "numpy", "tolist"}
+
+
+class SumReduction:
+    def __init__(self, values, imports, scope: Scope, loop: Loop, sums: dict) -> None:
+        self.values = values
+        self.imports = imports
+        self.scope = scope
+        self.loop = loop
+        kinds = {name: {increment_kind(i.value) for i in incs} for name, incs in sums.items()}
+        self.samples = {name for name, k in kinds.items() if k == {PER_SAMPLE}}
+        self.counters = {name for name, k in kinds.items() if k == {COUNTER}}
+
+    def of(self, name: str, increments, reads: list[ast.Name], window: bool) -> str | None:
+        kinds = {increment_kind(i.value) for i in increments}
+        divisions = self._divisions_after(name, window)
+        if divisions:  # `total /= len(loader)`: the reads after it read the quotient
+            first = min(d.lineno for d in divisions)
+            reads = [read for read in reads if read.lineno < first]
+        classes = {self._read(read, window) for read in [*reads, *divisions]}
+        if kinds == {PER_SAMPLE} or classes == {"samples"}:
+            return SUM
+        if classes == {"batches"}:
+            return MEAN
+        if all(self._per_batch_increment(i.value) for i in increments) and classes <= {"raw"}:
+            return MEAN  # `total += loss.item() / len(loader)`: averaged as it is added
+        if classes <= {"raw"}:
+            return SUM
+        return None
+
+    def _read(self, read: ast.AST, window: bool) -> str:
+        """How one read uses the sum: "samples" / "batches" (divided by a count of them),
+        "raw", or "other"."""
+        if isinstance(read, ast.AugAssign):  # `total /= len(loader)`
+            divisor = read.value
+        else:
+            read = self._as_number(read)
+            parent = parent_of(self.scope.node, read)
+            if not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)):
+                return "raw"
+            if parent.left is not read:
+                return "other"
+            divisor = parent.right
+        if GLOBAL in self.values.extents(divisor, self.scope) or (
+            isinstance(divisor, ast.Name) and divisor.id in self.samples
+        ):
+            return "samples"
+        if self._batch_count(divisor) or (window and isinstance(divisor, ast.Constant)):
+            return "batches"  # a window's length counts its batches
+        if isinstance(divisor, ast.Constant):
+            return "raw"  # `total / 100`: scaled, as the sum is
+        return "other"
+
+    def _as_number(self, read: ast.AST) -> ast.AST:
+        """`total.item()`, `total.detach().cpu()`, `float(total)`: the same value, read."""
+        node = read
+        while True:
+            parent = parent_of(self.scope.node, node)
+            if isinstance(parent, ast.Attribute) and parent.attr in SAME_VALUE:
+                call = parent_of(self.scope.node, parent)
+                if not (isinstance(call, ast.Call) and call.func is parent):
+                    return node
+                node = call
+            elif (
+                isinstance(parent, ast.Call)
+                and patterns.name_of(parent.func) in ("float", "int")
+                and parent.args[:1] == [node]
+            ):
+                node = parent
+            else:
+                return node
+
+    def _divisions_after(self, name: str, window: bool) -> list[ast.AugAssign]:
+        if window:
+            return []
+        end = self.loop.node.end_lineno or 0
+        return [
+            node for node in scope_nodes(self.scope.node)
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div)
+            and isinstance(node.target, ast.Name) and node.target.id == name
+            and node.lineno > end
+        ]  # fmt: skip
+
+    def _per_batch_increment(self, value: ast.AST) -> bool:
+        return (
+            isinstance(value, ast.BinOp)
+            and isinstance(value.op, ast.Div)
+            and self._batch_count(value.right)
+        )
+
+    def _batch_count(self, expr: ast.AST) -> bool:
+        """This process's number of batches: `len(loader)` of a loader or of what the loop
+        iterates (`tqdm(loader)` bound to a name), a name the loop adds 1 to, `i + 1` of the
+        loop's `enumerate` index."""
+        if isinstance(expr, ast.Name) and expr.id in self.counters:
+            return True
+        if isinstance(expr, ast.Call) and patterns.name_of(expr.func) == "len" and expr.args:
+            counted = expr.args[0]
+            if self.values.roles(counted, self.scope) & {"loader", "iterator", "plainloader"}:
+                return True
+            name = patterns.name_of(counted)
+            iterated, _ = patterns.loader_base(getattr(self.loop.node, "iter", None), self.imports)
+            return name is not None and name in (iterated, self._iterated_name())
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+            index = self._enumerate_index()
+            one = isinstance(expr.right, ast.Constant) and expr.right.value == 1
+            return index is not None and patterns.name_of(expr.left) == index and one
+        return False
+
+    def _iterated_name(self) -> str | None:
+        """`loader` of `for i, x in enumerate(loader)` where `loader = tqdm(dataloader)`."""
+        source = getattr(self.loop.node, "iter", None)
+        while isinstance(source, ast.Call) and source.args:
+            source = source.args[0]
+        return patterns.name_of(source)
+
+    def _enumerate_index(self) -> str | None:
+        node = self.loop.node
+        target, source = getattr(node, "target", None), getattr(node, "iter", None)
+        if (
+            isinstance(source, ast.Call)
+            and patterns.name_of(source.func) == "enumerate"
+            and isinstance(target, ast.Tuple)
+            and target.elts
+            and isinstance(target.elts[0], ast.Name)
+        ):
+            return target.elts[0].id
+        return None

@@ -1,0 +1,119 @@
+"""MIG032/MIG031: the reduction a per-process sum takes follows how the program reads it
+(rules/sum_reductions.py). A sum of batch losses read as it is (`print("Loss", total)`) is the
+sum over every process's batches ("sum"); one divided by this process's batch count - through
+`len()` of the loader or of the progress bar wrapping it, `total /= len(bar)`, `total.item() /
+len(loader)` - is an average over batches ("mean"); reads of both kinds at once are left with
+their note."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from migrator.engine import migrate_text
+from tests.test_idioms_objects import launch
+
+EPOCHS = """\
+import torch
+import tqdm
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randint(0, 3, (64,))), batch_size=8)
+model = torch.nn.Linear(4, 3)
+optimizer = torch.optim.SGD(model.parameters(), lr={lr})
+for epoch in range(2):
+    {start}
+    bar = tqdm.tqdm(loader, disable=True)
+    for step, (x, y) in enumerate(bar):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += {increment}
+    {reads}
+"""
+
+
+def _reduction(start: str, increment: str, reads: str) -> str | None:
+    source = EPOCHS.format(lr="0.1", start=start, increment=increment, reads=reads)
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    found = re.search(r'total = accelerator\.reduce\(.*"(sum|mean)"\)', output)
+    return found.group(1) if found else None
+
+
+def test_a_sum_of_batch_losses_read_as_it_is_is_summed():
+    for start, increment in (("total = 0", "loss.item()"), ("total = 0.0", "loss.detach().item()")):
+        assert _reduction(start, increment, 'print("Loss", total)') == "sum"
+        assert _reduction(start, increment, 'print("Loss", total / 100)') == "sum"
+
+
+def test_a_sum_divided_by_this_processs_batch_count_is_averaged():
+    reads = {
+        "len of the bar": 'print("Loss", total / len(bar))',
+        "len of the loader": 'print("Loss", total / len(loader))',
+        "enumerate index": 'print("Loss", total / (step + 1))',
+        "divided in place": 'total /= len(bar)\n    print("Loss", total)',
+    }
+    for case, read in reads.items():
+        assert _reduction("total = 0.0", "loss.item()", read) == "mean", case
+    tensor_sum = _reduction(
+        "total = torch.zeros(1)", "loss.detach()", 'print("Loss", total.item() / len(loader))'
+    )
+    assert tensor_sum == "mean"
+    added_averaged = _reduction("total = 0.0", "loss.item() / len(loader)", 'print("Loss", total)')
+    assert added_averaged == "mean"
+
+
+def test_reads_of_both_kinds_are_left_with_their_note():
+    source = EPOCHS.format(
+        lr="0.1", start="total = 0.0", increment="loss.item()",
+        reads='print("sum", total, "mean", total / len(loader))',
+    )  # fmt: skip
+    output, findings = migrate_text(source)
+    assert "total = accelerator.reduce(" not in output
+    assert any(f.code == "MIG953" for f in findings)
+
+
+def test_an_evaluation_averaged_over_the_bar_that_wraps_its_loader_takes_the_mean():
+    source = EPOCHS.format(
+        lr="0.1", start="total = 0.0", increment="loss.item()", reads='print("Loss", total)'
+    ) + (
+        "\n\ndef evaluate(model, dataloader):\n"
+        "    bar = tqdm.tqdm(dataloader, disable=True)\n"
+        "    loss_epoch = 0\n"
+        "    for idx, (x, y) in enumerate(bar):\n"
+        "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "        loss_epoch += loss.item()\n"
+        "    loss_epoch /= len(bar)\n"
+        "    return loss_epoch\n\n\n"
+        "val_loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randint(0, 3, (32,))),"
+        " batch_size=8)\n"
+        "print(evaluate(model, val_loader))\n"
+    )
+    output, _ = migrate_text(source)
+    assert '        loss = accelerator.reduce(loss, "mean")\n' in output
+    assert 'accelerator.reduce(loss, "sum")' not in output
+
+
+def test_two_processes_print_the_one_process_sum_of_batch_losses(tmp_path):
+    """lr=0: the model never changes; at the default batch (no split) the 8 batches of the
+    epoch are shared 4 and 4, and their losses summed over both processes are the
+    original's sum."""
+    source = EPOCHS.format(
+        lr="0.0", start="total = 0.0", increment="loss.item()",
+        reads='print(f"Loss {total:.6f}")',
+    )  # fmt: skip
+    (tmp_path / "original.py").write_text(source)
+    single = subprocess.run([sys.executable, "original.py"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120, check=True)  # fmt: skip
+    expected = [float(v) for v in re.findall(r"Loss ([\d.]+)", single.stdout)]
+    assert len(expected) == 2
+    output, _ = migrate_text(source)
+    (tmp_path / "migrated.py").write_text(output)
+    shown = [float(v) for v in re.findall(r"Loss ([\d.]+)", launch(tmp_path / "migrated.py",
+                                                                    tmp_path).stdout)]  # fmt: skip
+    assert len(shown) == 2
+    assert all(abs(a - b) < 1e-4 for a, b in zip(shown, expected, strict=True)), (shown, expected)
