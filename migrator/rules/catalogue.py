@@ -15,4 +15,5 @@ FINDING_CODES: dict[str, str] = {
     "MIG950": "a file (program) left as it is, said once at the finding that blocks it",
     "MIG952": "soundness: a side effect of the migrated program would run on every process",
     "MIG953": "soundness: a per-process value would be printed mixed, or decided on per process",
+    "MIG954": "soundness: an optimizer the migrated program steps is not prepared",
 }

@@ -13,7 +13,7 @@ from __future__ import annotations
 from migrator.findings import Finding
 
 # the codes of the obligations' findings
-OBLIGATIONS = frozenset({"MIG952", "MIG953"})
+OBLIGATIONS = frozenset({"MIG952", "MIG953", "MIG954"})
 
 
 def check_output(text: str, facts=None) -> list[Finding]:
@@ -23,11 +23,17 @@ def check_output(text: str, facts=None) -> list[Finding]:
     from migrator.soundness.model import OutputModel
     from migrator.soundness.per_process import main_only_collectives, per_process_values
     from migrator.soundness.side_effects import side_effects
+    from migrator.soundness.training_steps import escaped_steps
 
     model = OutputModel.read(text, facts)
     if model is None:
         return []
-    return [*side_effects(model), *per_process_values(model), *main_only_collectives(model)]
+    return [
+        *side_effects(model),
+        *per_process_values(model),
+        *main_only_collectives(model),
+        *escaped_steps(model),
+    ]
 
 
 def complete_outputs(text: str, context) -> str:

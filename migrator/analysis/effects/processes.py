@@ -13,7 +13,8 @@ that runs may run (its instances' methods are called through names this module c
 resolve). A function or method is main-only when every reference to it is guarded; a method,
 when every call of a method of that name anywhere is. A module-level function or class nothing
 here references is an entry for code elsewhere (an importer, a launcher): it runs on every
-process. A nested function nothing references is dead.
+process; so does a method no running code here calls, where its class runs. A nested function
+nothing references is dead.
 """
 
 from __future__ import annotations
@@ -104,7 +105,10 @@ class Processes:
         sites = {id(s): s for s in [*self._by_method.get(method.name, []),
                                     *self.graph.callers(method)]}  # fmt: skip
         statuses = [self._context(s.scope, s.statement) for s in sites.values()]
-        if method.name.startswith("__") or not statuses:  # dunders run implicitly
+        if method.name.startswith("__") or all(status == DEAD for status in statuses):
+            # dunders run implicitly; a method no running code here calls (`trainer.train()`
+            # in another file; `self.gen.train()` in its own dead helpers is another `train`)
+            # is an entry for code elsewhere, and runs where its class does
             return self.status[id(cls)]
         return self._join(statuses)
 
