@@ -148,6 +148,14 @@ class PreparedOptimizer(torch.optim.Optimizer):
             raise AttributeError(name)
         return getattr(self.optimizer, name)
 
+    def __getstate__(self) -> dict:
+        # the wrapper whole (`torch.save(optimizer.state_dict)` pickles the bound method's
+        # object): torch.optim.Optimizer's own keeps only the fields it defines
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
     @property
     def state(self):
         return self.optimizer.state

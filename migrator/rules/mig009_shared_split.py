@@ -24,18 +24,17 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.catalogue.randomness import (
+    EVERY_RNG,
+    NUMPY_SEEDS,
+    PYTHON_SEEDS,
+    TORCH_SEEDS,
+)
 from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.main_process_writes import every_process_scopes
-from migrator.rules.process_seeds import (
-    EVERY_RNG,
-    LOOPS,
-    NUMPY_SEEDS,
-    PYTHON_SEEDS,
-    TORCH_SEEDS,
-    offset_seeds,
-)
+from migrator.rules.process_seeds import LOOPS, offset_seeds
 
 TORCH_SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 SKLEARN_SPLITS = {"sklearn.model_selection.train_test_split"}

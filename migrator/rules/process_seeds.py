@@ -20,20 +20,16 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.catalogue.randomness import (
+    EVERY_RNG,
+    OTHER_SEEDS,
+    PER_PROCESS,
+    TORCH_SEEDS,
+    is_draw,
+)
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
-TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all"}
-NUMPY_SEEDS = {"numpy.random.seed"}
-PYTHON_SEEDS = {"random.seed"}
-OTHER_SEEDS = NUMPY_SEEDS | PYTHON_SEEDS
-EVERY_RNG = {"set_seed", "seed_everything"}  # HF's, Lightning's and most scripts' own
-PER_PROCESS = ("rank", "process_index", "local_rank", "gpu")
-TORCH_DRAWS = {
-    "torch.randn", "torch.rand", "torch.randint", "torch.randn_like", "torch.rand_like",
-    "torch.randint_like", "torch.randperm", "torch.normal", "torch.bernoulli",
-    "torch.multinomial", "torch.poisson",
-}  # fmt: skip
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
@@ -86,7 +82,7 @@ def _draws_while_training(context: RuleContext) -> bool:
             if site.scope.kind == "function":
                 calls.setdefault(site.scope.name, set()).add(name)
         qualified = imports.qualify(called) or ""
-        if qualified in TORCH_DRAWS or qualified.startswith(("numpy.random.", "random.")):
+        if is_draw(qualified):
             draws.append((site, looped))
     reached = set(in_loops)
     while True:  # what the functions loops call call in turn

@@ -346,3 +346,20 @@ def test_device_placement_false_leaves_batches_where_they_are():
     accelerator = Accelerator(device_placement=False)
     loader = accelerator.prepare(DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2))
     assert len(list(loader)) == 2 and loader.device is None
+
+
+def test_prepared_objects_pickle_and_come_back_whole(tmp_path):
+    """As HF's wrappers do: `accelerator.save(optimizer.state_dict, path)` (the bound method,
+    not its result) pickles the prepared optimizer, and the file loads back; so do the other
+    wrappers."""
+    import pickle
+
+    accelerator = Accelerator()
+    _model, optimizer, loader, scheduler = accelerator.prepare(*make_objects())
+    accelerator.save(optimizer.state_dict, tmp_path / "bound.pt")
+    method = torch.load(tmp_path / "bound.pt", weights_only=False)
+    assert method()["param_groups"][0]["lr"] == 0.1
+    for prepared in (optimizer, scheduler, loader):
+        back = pickle.loads(pickle.dumps(prepared))
+        assert type(back) is type(prepared)
+    assert pickle.loads(pickle.dumps(optimizer)).state_dict() == optimizer.state_dict()

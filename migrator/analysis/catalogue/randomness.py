@@ -1,0 +1,37 @@
+"""Random number generators and their seeds: the calls that seed an RNG (torch's, NumPy's,
+Python's, and the `set_seed` helpers that seed them all), and the calls that draw from one.
+Shared by MIG009 (what must agree or differ across processes) and the value flow (a draw from
+an RNG that no process-independent seed makes alike is this process's own)."""
+
+from __future__ import annotations
+
+TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all"}
+NUMPY_SEEDS = {"numpy.random.seed"}
+PYTHON_SEEDS = {"random.seed"}
+OTHER_SEEDS = NUMPY_SEEDS | PYTHON_SEEDS
+EVERY_RNG = {"set_seed", "seed_everything"}  # HF's, Lightning's and most scripts' own
+# words of a seed that differs per process (`seed + rank`, `seed + accelerator.process_index`)
+PER_PROCESS = ("rank", "process_index", "local_rank", "gpu")
+TORCH_DRAWS = {
+    "torch.randn", "torch.rand", "torch.randint", "torch.randn_like", "torch.rand_like",
+    "torch.randint_like", "torch.randperm", "torch.normal", "torch.bernoulli",
+    "torch.multinomial", "torch.poisson",
+}  # fmt: skip
+# NumPy's and Python's module-level draws (their global RNGs), besides the seeds
+NUMPY_DRAWS = "numpy.random."
+PYTHON_DRAWS = "random."
+NOT_DRAWS = {"numpy.random.RandomState", "numpy.random.default_rng", "numpy.random.Generator",
+             "random.Random", "numpy.random.get_state", "random.getstate"}  # fmt: skip
+
+
+def is_draw(qualified: str) -> bool:
+    """`torch.randn`, `np.random.choice`, `random.shuffle`: a draw from a global RNG."""
+    if qualified in TORCH_DRAWS:
+        return True
+    if qualified in NOT_DRAWS or qualified in NUMPY_SEEDS | PYTHON_SEEDS:
+        return False
+    return qualified.startswith((NUMPY_DRAWS, PYTHON_DRAWS))
+
+
+def is_seed(qualified: str) -> bool:
+    return qualified in TORCH_SEEDS | OTHER_SEEDS or qualified.rsplit(".", 1)[-1] in EVERY_RNG
