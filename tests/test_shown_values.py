@@ -415,3 +415,29 @@ def test_a_main_process_forward_is_still_refused():
         )
         assert guarded != output
         assert [f.code for f in check_output(guarded) if f.needs_human] == ["MIG953"], call
+
+
+def test_a_batchs_shape_shown_is_no_share_of_the_data():
+    """`x.shape`, `x.size(0)`, `len(y)` of a prepared loader's batch are the original's batch
+    size at the default (unsplit) batch: nothing to reduce, no note (a torch.Size cannot be
+    reduced anyway)."""
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step, (x, y) in enumerate(loader):
+            if step == 0:
+                print("batch", x.shape, x.size(0), len(y))
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print("loss", loss)
+    """
+    output, findings = migrate(source)
+    notes = [f.message for f in findings if f.code == "MIG953"]
+    assert len(notes) == 1 and notes[0].startswith("`loss` shown here"), notes
+    assert 'accelerator.print("batch", x.shape, x.size(0), len(y))' in output

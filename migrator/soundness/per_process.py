@@ -41,7 +41,9 @@ def per_process_values(model: OutputModel) -> list[Finding]:
         ):
             arguments = [*call.args, *(k.value for k in call.keywords)]
             shares = [a for a in arguments if values.differs(a, scope)
-                      and MIXED not in values.extents(a, scope)]  # fmt: skip
+                      and MIXED not in values.extents(a, scope)
+                      and "batchsize" not in values.roles(a, scope)]  # fmt: skip
+            # (a batch's shape is the original's at the default batch: nothing to reduce)
             if shares:
                 found.append(Finding(code=CODE, level="note", node=shares[0], message=(
                     f"`{_text(model, shares[0])}` shown here is this process's own value (from "

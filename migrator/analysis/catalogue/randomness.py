@@ -35,3 +35,14 @@ def is_draw(qualified: str) -> bool:
 
 def is_seed(qualified: str) -> bool:
     return qualified in TORCH_SEEDS | OTHER_SEEDS or qualified.rsplit(".", 1)[-1] in EVERY_RNG
+
+
+ALL_RNGS = "every RNG"
+
+
+def rng_of(qualified: str) -> str:
+    """Which global RNG a seed or a draw is about: "torch", "numpy", "random", or
+    `ALL_RNGS` for the helpers that seed them all."""
+    if qualified.rsplit(".", 1)[-1] in EVERY_RNG:
+        return ALL_RNGS
+    return qualified.split(".", 1)[0]

@@ -10,6 +10,7 @@ import ast
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.catalogue.outputs import module_function
+from migrator.analysis.catalogue.randomness import ALL_RNGS, PER_PROCESS, is_draw, is_seed, rng_of
 from migrator.analysis.effects.extents import (
     CONST,
     GLOBAL,
@@ -34,6 +35,8 @@ DESCRIPTIONS = {"device", "dtype", "is_cuda", "ndim", "layout", "requires_grad",
 
 
 class ValueExpressions:
+    _seeds: dict[str, list[bool]] | None = None  # RNG -> its seeds (True: per process)
+
     def _eval(self, expr: ast.AST, scope: Scope) -> Value:
         value = self._evaluate(expr, scope)
         self.seen.setdefault(id(expr), set()).add(value.extent)
@@ -80,6 +83,8 @@ class ValueExpressions:
         owner = self._eval(expr.value, scope)
         if expr.attr in DESCRIPTIONS:
             return NOTHING  # `x.device.type` shown beside a loss is no share of the data
+        if expr.attr == "shape":
+            return _size(owner)  # `images.shape`: this process's batch size, not its data
         if "accelerator" in owner.roles:
             # ranks and main-process flags differ per process but count no data: guards are
             # processes.py's business
@@ -120,6 +125,11 @@ class ValueExpressions:
                 return self._prepared(call.args[0], scope)
             return Value(join(*values).extent)
         qualified = self.imports.qualify(func) or ""
+        if is_draw(qualified) and self._draws_differ(qualified):
+            for argument in arguments:
+                self._eval(argument, scope)
+            given = any(k.arg == "generator" for k in call.keywords)
+            return Value(CONST if given else LOCAL)  # this process's own draw
         if qualified == "len" and call.args:
             inner = self._eval(call.args[0], scope)
             if "loader" in inner.roles:
@@ -164,6 +174,23 @@ class ValueExpressions:
         # a function of counts every process holds alike (`"{} of {}".format(step,
         # len(loader))`, `math.ceil(len(loader) / k)`) is one too
         return Value(join(receiver, *values).extent, _same_everywhere([receiver, *values]))
+
+    def _draws_differ(self, qualified: str) -> bool:
+        """Does each process draw its own numbers from the RNG `qualified` draws from? Yes
+        unless the program seeds that RNG (or all of them, `set_seed(args.seed)`) with one
+        value on every process and nothing seeds it per process after (`seed +
+        accelerator.process_index`, MIG009's offset). Unseeded, torch draws its seed at
+        start-up, per process."""
+        if self._seeds is None:
+            self._seeds = {}
+            for site in self.index.calls():
+                seeded = self.imports.qualify(site.node.func) or ""
+                if is_seed(seeded):
+                    apart = any(word in ast.unparse(a) for a in site.node.args
+                                for word in PER_PROCESS)  # fmt: skip
+                    self._seeds.setdefault(rng_of(seeded), []).append(apart)
+        seeds = [*self._seeds.get(rng_of(qualified), []), *self._seeds.get(ALL_RNGS, [])]
+        return not seeds or any(seeds)
 
 
 LOADER_ROLES = {"loader", "plainloader"}
