@@ -23,6 +23,7 @@ from migrator.analysis.syntax.index import CallSite, Line, Scope
 from migrator.analysis.syntax.views import name_value
 from migrator.arglists import call_items
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.log_levels import quiet_other_processes
 from migrator.rules.main_process_writes import (
     download_main_first,
     every_process_scopes,
@@ -74,6 +75,7 @@ class MainProcessIO(Rule):
         make_folders_safe(context, scopes)
         download_main_first(context, scopes)
         share_input(context, scopes)
+        quiet_other_processes(context, scopes)
         wait_for_shared_files(context, self.waited)
 
     def _print(self, context: RuleContext, site: CallSite) -> None:
