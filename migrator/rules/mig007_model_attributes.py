@@ -4,7 +4,9 @@ own attributes and methods (`model.weight`, `model.config`, `model.generate(...)
 (`model.__class__.__name__`, `type(model)`, `isinstance(model, Net)`). Those go through
 `accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
 `hasattr(model, "x")` and `getattr`/`setattr` by name go through it too, and so does indexing
-(`model[-1]` of an nn.Sequential: DDP has no `__getitem__`).
+(`model[-1]` of an nn.Sequential: DDP has no `__getitem__`), and the module API DDP answers
+about itself (`model.children()`: its one child is the model; `get_submodule("layer1")`:
+DDP's paths start with `module.`).
 `model.no_sync()` exists only on DDP: it becomes `accelerator.no_sync(model)`.
 A forward only the main process runs (an evaluation under `if accelerator.is_main_process:`)
 runs the unwrapped model: DDP's forward syncs buffers with the other processes, which are not
@@ -35,6 +37,13 @@ from migrator.rules.base import Rule, RuleContext
 from migrator.rules.model_hand_offs import hand_models_on
 
 NAMED = {"named_parameters", "named_buffers", "named_children", "named_modules"}
+# nn.Module API that DDP answers about itself, not the model: its one child is the model
+# (`list(model.children())[:-1]` would drop the model whole), paths start with `module.`,
+# and what is added or registered lands on the wrapper
+STRUCTURE = {
+    "children", "named_children", "get_submodule", "get_parameter", "get_buffer",
+    "add_module", "register_buffer", "register_parameter",
+}  # fmt: skip
 
 
 class ModelAttributes(Rule):
@@ -57,7 +66,9 @@ class ModelAttributes(Rule):
                 keyed = any(use.kind == "attr" and use.attr == "state_dict" for use in uses)
                 for use in uses:
                     own = use.kind == "attr" and (
-                        use.attr not in MODULE_API or (keyed and use.attr in NAMED)
+                        use.attr not in MODULE_API
+                        or use.attr in STRUCTURE
+                        or (keyed and use.attr in NAMED)
                     )
                     alone = use.kind == "call" and _main_only(context, scope, use.statement)
                     if not (
