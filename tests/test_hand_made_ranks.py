@@ -10,6 +10,11 @@ processes."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from migrator.engine import migrate_text
@@ -255,3 +260,62 @@ def test_a_schedulers_ranks_are_the_launchers(scheduler):
     assert "{local_rank} of {accelerator.num_processes}" in output
     notes = [f for f in findings if f.code == "MIG010" and f.level == "note"]
     assert len(notes) == 1 and "migrate launch --nproc N" in notes[0].message
+
+
+RENDEZVOUS = """\
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+def setup(rank, world_size):
+    os.environ["MASTER_ADDR"] = os.environ.get("MASTER_ADDR", "localhost")
+    os.environ["MASTER_PORT"] = os.environ.get("MASTER_PORT", "12355")
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    {shown}
+
+
+def main():
+    rank = int(os.environ["RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    setup(rank, world_size)
+    data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+    loader = DataLoader(data, batch_size=4, sampler=DistributedSampler(data))
+    model = DDP(torch.nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_rendezvous_address_the_program_still_reads_keeps_its_default(tmp_path):
+    """The set-up's `os.environ["MASTER_ADDR"] = ...` goes with it, unless the program reads
+    `os.environ["MASTER_ADDR"]` after: then the default stays, and one plain process runs."""
+    shown = "print(f\"rendezvous at {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}\")"
+    output, findings = migrate_text(RENDEZVOUS.format(shown=shown))
+    assert output is not None, [f.message for f in findings]
+    assert '    os.environ["MASTER_ADDR"] = os.environ.get("MASTER_ADDR", "localhost")\n' in output
+    assert "init_process_group" not in output
+    script = tmp_path / "migrated.py"
+    script.write_text(output)
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK",
+                                                            "WORLD_SIZE", "LOCAL_RANK")}  # fmt: skip
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rendezvous at localhost:12355" in done.stdout
+    unread, _ = migrate_text(RENDEZVOUS.format(shown="pass"))
+    assert "MASTER_ADDR" not in unread

@@ -177,7 +177,11 @@ class _Reader(ObjectReader, ProcessReader, RankReader):
         return bool(args) and patterns.string_value(args[0].value) in LAUNCH_ENV
 
     def _launch_environment(self) -> None:
+        """The writes of the launch environment go with the set-up they served, except a
+        rendezvous address (`MASTER_ADDR`, `MASTER_PORT`) the program still reads as
+        `os.environ[...]`: without its default it would raise KeyError on one process."""
         helpers = {id(h) for h in self.facts.helpers}
+        read = self._environment_reads()
         for statement in self.index.statement_of.values():
             if id(statement.block.scope) in helpers:
                 continue
@@ -188,8 +192,20 @@ class _Reader(ObjectReader, ProcessReader, RankReader):
                     isinstance(small, ast.Assign)
                     and len(small.targets) == 1
                     and (self._launch_environment_key(small.targets[0]))
+                    and patterns.string_value(small.targets[0].slice) not in read
                 ):
                     self.facts.removed_smalls.append((small, statement))
+
+    def _environment_reads(self) -> set[str]:
+        """The rendezvous keys read as `os.environ["MASTER_ADDR"]` (not `.get(...)`)."""
+        return {
+            key
+            for node in ast.walk(self.index.tree)
+            if isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and dotted_name(node.value) == "os.environ"
+            and (key := patterns.string_value(node.slice)) in LAUNCH_ENV
+        }
 
     def _launch_attributes(self) -> None:
         launch = read_launch_attributes(self.index, self.sites, lambda e: is_pure(e, self.imports))
