@@ -332,6 +332,30 @@ def test_the_same_top_level_statement_in_two_files_is_no_clash(tmp_path):
     assert "`SEED` is defined both in" in program.results[0].findings[0].message
 
 
+def test_one_module_imported_in_two_spellings_is_no_clash(tmp_path):
+    """`import torch.nn as nn` in one file, `from torch import nn` in the other: one module."""
+    shutil.copytree(PROGRAMS / "engine_function" / "in", tmp_path, dirs_exist_ok=True)
+    for name, spelling in (
+        ("main.py", "import torch.nn as nn"),
+        ("engine.py", "from torch import nn"),
+    ):
+        path = tmp_path / name
+        path.write_text(
+            path.read_text().replace("import torch\n", f"import torch\n{spelling}\n", 1)
+        )
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert all(result.changed for result in program.results), [
+        f.message for r in program.results for f in r.findings
+    ]
+    (tmp_path / "engine.py").write_text(
+        (tmp_path / "engine.py")
+        .read_text()
+        .replace("from torch import nn", "import mylib.nn as nn")
+    )
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert not any(result.changed for result in program.results)
+
+
 def test_a_script_that_migrates_alone_keeps_its_own_migration(tmp_path, monkeypatch, capsys):
     """train.py has its own loop and imports a module with an unrelated backward (a gradient
     check) that the joined analysis refuses (MIG905): the file's own migration stands, and the

@@ -52,10 +52,12 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
-                found[local] = f"import {alias.name if alias.asname else local}"
+                # `import torch.nn as nn` binds what `from torch import nn` does
+                found[local] = f"import {_imported(alias.name) if alias.asname else local}"
         elif isinstance(node, ast.ImportFrom):
             for alias in node.names:  # `from timm.data import Mixup` == `from timm.data.mixup ...`
-                found[alias.asname or alias.name] = f"import {alias.name}"
+                module = "." * node.level + (node.module or "")
+                found[alias.asname or alias.name] = f"import {_imported(f'{module}.{alias.name}')}"
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found[node.name] = f"def {id(node)}"
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -67,6 +69,13 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
                     if not name.startswith("__"):
                         found[name] = f"= {ast.dump(node)}"
     return found
+
+
+def _imported(dotted: str) -> str:
+    """What an import binds, compared by its package and its last name: a package re-exports
+    its submodules' names (`timm.data.Mixup` is `timm.data.mixup.Mixup`)."""
+    parts = dotted.split(".")
+    return f"{parts[0]}...{parts[-1]}" if len(parts) > 1 else dotted
 
 
 def _bound_names(target: ast.expr) -> list[str]:
