@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import codecs
 import io
+import sys
 import tokenize
 from dataclasses import dataclass, field
 
@@ -283,7 +284,15 @@ def _positioned(source, findings: list[Finding]) -> list[Finding]:
 def _syntax_message(error: SyntaxError) -> str:
     message = (error.msg or "syntax error").strip().splitlines()
     first = message[0] if message else "syntax error"
-    return f"cannot parse: {first} (line {error.lineno}, column {error.offset})"
+    where = f"(line {error.lineno}, column {error.offset})"
+    if first.startswith("f-string") and sys.version_info < (3, 12):
+        # quotes or backslashes inside an f-string's braces: PEP 701, Python 3.12's grammar
+        return (
+            f"cannot parse: {first} {where} with Python {sys.version_info.major}."
+            f"{sys.version_info.minor}'s grammar; if it is valid from Python 3.12 on (quotes "
+            "inside an f-string's braces, PEP 701), run migrate under Python 3.12 or later"
+        )
+    return f"cannot parse: {first} {where}"
 
 
 def _with_helper_effects(index, tree: ast.Module, text: str, path: str, depends_on: list):
