@@ -63,3 +63,23 @@ def test_a_program_that_does_not_train_may_choose_its_gpus():
     source = 'import os\n\nimport torch\n\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\nprint(torch.nn.Linear(2, 1)(torch.randn(1, 2)))\n'
     output, findings = migrate_text(source)
     assert output is None and findings == []
+
+
+def test_a_list_of_gpus_set_before_torch_is_imported_is_kept_with_a_note():
+    """Before torch is imported, `"0,1,8,9"` only narrows what every process sees: each still
+    takes its own GPU among them. A note says how many processes fit; one GPU for N processes,
+    or a write after torch is imported, stays reported."""
+    head = 'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "{gpus}"\n\n'
+    body = TRAINING.replace("import os\nfrom os import environ\n\n", "").format(line="")
+    output, findings = migrate_text(head.format(gpus="0,1,8,9") + body)
+    assert output is not None, [f.message for f in findings]
+    assert 'os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,8,9"' in output
+    [note] = [f for f in findings if f.code == "MIG902"]
+    assert note.level == "note" and "launch at most 4 processes per machine" in note.message
+    output, findings = migrate_text(head.format(gpus="1") + body)
+    assert output is None and any(f.code == "MIG902" and f.level != "note" for f in findings)
+    after = body.replace(
+        "import torch\n", 'import torch\nimport os\nos.environ["CUDA_VISIBLE_DEVICES"] = "0,1"\n', 1
+    )
+    output, findings = migrate_text(after)
+    assert output is None and any(f.code == "MIG902" and f.level != "note" for f in findings)

@@ -47,7 +47,15 @@ class DeviceIndex(Rule):
                     "under Accelerate; use accelerator.device",
                     node=site.node,
                 ))  # fmt: skip
-        for node in visible_devices_writes(context.facts.index.tree, imports):
+        tree = context.facts.index.tree
+        for node in visible_devices_writes(tree, imports):
+            gpus = _listed_before_torch(tree, node)
+            if gpus:
+                context.findings.append(Finding(code=self.code, node=node, level="note", message=(
+                    f"CUDA_VISIBLE_DEVICES is set here, before torch is imported, to {gpus} GPUs: "
+                    "every process sees those, and each takes its own among them "
+                    f"(`accelerator.device`); launch at most {gpus} processes per machine")))  # fmt: skip
+                continue
             context.findings.append(Finding(
                 code=self.code, node=node,
                 message="CUDA_VISIBLE_DEVICES set here chooses the GPUs the program sees: under a "
@@ -56,6 +64,31 @@ class DeviceIndex(Rule):
                 "of its own; remove it and choose the GPUs on the launch command "
                 "(`CUDA_VISIBLE_DEVICES=0,1 migrate launch --nproc 2 ...`)",
             ))  # fmt: skip
+
+
+def _listed_before_torch(tree: ast.Module, node: ast.AST) -> int:
+    """How many GPUs `os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,8,9"` lists, where it is a
+    module-level statement before the first import of torch (so before CUDA starts and before
+    any Accelerator): 0 for anything else, and for a list of one GPU (N processes on it)."""
+    value = getattr(node, "value", None)
+    text = patterns.string_value(value) if isinstance(value, ast.expr) else None
+    if text is None or node not in tree.body:
+        return 0
+    torch_imports = [
+        statement.lineno for statement in tree.body
+        if isinstance(statement, (ast.Import, ast.ImportFrom))
+        and any(name.startswith("torch") for name in _imported_modules(statement))
+    ]  # fmt: skip
+    if not torch_imports or node.lineno > min(torch_imports):
+        return 0
+    gpus = [part for part in text.split(",") if part.strip()]
+    return len(gpus) if len(gpus) > 1 else 0
+
+
+def _imported_modules(statement: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(statement, ast.ImportFrom):
+        return [statement.module or ""]
+    return [alias.name for alias in statement.names]
 
 
 def visible_devices_writes(tree: ast.Module, imports) -> list[ast.AST]:
