@@ -131,3 +131,25 @@ def test_two_processes_shard_one_order_and_see_every_sample_once(tmp_path):
     launch(tmp_path / "migrated.py", tmp_path)
     seen = [eval((tmp_path / f"seen{rank}.txt").read_text()) for rank in range(2)]
     assert sorted(seen[0] + seen[1]) == [float(v) for v in range(40)]
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [
+        "np.random.seed(random.randint(1, 100))",
+        "random_seed = random.randint(1, 100)\nnp.random.seed(random_seed)",
+        "import time\nnp.random.seed(int(time.time()))",
+    ],
+)
+def test_a_seed_drawn_at_random_seeds_each_process_apart(seed):
+    """A seed that is itself a draw (or the clock) differs per process: the set-up draw still
+    gets its own RNG seeded 0."""
+    output, notes = _migrate(module_draw="np.random.shuffle(values)", seed=seed)
+    assert "np.random.RandomState(0).shuffle(values)" in output
+    assert [n for n in notes if "while the data is set up" in n.message]
+
+
+def test_a_scikit_learn_resample_gets_a_random_state():
+    module_draw = "from sklearn.utils import resample\nvalues = resample(values, n_samples=40)"
+    output, notes = _migrate(module_draw=module_draw)
+    assert "resample(values, n_samples=40, random_state=0)" in output and len(notes) == 1

@@ -29,6 +29,8 @@ from migrator.analysis.catalogue.randomness import (
     NUMPY_SEEDS,
     PYTHON_SEEDS,
     TORCH_SEEDS,
+    is_draw,
+    is_seed,
 )
 from migrator.arglists import call_items
 from migrator.findings import Finding
@@ -38,9 +40,11 @@ from migrator.rules.process_seeds import LOOPS, offset_seeds
 
 TORCH_SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
 SKLEARN_SPLITS = {"sklearn.model_selection.train_test_split"}
+SKLEARN_DRAWS = {"sklearn.utils.resample", "sklearn.utils.shuffle"}  # given `random_state=`
 TORCH_DRAWS = {"torch.randperm"}  # given `generator=`
 NUMPY_DRAWS = {"numpy.random.permutation", "numpy.random.shuffle", "numpy.random.choice"}
 PYTHON_DRAWS = {"random.shuffle", "random.sample"}  # from an own `random.Random(0)`
+CLOCKS = {"time.time", "time.time_ns", "time.perf_counter", "datetime.datetime.now"}
 
 
 class SharedSplit(Rule):
@@ -55,7 +59,7 @@ class SharedSplit(Rule):
         if not any(context.prepared(name) for name in context.facts.loaders):
             return  # nothing is sharded: each process's split is its own business
         imports = context.facts.index.imports
-        called = {imports.qualify(site.node.func) or "" for site in context.facts.index.calls()}
+        called = _alike_seeds(context)
         seeded_torch = bool(called & TORCH_SEEDS) or _seeds_every_rng(called)
         seeded_numpy = bool(called & NUMPY_SEEDS) or _seeds_every_rng(called)
         seeded_python = bool(called & PYTHON_SEEDS) or _seeds_every_rng(called)
@@ -66,6 +70,9 @@ class SharedSplit(Rule):
                     self._seed(context, site, "generator", _generator(context), "torch")
                 elif qualified in SKLEARN_SPLITS and not seeded_numpy:
                     self._seed(context, site, "random_state", "0", "NumPy")
+                elif qualified in SKLEARN_DRAWS and not seeded_numpy:
+                    if _once_at_set_up(context, scope, site):
+                        self._seed(context, site, "random_state", "0", "NumPy", False)
                 elif not _once_at_set_up(context, scope, site):
                     continue
                 elif qualified in TORCH_DRAWS and not seeded_torch:
@@ -150,6 +157,36 @@ def _data_frame_sample(call: ast.Call) -> bool:
         and func.attr == "sample"
         and any(k.arg == "frac" for k in call.keywords)
     )
+
+
+def _alike_seeds(context: RuleContext) -> set[str]:
+    """The seeding functions the program calls with a seed that is the same on every process:
+    not one drawn at random itself (`np.random.seed(random.randint(1, 100))`, a seed bound to
+    such a draw or to the clock), which seeds each process apart."""
+    imports = context.facts.index.imports
+    found = set()
+    for site in context.facts.index.calls():
+        qualified = imports.qualify(site.node.func) or ""
+        if not is_seed(qualified):
+            continue
+        if not any(_drawn(context, site.scope, a, 0) for a in site.node.args):
+            found.add(qualified)
+    return found
+
+
+def _drawn(context: RuleContext, scope, expr: ast.expr, depth: int) -> bool:
+    imports = context.facts.index.imports
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            qualified = imports.qualify(node.func) or ""
+            if is_draw(qualified) or qualified in CLOCKS:
+                return True
+        if isinstance(node, ast.Name) and depth < 3:
+            for binding in scope.bindings.get(node.id, []):
+                value = binding.value
+                if value is not None and _drawn(context, scope, value, depth + 1):
+                    return True
+    return False
 
 
 def _seeds_every_rng(called: set[str]) -> bool:
