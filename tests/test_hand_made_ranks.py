@@ -319,3 +319,22 @@ def test_a_rendezvous_address_the_program_still_reads_keeps_its_default(tmp_path
     assert "rendezvous at localhost:12355" in done.stdout
     unread, _ = migrate_text(RENDEZVOUS.format(shown="pass"))
     assert "MASTER_ADDR" not in unread
+
+
+def test_a_process_group_without_a_ddp_wrap_says_the_processes_now_train_one_model():
+    """Each process of the original stepped a copy of its own (a process group and a
+    DistributedSampler, no DistributedDataParallel); prepared, the model is wrapped and the
+    copies become one: a note says so. With the wrap, no such note."""
+    unwrapped = SCHEDULED.format(**dict(zip(("rank", "local", "size"), SCHEDULERS["srun"])))
+    unwrapped = unwrapped.replace(
+        "model = DDP(torch.nn.Linear(4, 3).to(device), device_ids=[local_rank])",
+        "model = torch.nn.Linear(4, 3).to(device)",
+    )
+    output, findings = migrate_text(unwrapped)
+    assert output is not None, [f.message for f in findings]
+    notes = [f.message for f in findings if "never wraps its model" in f.message]
+    assert len(notes) == 1 and "train one model on their averaged gradients" in notes[0]
+    _output, wrapped = migrate_text(
+        SCHEDULED.format(**dict(zip(("rank", "local", "size"), SCHEDULERS["srun"])))
+    )
+    assert not [f for f in wrapped if "never wraps its model" in f.message]
