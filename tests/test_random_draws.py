@@ -72,3 +72,91 @@ def test_a_seed_makes_only_its_own_rng_alike():
     assert _decides_per_process(PROBED.format(seed="np.random.seed(0)", draw=torch_draw))
     every = "from transformers import set_seed\nset_seed(0)"
     assert not _decides_per_process(PROBED.format(seed=every, draw=torch_draw))
+
+
+AUGMENTED = """\
+import random
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Flip:
+    def __init__(self, p):
+        self.p = p
+
+    def __call__(self, x):
+        if random.random() < self.p:
+            return x.flip(0)
+        return x
+
+
+class Rows(Dataset):
+    def __init__(self):
+        self.rows = torch.arange(64.0).view(16, 4)
+        self.flip = Flip(0.5)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.flip(self.rows[i]), torch.ones(1)
+
+
+loader = DataLoader(Rows(), batch_size=4)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def train_epoch():
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        {leave}
+
+
+for epoch in range(2):
+    train_epoch()
+"""
+
+
+def test_a_per_sample_draw_that_returns_early_leaves_no_process_behind():
+    """`if random.random() < p: return x.flip(0)` in a transform: each process decides alone,
+    and nothing that syncs follows in the function it returns from."""
+    assert not _decides_per_process(AUGMENTED.format(leave="pass"))
+
+
+def test_leaving_a_loop_or_a_function_that_syncs_on_a_draw_is_refused():
+    stop = "if random.random() < 0.1:\n            {leave}"
+    assert _decides_per_process(AUGMENTED.format(leave=stop.format(leave="break")))
+    assert _decides_per_process(AUGMENTED.format(leave=stop.format(leave="return")))
+
+
+MIXED_BATCHES = """\
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in loader:
+    if np.random.rand(1) < 0.5:
+        lam = np.random.beta(1.0, 1.0)
+        output = model(x.flip(0) * (1 - lam) + x * lam)
+    else:
+        {other}
+    loss = torch.nn.functional.mse_loss(output, y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_branches_that_run_the_same_collectives_keep_the_processes_in_step():
+    """CutMix's per-process draw picks a branch, and either branch runs one forward of the
+    prepared model: the processes stay in step. A forward in one branch only does not."""
+    assert not _decides_per_process(MIXED_BATCHES.format(other="output = model(x)"))
+    assert _decides_per_process(MIXED_BATCHES.format(other="output = torch.zeros(4, 1)"))

@@ -4,9 +4,9 @@ is reduced or gathered consistently (analysis/effects/values.py says what each v
 Refused here:
 - an output (`print`, `accelerator.print`, a logger, a tracker) of a `MIXED` value: a whole
   data's count over this process's count (accuracy N times too high), or the reverse;
-- a decision on a `MIXED` value, or on a per-process value where the branch leaves a loop,
-  returns, or runs a collective (a gather, a wait, a prepared model's forward): the
-  processes disagree and one waits forever for the others;
+- a decision on a `MIXED` value, or on a per-process value where the branch runs a
+  collective (a gather, a wait, a prepared model's forward) or leaves a loop or function
+  that runs one (leaving.py): the processes disagree and one waits forever for the others;
 - a metric-driven scheduler (`scheduler.step(val_loss)`) stepped with a per-process value: the
   processes' learning rates drift apart;
 - a prepared model run on gathered inputs: every process evaluates the whole set again.
@@ -20,14 +20,10 @@ from migrator.analysis.catalogue.outputs import shows
 from migrator.analysis.effects.extents import GLOBAL, LOCAL, MIXED
 from migrator.analysis.effects.values import PerProcessValues
 from migrator.findings import Finding
+from migrator.soundness.leaving import Leaving
 from migrator.soundness.model import OutputModel
 
 CODE = "MIG953"
-COLLECTIVE_METHODS = {
-    "gather", "gather_for_metrics", "reduce", "gather_object", "wait_for_everyone",
-    "save_state", "prepare", "backward", "all_reduce", "barrier", "broadcast",
-}  # fmt: skip
-LEAVES = (ast.Break, ast.Continue, ast.Return)
 
 
 def per_process_values(model: OutputModel) -> list[Finding]:
@@ -76,20 +72,23 @@ def per_process_values(model: OutputModel) -> list[Finding]:
                     ),
                 )
             )
+    leaving = Leaving(model, values)
     for scope in model.index.scopes:
         for node in _tests(scope):
-            found += _decision(model, values, scope, node)
+            found += _decision(model, values, leaving, scope, node)
     return found
 
 
-def _decision(model: OutputModel, values: PerProcessValues, scope, node) -> list[Finding]:
+def _decision(
+    model: OutputModel, values: PerProcessValues, leaving: Leaving, scope, node
+) -> list[Finding]:
     if model.processes.main_test(node.test, scope) is not None:
         return []  # a main-process guard, not a decision on data
     statement = model.index.statement_of.get(id(node))
     if statement is not None and not model.processes.runs_on_every_process(statement):
         return []
     extents = values.extents(node.test, scope)
-    if MIXED in extents or (values.differs(node.test, scope) and _leaves_or_syncs(node)):
+    if MIXED in extents or (values.differs(node.test, scope) and leaving.out_of_step(scope, node)):
         return [
             _finding(
                 model,
@@ -116,20 +115,6 @@ def _tests(scope):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt):
                 stack.append(child)
-
-
-def _leaves_or_syncs(node: ast.If | ast.While) -> bool:
-    for statement in [*node.body, *node.orelse]:
-        for inner in ast.walk(statement):
-            if isinstance(inner, LEAVES):
-                return True
-            if (
-                isinstance(inner, ast.Call)
-                and isinstance(inner.func, ast.Attribute)
-                and inner.func.attr in COLLECTIVE_METHODS
-            ):
-                return True
-    return False
 
 
 def _is_output(model: OutputModel, call: ast.Call) -> bool:
