@@ -32,6 +32,7 @@ from migrator.analysis.catalogue import effects, patterns
 from migrator.analysis.effects.processes import EVERY
 from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.hand_offs import BODY, NAMED, helper_writes
+from migrator.analysis.model.origins import scopes_seeing
 from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.arglists import call_items
 from migrator.findings import Finding
@@ -58,8 +59,11 @@ def guard_writes(context: RuleContext, scopes: list[Scope]) -> None:
                 statements[id(statement.node)] = statement
     for statement in tracker_statements(context, scopes):
         statements[id(statement.node)] = statement
+    guarded = [s.node for s in statements.values()]
     for key, statement in list(statements.items()):
-        if _runs_collectives(context, statement):
+        if _runs_collectives(context, statement) or _binds_what_follows_reads(
+            context, statement, guarded
+        ):
             del statements[key]
     nodes = set(statements)
     kept = [
@@ -92,6 +96,47 @@ def _runs_collectives(context: RuleContext, statement: Statement) -> bool:
                 ))  # fmt: skip
                 return True
     return False
+
+
+def _binds_what_follows_reads(context: RuleContext, statement: Statement, guarded) -> bool:
+    """Does the write also bind a name that code after it reads (`class_names = [...]` inside
+    `with open(log, "w") as f:`, read by every process later)? Guarded, the name would not
+    exist on the other processes (NameError there): left, with a note, for the soundness
+    check to refuse."""
+    node = statement.node
+    parts = node.body if isinstance(node, Line) else [node]
+    handles = {
+        n.id for item in getattr(node, "items", []) if item.optional_vars is not None
+        for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name)
+    }  # fmt: skip
+    bound = {
+        n.id for part in parts for n in ast.walk(part)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    } - handles  # fmt: skip
+    end = max(part.end_lineno or part.lineno for part in parts)
+    scope = statement.block.scope
+    read = sorted(
+        name for name in bound
+        if any(use.node.lineno > end and not _within(use.statement, guarded)
+               for current in scopes_seeing(scope, name)
+               for use in current.uses.get(name, []))
+    )  # fmt: skip
+    if not read:
+        return False
+    context.findings.append(Finding(
+        code="MIG030", level="note", node=parts[0], by_hand=True,
+        message=f"this file write also binds `{read[0]}`, which code after it reads on every "
+        "process: guarded whole, the name would not exist on the other processes; bind it "
+        "before the write and put only the write under `if accelerator.is_main_process:`, "
+        "by hand",
+    ))  # fmt: skip
+    return True
+
+
+def _within(statement: Statement, guarded) -> bool:
+    """Is `statement` one of the statements guarded alike (a tracker's method calls), or in
+    one?"""
+    return any(outer.node is node for outer in statement.chain() for node in guarded)
 
 
 def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None:
