@@ -117,3 +117,50 @@ def test_two_processes_print_the_one_process_sum_of_batch_losses(tmp_path):
                                                                     tmp_path).stdout)]  # fmt: skip
     assert len(shown) == 2
     assert all(abs(a - b) < 1e-4 for a, b in zip(shown, expected, strict=True)), (shown, expected)
+
+
+EVALUATED = """\
+import torch
+from sklearn.metrics import mean_absolute_error
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8)
+val_loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=8)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def test_model(model, loader):
+    test_loss, test_mae, count = 0, 0, 0
+    for x, y in loader:
+        prediction = model(x)
+        loss = torch.nn.functional.mse_loss(prediction, y)
+        test_loss += loss
+        mae = mean_absolute_error(y, prediction.detach().cpu())
+        test_mae += mae
+        count += 1
+    return test_loss.detach().cpu().numpy() / count, test_mae / count
+
+
+for epoch in range(2):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print(test_model(model, val_loader))
+"""
+
+
+def test_a_score_a_host_library_returns_is_a_number_reduced_with_its_batch_mean():
+    """`mean_absolute_error(...)` returns a float per batch: reduced as a number (never
+    `gather_for_metrics`, which makes a list of it); the loss read as `test_loss.detach().
+    cpu().numpy() / count` is an average over this process's batches: "mean"."""
+    output, findings = migrate_text(EVALUATED)
+    assert output is not None, [f.message for f in findings]
+    assert '        loss = accelerator.reduce(loss, "mean")\n' in output
+    assert (
+        '        mae = accelerator.reduce(torch.tensor(mae, device=accelerator.device), "mean")'
+        ".item()\n"
+    ) in output
+    assert "gather_for_metrics(mae)" not in output

@@ -88,8 +88,36 @@ class PerBatchValues:
             if isinstance(func, ast.Attribute) and func.attr == "item" and not expr.args:
                 return True
             callee = self.context.facts.index.imports.qualify(func) or ""
-            return callee in ("float", "int", "round") or callee.startswith("math.")
+            return (
+                callee in ("float", "int", "round")
+                or callee.startswith("math.")
+                or _host_score(callee, expr)
+            )
         return False
+
+
+# scikit-learn's metrics that return one number (the others return arrays, curves, text)
+NOT_SCORES = {
+    "confusion_matrix",
+    "multilabel_confusion_matrix",
+    "classification_report",
+    "precision_recall_curve",
+    "roc_curve",
+    "det_curve",
+    "precision_recall_fscore_support",
+}
+NUMPY_REDUCTIONS = {"mean", "sum", "average", "median", "std", "var", "max", "min", "nanmean"}
+
+
+def _host_score(callee: str, call: ast.Call) -> bool:
+    """`mean_absolute_error(y, pred)`, `np.mean(errors)`: a number computed on the host from
+    this process's batch (never a tensor to gather: `gather_for_metrics` of a float is a
+    list)."""
+    module, _, name = callee.rpartition(".")
+    if module.startswith("sklearn.metrics"):
+        return name not in NOT_SCORES
+    axis = any(k.arg == "axis" for k in call.keywords) or len(call.args) > 1
+    return module == "numpy" and name in NUMPY_REDUCTIONS and not axis
 
 
 def _count(expr: ast.AST) -> bool:
@@ -129,7 +157,7 @@ def averaged_per_batch(
             left, right = node.target, node.value
         else:
             continue
-        if name_of(left) != accumulator:
+        if name_of(_as_number(left)) != accumulator:
             continue
         if name_of(right) in counters or _counted_from_zero(right, _enumerate_index(loop)):
             return True
@@ -141,6 +169,22 @@ def averaged_per_batch(
         ):
             return True
     return False
+
+
+def _as_number(expr: ast.AST) -> ast.AST:
+    """`total.detach().cpu().numpy()`, `total.item()`, `float(total)`: `total`, read."""
+    while isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in SAME_VALUE and not expr.args:
+            expr = func.value
+        elif isinstance(func, ast.Name) and func.id in ("float", "int") and len(expr.args) == 1:
+            expr = expr.args[0]
+        else:
+            break
+    return expr
+
+
+SAME_VALUE = {"item", "detach", "cpu", "float", "double", "numpy", "tolist"}
 
 
 def _counts_batches(context: RuleContext, scope: Scope, loop: Loop, name: str) -> bool:
