@@ -18,6 +18,12 @@ class Finding:
     # true whether the migration is made or not, so kept when the file is left as it is
     by_hand: bool = False
 
+    def __post_init__(self) -> None:
+        # one line per finding (`path:line:col: CODE message`): source quoted in a message
+        # (a multi-line f-string, CRLF) is joined on single spaces
+        if "\n" in self.message or "\r" in self.message:
+            self.message = " ".join(self.message.split())
+
     @property
     def needs_human(self) -> bool:
         """A warning (exit 1), not a note that only explains a choice."""
