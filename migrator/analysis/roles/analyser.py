@@ -285,18 +285,7 @@ class _Analyser(
                           f"{built}, and {explain.loop_words(facts.training_loops[0])} calls no "
                           "model placed on a device; migrate by hand")  # fmt: skip
             return
-        homes = {id(owner): owner} | {id(h): h for h in facts.homes.values()}
-        for scope in homes.values():
-            for name, bindings in scope.bindings.items():
-                # Schedulers stepped outside the loop (per epoch) are found by their constructor.
-                calls = [value_call(b) for b in bindings if b.kind == "assign"]
-                if name not in schedulers and any(
-                    call is not None and patterns.is_scheduler_call(call, self.imports)
-                    for call in calls
-                ):
-                    schedulers.append(name)
-                    if scope is not owner:
-                        facts.homes.setdefault(name, scope)
+        self._constructed_schedulers(owner, schedulers)
         facts.schedulers = self._schedulers(owner, schedulers, per_batch)
         self._plateau_schedulers(owner)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.origins import Origin, bindings_of, value_call
 from migrator.analysis.roles.facts import SchedulerRole
 from migrator.analysis.syntax.index import CallSite, Scope
@@ -32,6 +33,25 @@ def _reads(expr: ast.AST, name: str | None) -> bool:
 
 
 class StepKinds:
+    def _constructed_schedulers(self, owner, schedulers: list[str]) -> None:
+        """Schedulers stepped outside the loop (per epoch), found by their constructor in the
+        owner of training or the functions holding its objects; a value never stepped
+        (`betas = get_beta_schedule(...)`, a noise schedule's tensor) is none."""
+        facts = self.facts
+        homes = {id(owner): owner} | {id(h): h for h in facts.homes.values()}
+        stepped = {chain_text(s.receiver) for s in self.index.calls() if s.method == "step"}
+        for scope in homes.values():
+            for name, bindings in scope.bindings.items():
+                calls = [value_call(b) for b in bindings if b.kind == "assign"]
+                built = any(
+                    call is not None and patterns.is_scheduler_call(call, self.imports)
+                    for call in calls
+                )
+                if name not in schedulers and name in stepped and built:
+                    schedulers.append(name)
+                    if scope is not owner:
+                        facts.homes.setdefault(name, scope)
+
     def _scaler_step_target(self, call: CallSite) -> Origin | None:
         """`scaler.step(optimizer)`: the optimizer is the argument."""
         args = patterns.call_args(call.node)
