@@ -123,7 +123,6 @@ def test_noise_drawn_in_a_function_the_loop_calls_is_drawn_while_training():
 @pytest.mark.parametrize(
     "seeding",
     [
-        "",  # nothing seeded: processes draw apart already
         "rank = 0\ntorch.manual_seed(1234 + rank)\n",  # seeded per process by the program
     ],
 )
@@ -146,3 +145,11 @@ def test_two_processes_draw_their_own_noise_and_one_process_draws_the_originals(
     assert drawn[0][0][:3] == eval(single.stdout.split("noise ", 1)[1])  # process 0: the original's
     # the shuffle still agrees: the two shards cover the data set, each epoch
     assert sorted(drawn[0][1] + drawn[1][1]) == sorted([float(v) for v in range(32)] * 2)
+
+
+def test_nothing_seeded_is_seeded_again_from_where_torch_started():
+    """Unseeded, torch's generators still start alike on every process (CUDA's from one
+    fixed seed): torch is offset from its own starting seed (test_unseeded_randomness.py)."""
+    output, findings = migrate_text(GAN.format(seeding=""))
+    assert "torch.manual_seed(torch.initial_seed() + accelerator.process_index)" in output
+    assert [f.code for f in findings if "starting seed" in f.message] == ["MIG009"]

@@ -60,7 +60,8 @@ def _migrate(init_draw: str = "", module_draw: str = "", seed: str = "") -> tupl
     )
     output, findings = migrate_text(source)
     assert output is not None, [f.message for f in findings]
-    return output, [f for f in findings if f.code == "MIG009"]
+    # (the loop's own draws get torch offset per process: test_unseeded_randomness.py)
+    return output, [f for f in findings if f.code == "MIG009" and "starting seed" not in f.message]
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,19 @@ by its index:
     if accelerator.process_index:  # each process draws its own randomness from here on
         torch.manual_seed(999 + accelerator.process_index)
 
+Where the prepare sees no seed (the program seeds nothing, or seeds in another function),
+torch's generators still start alike on every process (CUDA's from one fixed seed, the CPU's
+too in most builds), so torch alone is seeded again from where it started:
+`torch.manual_seed(torch.initial_seed() + accelerator.process_index)`. Randomness counts where
+the program draws while training (noise in the loop or in what it calls, `forward`,
+`__getitem__`), has dropout in its models or applies torchvision's random transforms.
+
 Process 0 keeps the original's stream (one process runs exactly as the original did), and the
 set-up before the prepare (splits, initial weights) still agrees everywhere. A seed that
-already names the rank is left, as are seeds the prepare cannot see (set in another function,
-from its parameter), and so is a program that ran data-parallel already (hand-written DDP
-seeding its ranks alike did so by its own choice), and a loaderless loop's random batches
-are its data: whether processes draw alike is MIG905's note, not changed here."""
+already names the rank is left, and so is a program that ran data-parallel already
+(hand-written DDP seeding its ranks alike did so by its own choice), and a loaderless loop's
+random batches are its data: whether processes draw alike is MIG905's note, not changed
+here."""
 
 from __future__ import annotations
 
@@ -26,6 +33,8 @@ from migrator.analysis.catalogue.randomness import (
     PER_PROCESS,
     TORCH_SEEDS,
     is_draw,
+    is_seed,
+    rng_of,
 )
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
@@ -42,10 +51,17 @@ def offset_seeds(context: RuleContext) -> None:
         return  # hand-written DDP seeded its ranks alike itself: the original's choice stays
     if not any(context.prepared(name) for name in context.facts.loaders):
         return  # loaderless: what each process draws is its data, as MIG905's note says
-    calls = _seed_calls(context, plan.block.scope, plan.block, plan.index)
-    if not calls or not _draws_while_training(context):
+    draws = _draws_while_training(context)
+    if not (draws or _random_layers(context)):
         return
+    calls = _seed_calls(context, plan.block.scope, plan.block, plan.index)
+    if calls is None or _seeds_per_process(context):
+        return  # the program seeds per process already
     index = context.accelerator_expr("process_index")
+    if not calls:
+        if draws != {"numpy", "random"} and draws != {"numpy"} and draws != {"random"}:
+            _offset_torch(context, plan, index)  # NumPy's and Python's start from entropy
+        return
     lines = [
         f"{context.source.text_of(call.func)}({context.source.text_of(call.args[0])} + {index})"
         for call in calls
@@ -62,7 +78,63 @@ def offset_seeds(context: RuleContext) -> None:
         "and the set-up before the prepare agrees everywhere")))  # fmt: skip
 
 
-def _draws_while_training(context: RuleContext) -> bool:
+def _offset_torch(context: RuleContext, plan, index: str) -> None:
+    """No seed the prepare can read (none at all, or one set elsewhere): torch's generators
+    still start alike on every process (CUDA's from one fixed seed, and the CPU's too in
+    most builds), so process k > 0 seeds torch again from where it started, plus k."""
+    torch = context.torch_name()
+    code = (
+        f"if {index}:  # each process draws its own randomness from here on\n"
+        f"    {torch}.manual_seed({torch}.initial_seed() + {index})\n"
+    )
+    context.edits.insert(plan.block.holder, plan.index, context.statement(code), priority=20)
+    context.need_accelerator_before(plan.block, plan.index, "accelerator.prepare(...)")
+    loops = context.facts.training_loops
+    node = loops[0].node if loops else None
+    context.findings.append(Finding(code="MIG009", level="note", node=node, message=(
+        "the program trains with randomness (noise, dropout or augmentations) from torch's "
+        "generators, which start alike on every process where nothing seeds them apart "
+        "(CUDA's always, from one fixed seed): each would draw the same (N copies of one "
+        "draw); after the prepare, process k > 0 seeds torch again with its starting seed + "
+        "k, so each draws its own, while process 0 keeps the original's stream")))  # fmt: skip
+
+
+RANDOM_LAYERS = (
+    "torch.nn.Dropout",
+    "torch.nn.functional.dropout",
+    "torch.nn.AlphaDropout",
+    "torch.nn.FeatureAlphaDropout",
+    "torch.nn.functional.alpha_dropout",
+)
+RANDOM_TRANSFORMS = (
+    "Random",
+    "ColorJitter",
+    "RandAugment",
+    "AutoAugment",
+    "TrivialAugment",
+    "AugMix",
+    "GaussianBlur",
+    "ElasticTransform",
+)
+
+
+def _random_layers(context: RuleContext) -> bool:
+    """Randomness the program draws through torch without naming a draw: dropout in its
+    models (`nn.Dropout(...)`, `F.dropout(...)`) and torchvision's random transforms
+    (`transforms.RandomCrop`, `ColorJitter`), which the loader's workers apply."""
+    imports = context.facts.index.imports
+    for site in context.facts.index.calls():
+        qualified = imports.qualify(site.node.func) or ""
+        if qualified.startswith(RANDOM_LAYERS):
+            return True
+        if qualified.startswith("torchvision.transforms") and qualified.rsplit(".", 1)[
+            -1
+        ].startswith(RANDOM_TRANSFORMS):
+            return True
+    return False
+
+
+def _draws_while_training(context: RuleContext) -> set[str]:
     """A random draw (torch's, NumPy's or Python's RNG) in a loop, or in a function a loop
     calls, at any depth, or in a `forward` / `__getitem__`: noise, random batches,
     augmentations drawn while training. A program whose randomness is all set-up needs no
@@ -90,15 +162,27 @@ def _draws_while_training(context: RuleContext) -> bool:
         if not more:
             break
         reached |= more
-    return any(
-        looped or (site.scope.kind == "function" and site.scope.name in reached)
+    return {
+        rng_of(imports.qualify(site.node.func) or "")
         for site, looped in draws
+        if looped or (site.scope.kind == "function" and site.scope.name in reached)
+    }
+
+
+def _seeds_per_process(context: RuleContext) -> bool:
+    """A seed anywhere in the program that names the rank (`seed + rank`)."""
+    imports = context.facts.index.imports
+    return any(
+        is_seed(imports.qualify(site.node.func) or "")
+        and any(word in ast.unparse(a) for a in site.node.args for word in PER_PROCESS)
+        for site in context.facts.index.calls()
     )
 
 
-def _seed_calls(context: RuleContext, scope, block, index: int) -> list[ast.Call]:
+def _seed_calls(context: RuleContext, scope, block, index: int) -> list[ast.Call] | None:
     """The seeding calls run before the prepare point, in its scope (or at module level
-    before it), outside loops, each with one seed the prepare point can read."""
+    before it), outside loops, each with one seed the prepare point can read; None where the
+    program seeds per process already."""
     imports = context.facts.index.imports
     found = []
     for site in context.facts.index.calls():
@@ -119,7 +203,7 @@ def _seed_calls(context: RuleContext, scope, block, index: int) -> list[ast.Call
             continue
         text = context.source.text_of(call.args[0])
         if any(word in text for word in PER_PROCESS):
-            return []  # the program seeds per process already
+            return None  # the program seeds per process already
         if not context.processes.runs_on_every_process(site.statement):
             continue
         if not _readable(call.args[0], site.scope, scope):
