@@ -164,3 +164,11 @@ def test_a_score_a_host_library_returns_is_a_number_reduced_with_its_batch_mean(
         ".item()\n"
     ) in output
     assert "gather_for_metrics(mae)" not in output
+
+
+def test_a_per_batch_number_reduced_in_an_evaluation_says_the_last_batches_are_evened_out():
+    _output, findings = migrate_text(EVALUATED)
+    notes = [f.message for f in findings if f.code == "MIG031" and "even_batches" in f.message]
+    assert len(notes) == 1  # once for the loop, naming what it reduces
+    assert notes[0].startswith("the per-batch numbers this loop reduces over the processes (`loss`")
+    assert "gather_for_metrics" in notes[0]

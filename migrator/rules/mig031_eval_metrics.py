@@ -46,6 +46,7 @@ from migrator.rules.metric_values import (
     read_after,
     reduce_in_place,
 )
+from migrator.rules.padded_batches import padding_note
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}
 COLLECTIVES = {"gather_for_metrics", "gather", "reduce"}
@@ -84,6 +85,7 @@ class _Walker:
         self.metrics: set[str] = set()  # accumulators of gathered values
         self.collections: set[str] = set()  # per-process Python sets: never gathered
         self.ungathered: set[str] = set()  # batch tensors a finding left per-process
+        self.padding_said = False
 
     def block(self, block: Block, local: set[str]) -> None:
         """Walk statements in order; `local` holds the names that are still per-process."""
@@ -209,6 +211,9 @@ class _Walker:
         for name in numbers:  # a tensor already (`self.values.scalars`): reduced as it is
             insert_reduction(context, block, index, name, reduction, name in self.values.scalars)
         context.need_accelerator_before(block, index, "accelerator.reduce(...)")
+        if not self.padding_said:
+            self.padding_said = True
+            padding_note(context, self.loop, self.region.loader.name, numbers)
 
     def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
         """`names`, and the per-process names that later metric statements of this block read

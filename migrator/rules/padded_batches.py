@@ -1,0 +1,20 @@
+"""The note MIG031 leaves where it reduces a per-batch number over the processes: a prepared
+loader evens out the end of its data (`even_batches`: the processes short of a batch repeat
+samples from the start), and a number reduced batch by batch counts those repeats, which one
+process never sees. `accelerator.gather_for_metrics` drops them, for the exact number."""
+
+from __future__ import annotations
+
+from migrator.findings import Finding
+from migrator.rules.base import RuleContext
+
+
+def padding_note(context: RuleContext, loop, loader: str, names) -> None:
+    shown = ", ".join(f"`{name}`" for name in sorted(names))
+    context.findings.append(Finding(code="MIG031", level="note", node=loop.node, message=(
+        f"the per-batch numbers this loop reduces over the processes ({shown} first) are "
+        "reduced batch by batch: where the size of "
+        f"`{loader}`'s data is no multiple of N times its batch size, the prepared loader "
+        "fills the last batches up with samples from the start of the data (`even_batches`), "
+        "and they count here, which one process does not; for the exact number, gather "
+        "per-sample values with `accelerator.gather_for_metrics` (it drops them)")))  # fmt: skip
