@@ -22,6 +22,7 @@ from migrator.analysis.distributed.facts import (
     keyword_value,
     whole_statement,
 )
+from migrator.analysis.distributed.sampler_hand_offs import handed_to_set_epoch
 from migrator.analysis.distributed.sampler_shapes import (
     batch_loader,
     constant,
@@ -207,6 +208,8 @@ class ObjectReader:
             if self._in_loader_shuffle(use, name) or _guards_set_epoch(use, name):
                 continue
             if self._returned_to_set_epoch(use, scope, sampler):
+                continue
+            if handed_to_set_epoch(self, use, scope, name, sampler):
                 continue
             shown = logging_print(use, self.sites)  # `print("Sampler = %s" % str(sampler))`
             if shown is not None:
