@@ -212,7 +212,9 @@ def make_folders_safe(context: RuleContext, scopes: list[Scope]) -> None:
 
 def download_main_first(context: RuleContext, scopes: list[Scope]) -> None:
     """A data set made with `download=True` where every process runs it: inside
-    `with accelerator.main_process_first():`."""
+    `with accelerator.main_process_first():` (`PartialState().main_process_first()` on import
+    where the Accelerator takes arguments a function computes, so the download does not pull
+    it out of that function)."""
     imports = context.facts.index.imports
     for scope in scopes:
         for site in scope.calls:
@@ -227,6 +229,10 @@ def download_main_first(context: RuleContext, scopes: list[Scope]) -> None:
                 continue
             if not isinstance(statement.node, Line) or len(statement.node.body) != 1:
                 continue
+            if scope.kind == "module" and _made_in_a_function(context):
+                header = f"with {context.state_expr('main_process_first')}():"
+                context.edits.replace(statement.node, _indented(context, statement, header))
+                continue
             header = f"with {context.accelerator_expr('main_process_first')}():"
             context.edits.replace(statement.node, _indented(context, statement, header))
 
@@ -236,6 +242,14 @@ def download_main_first(context: RuleContext, scopes: list[Scope]) -> None:
                 context.edits.replace(statement.node, _indented(context, statement, header))
 
             context.need_accelerator_at(statement, fallback=fallback)
+
+
+def _made_in_a_function(context: RuleContext) -> bool:
+    """Does the Accelerator take arguments a function computes (`gradient_accumulation_steps=
+    args.accum` from `main()`)? Then a download on import runs first on the main process
+    through the process-wide state, and the Accelerator stays where its arguments are."""
+    module = context.facts.index.module_scope
+    return any(not module.assigns(name) for kwarg in context.kwargs for name in kwarg.depends_on)
 
 
 def _log_file(imports, call: ast.Call) -> bool:
