@@ -45,3 +45,19 @@ def test_a_write_whose_names_stay_inside_is_guarded_whole():
         'if accelerator.is_main_process:\n    with open("log.csv", "w", newline="") as handle:\n'
         in output
     )
+
+
+def test_opening_the_null_device_writes_nothing_to_guard():
+    """`sys.stdout = open(os.devnull, "w")` on every process writes no file: no guard, no
+    refusal (a quiet-worker idiom of hand-written DDP scripts)."""
+    source = LOGGED.format(after="pass").replace(
+        'with open("log.csv", "w", newline="") as handle:\n'
+        "    rows = csv.writer(handle)\n"
+        '    class_names = ["a", "b", "c"]\n'
+        '    rows.writerow(["epoch"] + class_names)\n',
+        'import os\nimport sys\n\nsys.stdout = open(os.devnull, "w")\n',
+    )
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    assert 'sys.stdout = open(os.devnull, "w")\n' in output
+    assert "is_main_process" not in output

@@ -206,12 +206,15 @@ def _in_memory(path: ast.expr | None, imports: ImportTable, values) -> bool:
 
 
 def _own(call: ast.Call, path: ast.expr | None = None) -> bool:
-    """The path names the process: each process writes a file of its own."""
+    """The path names the process: each process writes a file of its own (or `os.devnull`,
+    where nothing is written)."""
     if path is None:
         found = positional(call)
         path = found[0].value if found else None
     if path is None:
         return False
+    if dotted_name(path) == "os.devnull":
+        return True  # nothing is written: each process may open it
     for node in ast.walk(path):
         name = dotted_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
         if name is not None and any(word in name.lower() for word in RANK_WORDS):
