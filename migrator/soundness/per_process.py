@@ -2,7 +2,8 @@
 is reduced or gathered consistently (analysis/effects/values.py says what each value counts).
 
 Refused here:
-- an output (`print`, `accelerator.print`, a logger, a tracker) of a `MIXED` value: a whole
+- an output (`print`, `accelerator.print`, a logger, a tracker; a CSV row or a plot's data
+  gets the same per-process note) of a `MIXED` value: a whole
   data's count over this process's count (accuracy N times too high), or the reverse;
 - a decision on a `MIXED` value, or on a per-process value where the branch runs a
   collective (a gather, a wait, a prepared model's forward) or leaves a loop or function
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.catalogue import patterns
 from migrator.analysis.catalogue.outputs import shows
 from migrator.analysis.effects.extents import GLOBAL, LOCAL, MIXED
 from migrator.analysis.effects.values import PerProcessValues
@@ -32,8 +34,11 @@ def per_process_values(model: OutputModel) -> list[Finding]:
     for site in model.index.calls():
         scope = site.scope
         call = site.node
-        if _is_output(model, call) and (
-            model.processes.runs_on_every_process(site.statement) or _prints_on_main(call)
+        written = _writes_down(model, site)
+        if (_is_output(model, call) or written) and (
+            model.processes.runs_on_every_process(site.statement)
+            or _prints_on_main(call)
+            or (written and model.processes.guarded(site.statement))
         ):
             arguments = [*call.args, *(k.value for k in call.keywords)]
             shares = [a for a in arguments if values.differs(a, scope)
@@ -41,8 +46,9 @@ def per_process_values(model: OutputModel) -> list[Finding]:
                       and "batchsize" not in values.roles(a, scope)]  # fmt: skip
             # (a batch's shape is the original's at the default batch: nothing to reduce)
             if shares:
+                verb = "written" if written else "shown"
                 found.append(Finding(code=CODE, level="note", node=shares[0], message=(
-                    f"`{_text(model, shares[0])}` shown here is this process's own value (from "
+                    f"`{_text(model, shares[0])}` {verb} here is this process's own value (from "
                     "its share of the data), not the whole data's as on 1 process; reduce it "
                     "(`accelerator.reduce(...)`) to show the 1-process number")))  # fmt: skip
             for argument in arguments:
@@ -115,6 +121,24 @@ def _tests(scope):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt):
                 stack.append(child)
+
+
+PLOTS = {"plot", "scatter", "bar", "hist", "imshow", "errorbar", "fill_between"}
+ROW_WRITES = {"writerow", "writerows"}
+
+
+def _writes_down(model: OutputModel, site) -> bool:
+    """A call that writes its arguments where the user reads them later: a CSV row
+    (`writer.writerow([epoch, val_iou])`), a figure's data (`plt.plot(losses)`), a file of the
+    catalogue (`np.save(path, scores)`): a per-process value there is process 0's own, as in a
+    print (main-only writes included)."""
+    call = site.node
+    if site.method in ROW_WRITES:
+        return True
+    qualified = model.index.imports.qualify(call.func) or ""
+    if qualified.startswith("matplotlib.") and qualified.rsplit(".", 1)[-1] in PLOTS:
+        return True
+    return site.method in PLOTS and (patterns.name_of(site.receiver) or "").startswith("ax")
 
 
 def _is_output(model: OutputModel, call: ast.Call) -> bool:
