@@ -30,6 +30,7 @@ from migrator.analysis.placement.loaderless import KEPT_ON_THE_CPU, ON_THE_CPU, 
 from migrator.analysis.syntax.index import CallSite, Scope
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
+from migrator.rules.running_sums import scope_nodes
 
 # torch's functions that make a new tensor on the CPU unless told otherwise
 HOST_FACTORIES = frozenset({
@@ -246,7 +247,7 @@ class _HostTensors:
         same arithmetic or comparison (`pred == y_test`)."""
         outputs = self._outputs()
         met: set[str] = set()
-        for node in _own_nodes(self.scope.node):
+        for node in scope_nodes(self.scope.node):
             if isinstance(node, ast.Call):
                 qualified = self.imports.qualify(node.func) or ""
                 if qualified.startswith(HOST_LIBRARIES):
@@ -295,7 +296,7 @@ class _HostTensors:
 
     def _host_reads(self, name: str) -> None:
         """`accuracy_score(y_test, pred)`, `np.mean(y_test)`: a host library reads it."""
-        for node in _own_nodes(self.scope.node):
+        for node in scope_nodes(self.scope.node):
             if not isinstance(node, ast.Call):
                 continue
             qualified = self.imports.qualify(node.func) or ""
@@ -325,14 +326,3 @@ def _strip(expr: ast.expr) -> ast.expr:
             expr = expr.func.value
         else:
             return expr
-
-
-def _own_nodes(node: ast.AST):
-    """`node`'s own code, not that of the functions and classes it defines."""
-    stack = list(ast.iter_child_nodes(node))
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        yield current
-        stack.extend(ast.iter_child_nodes(current))

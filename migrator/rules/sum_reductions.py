@@ -23,6 +23,7 @@ import ast
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.effects.extents import GLOBAL
 from migrator.analysis.syntax.index import Loop, Scope
+from migrator.rules.metric_values import SAME_VALUE
 from migrator.rules.running_sums import (
     COUNTER,
     PER_SAMPLE,
@@ -32,7 +33,6 @@ from migrator.rules.running_sums import (
 )
 
 SUM, MEAN = "sum", "mean"
-SAME_VALUE = {"item", "detach", "cpu", "float", "double", "numpy", "tolist"}
 
 
 class SumReduction:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.effects.values import PerProcessValues
+from migrator.rules.running_sums import own_nodes
 from migrator.soundness.model import OutputModel
 
 COLLECTIVE_METHODS = {
@@ -18,7 +19,6 @@ COLLECTIVE_METHODS = {
     "save_state", "prepare", "backward", "all_reduce", "barrier", "broadcast",
 }  # fmt: skip
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 DEPTH = 3  # functions of the program followed this deep
 
 
@@ -37,7 +37,7 @@ class Leaving:
         if (taken or other) and (taken != other or isinstance(node, ast.While)):
             return True  # `if r < p: out = model(mixed) else: out = model(x)`: one forward each
         for statement in branch:
-            for inner in _own(statement):
+            for inner in own_nodes(statement):
                 if isinstance(inner, ast.Return) and self._syncs(scope.node.body, scope, 0):
                     return True
                 if isinstance(inner, (ast.Break, ast.Continue)):
@@ -53,7 +53,7 @@ class Leaving:
         found = []
         for statement in statements:
             for node in sorted(
-                (n for n in _own(statement) if isinstance(n, ast.Call)),
+                (n for n in own_nodes(statement) if isinstance(n, ast.Call)),
                 key=lambda n: (n.lineno, n.col_offset),
             ):
                 func = node.func
@@ -72,7 +72,7 @@ class Leaving:
 
     def _syncs(self, statements, scope, depth: int) -> bool:
         for statement in statements:
-            for node in _own(statement):
+            for node in own_nodes(statement):
                 if not isinstance(node, ast.Call):
                     continue
                 func = node.func
@@ -93,20 +93,11 @@ class Leaving:
         return self._syncing[key]
 
 
-def _own(node: ast.AST):
-    """`node` and what it holds, not inside nested functions or classes."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(c for c in ast.iter_child_nodes(current) if not isinstance(c, SCOPES))
-
-
 def _enclosing_loop(function: ast.AST, leave: ast.AST) -> ast.AST | None:
     """The innermost loop of `function`'s own code holding `leave`."""
     found = None
-    for node in _own(function):
-        holds = isinstance(node, LOOPS) and any(n is leave for n in _own(node))
-        if holds and (found is None or any(n is node for n in _own(found))):
+    for node in own_nodes(function):
+        holds = isinstance(node, LOOPS) and any(n is leave for n in own_nodes(node))
+        if holds and (found is None or any(n is node for n in own_nodes(found))):
             found = node
     return found
