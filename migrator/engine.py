@@ -165,8 +165,11 @@ def render_migration(
     if context.blocked or context.edits.empty:
         return None, context, _positioned(source, findings)
     output = Renderer(source, facts.index, context.edits).render()
+    reduced: list = []  # MIG032's notes on what it reduced
     if "MIG032" in options.rules:  # on the migrated text: what each process computes
-        output = complete_outputs(output, context)
+        completed, reduced = complete_outputs(output, context)
+        reduced = on_input(reduced, text, output)
+        output = completed
     checked = on_input(check_output(output, facts), text, output)
     if any(f.needs_human for f in checked):  # SPEC §3b: right, or not made
         if facts.eval_loops and not plain_evaluation:  # its evaluation loaders left plain,
@@ -174,7 +177,7 @@ def render_migration(
             if again[0] is not None:  # every process evaluates the whole set, soundly
                 return again
         return None, context, [*_positioned(source, findings), *checked]
-    return output, context, [*_positioned(source, findings), *checked]
+    return output, context, [*_positioned(source, findings), *reduced, *checked]
 
 
 def check_parses(output: str) -> None:

@@ -37,9 +37,12 @@ def is_batch_note(finding) -> bool:
 
 
 def without_padding_note(findings: list) -> list:
-    """The findings less MIG031's note on the padded last batches of an evaluation whose
-    per-batch numbers it reduces (rules/padded_batches.py; asserted in test_sum_reductions)."""
-    return [f for f in findings if not (f.code == "MIG031" and "even_batches" in f.message)]
+    """The findings less MIG031's and MIG032's notes on the padded last batches of a loop
+    whose per-batch numbers or running sums they reduce (rules/padded_batches.py; asserted in
+    test_sum_reductions and test_training_padding_note)."""
+    return [
+        f for f in findings if not (f.code in ("MIG031", "MIG032") and "even_batches" in f.message)
+    ]
 
 
 def without_batch_note(findings: list) -> list:

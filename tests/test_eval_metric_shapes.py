@@ -87,7 +87,14 @@ def test_a_number_mixed_with_batch_tensors_is_a_finding_not_a_crash():
     findings = without_padding_note(without_batch_note(findings))
     assert [f.code for f in findings if f.code != "MIG953"] == ["MIG031"]  # + notes: per process
     assert "batch_loss" in findings[0].message
-    assert "reduce(" not in output and "gather_for_metrics" not in output
+    assert "gather_for_metrics" not in output
+    # the sum started before the `with` around the loop is summed over the processes after it
+    # (MIG032): the samples' losses of every process's batches, as on one process
+    assert (
+        "        total += batch_loss * y.size(0)\n"
+        "total = accelerator.reduce(torch.tensor(total, device=accelerator.device), "
+        '"sum").item()\n'
+    ) in output
 
 
 def test_a_per_batch_loss_tensor_is_reduced_as_a_tensor_not_gathered():

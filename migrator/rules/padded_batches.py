@@ -1,9 +1,13 @@
 """The note MIG031 leaves where it reduces a per-batch number over the processes: a prepared
 loader evens out the end of its data (`even_batches`: the processes short of a batch repeat
 samples from the start), and a number reduced batch by batch counts those repeats, which one
-process never sees. `accelerator.gather_for_metrics` drops them, for the exact number."""
+process never sees. `accelerator.gather_for_metrics` drops them, for the exact number.
+MIG032 leaves the same note where it reduces a training loop's running sums: they count the
+repeats too (a training loop cannot drop them: every process must take as many steps)."""
 
 from __future__ import annotations
+
+import ast
 
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
@@ -18,3 +22,15 @@ def padding_note(context: RuleContext, loop, loader: str, names) -> None:
         "fills the last batches up with samples from the start of the data (`even_batches`), "
         "and they count here, which one process does not; for the exact number, gather "
         "per-sample values with `accelerator.gather_for_metrics` (it drops them)")))  # fmt: skip
+
+
+def training_padding_note(loop: ast.AST, loader: str, names) -> Finding:
+    """MIG032's note on the running sums it reduces after (or in) the training loop `loop`."""
+    shown = ", ".join(f"`{name}`" for name in sorted(names))
+    return Finding(code="MIG032", level="note", node=loop, message=(
+        f"the running sums reduced over the processes here ({shown}) count every batch the "
+        f"processes drew: where the size of `{loader}`'s data is no multiple of N times its "
+        "batch size (and the loader keeps its last batch, no `drop_last=True`), the prepared "
+        "loader fills the last batches up with samples from the start of the data "
+        "(`even_batches`, so that every process takes as many steps), and those samples count "
+        "twice in the reduced numbers, which one process does not do"))  # fmt: skip

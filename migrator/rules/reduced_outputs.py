@@ -31,6 +31,7 @@ from migrator.analysis.syntax.index import Loop, Scope, Statement
 from migrator.edits import EditSet, NewStatement
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.padded_batches import training_padding_note
 from migrator.rules.running_sums import (
     COUNTER,
     called_name,
@@ -67,7 +68,7 @@ class ReducedOutputs(Rule):
 
 def reduce_outputs(model, target_torch: str = "torch") -> tuple[EditSet, list[Finding], bool]:
     """The edits that reduce the per-process values of the migrated module `model`
-    (soundness.model.OutputModel), the notes for those left, and whether `torch` is read by
+    (soundness.model.OutputModel), its notes on what it reduced, and whether `torch` is read by
     the new code."""
     values = model.values()
     pass_ = _Pass(model, values, target_torch)
@@ -98,6 +99,10 @@ class _Pass:
         with `next(...)` on an iterator over one), and only from prepared ones? A loop some
         calls run over a plain loader (one epoch function for training and evaluation) would
         count that loader's whole set once per process if its sums were reduced."""
+        return self._prepared_source(loop) is not None
+
+    def _prepared_source(self, loop: Loop) -> ast.expr | None:
+        """The prepared loader (or iterator) `loop` draws its batches from, or None."""
         scope = loop.scope
         node = loop.node
 
@@ -110,33 +115,41 @@ class _Pass:
 
         if isinstance(node, (ast.For, ast.AsyncFor)):
             iterable = node.iter
+            while isinstance(iterable, ast.Call):  # `enumerate(tqdm(loader), 1)`: the loader
+                inner = next((a for a in iterable.args if prepared(a)), None)
+                if inner is None:
+                    break
+                iterable = inner
             if prepared(iterable):
-                return True
-            if isinstance(iterable, ast.Call) and any(prepared(a) for a in iterable.args):
-                return True
-        return any(
-            isinstance(inner, ast.Call)
-            and called_name(inner) == "next"
-            and inner.args
-            and prepared(inner.args[0])
-            for inner in own_nodes(node)
-        )
+                return iterable
+        for inner in own_nodes(node):
+            nexted = isinstance(inner, ast.Call) and called_name(inner) == "next" and inner.args
+            if nexted and prepared(inner.args[0]):
+                return inner.args[0]
+        return None
 
     # -- running sums ----------------------------------------------------------------------------
     def reduce_sums(self, loop: Loop) -> None:
         scope = loop.scope
         accelerator = _accelerator_in(self.values, scope)
-        block, position = loop.statement.block, loop.statement.index
-        if accelerator is None or block.kind == "suite":
+        if accelerator is None or loop.statement.block.kind == "suite":
             return
         sums = running_sums(loop)
         reductions = SumReduction(self.values, self.model.index.imports, scope, loop, sums)
+        reduced: list[str] = []
         for name, increments in sums.items():
             key = (id(loop.node), name)
-            if key in self.reduced or not zeroed_before(block, position, name):
+            started = _started_around(loop.statement, name)
+            if key in self.reduced or started is None:
                 continue
+            block, position = started.block, started.index
             window = None
-            if rebound_in(loop.node, name):
+            if started is not loop.statement:  # in a `with`: reduced after it, read after it
+                if rebound_in(loop.node, name) or any(
+                    r.lineno <= started.node.end_lineno for r in reads_after(scope, loop, name)
+                ):
+                    continue
+            elif rebound_in(loop.node, name):
                 window = self._window(loop, name)
                 if window is None:
                     continue  # not a plain running sum, nor one restarted every few passes
@@ -169,6 +182,11 @@ class _Pass:
             where = (window[0].block, window[0].index) if window else (block, position + 1)
             self.edits.insert(*where, NewStatement(code), priority=30)
             self.reduced.add(key)
+            reduced.append(name)
+        if reduced:
+            source = self._prepared_source(loop)
+            loader = self.model.source.text_of(source) if source is not None else "the loader"
+            self.notes.append(training_padding_note(loop.node, loader, reduced))
 
     def _window(self, loop: Loop, name: str) -> tuple[Statement, list[ast.Name]] | None:
         """A sum shown and restarted in an `if` of the loop that every process reaches alike
@@ -280,6 +298,21 @@ class _Pass:
         """An argument of `call` holding no `.item()` is this process's own (a count)."""
         arguments = [*call.args, *(k.value for k in call.keywords)]
         return any(not _item_calls(a) and LOCAL in self.values.extents(a, scope) for a in arguments)
+
+
+def _started_around(statement: Statement, name: str) -> Statement | None:
+    """The statement after which the running sum `name` of the loop at `statement` is whole:
+    the loop itself where `name` is zeroed before it in its block, or the `with` around it
+    (`with tqdm(total=n) as bar:`, `with torch.no_grad():`, nested) in whose block it is.
+    None where it is started nowhere there."""
+    while not zeroed_before(statement.block, statement.index, name):
+        owner = statement.block.parent
+        if owner is None or not isinstance(owner.node, (ast.With, ast.AsyncWith)):
+            return None
+        if owner.block.kind == "suite":
+            return None
+        statement = owner
+    return statement
 
 
 def _accelerator_in(values: PerProcessValues, scope: Scope) -> str | None:

@@ -36,9 +36,10 @@ def check_output(text: str, facts=None) -> list[Finding]:
     ]
 
 
-def complete_outputs(text: str, context) -> str:
+def complete_outputs(text: str, context) -> tuple[str, list[Finding]]:
     """The migrated `text` with its per-process outputs reduced (MIG032, which runs on the
-    migrated text); `import torch` is asked of `context` when the new code reads it."""
+    migrated text), and the notes on those reductions (nodes in `text`'s coordinates);
+    `import torch` is asked of `context` when the new code reads it."""
     from migrator.edits import EditSet
     from migrator.render import Renderer
     from migrator.rules.reduced_outputs import reduce_outputs
@@ -46,12 +47,12 @@ def complete_outputs(text: str, context) -> str:
 
     model = OutputModel.read(text, context.facts)
     if model is None:
-        return text
+        return text, []
     torch = next((local for local, full in model.index.imports.aliases.items()
                   if full == "torch"), "torch")  # fmt: skip
-    edits, _notes, uses_torch = reduce_outputs(model, torch)
+    edits, notes, uses_torch = reduce_outputs(model, torch)
     if not isinstance(edits, EditSet) or edits.empty:
-        return text
+        return text, []
     if uses_torch and torch == "torch" and ("torch", None) not in context.extra_imports:
         context.extra_imports.append(("torch", None))
-    return Renderer(model.source, model.index, edits).render()
+    return Renderer(model.source, model.index, edits).render(), notes
