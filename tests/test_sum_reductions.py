@@ -50,6 +50,16 @@ def test_a_sum_of_batch_losses_read_as_it_is_is_summed():
         assert _reduction(start, increment, 'print("Loss", total / 100)') == "sum"
 
 
+def test_a_sum_over_a_number_alike_on_every_process_is_summed():
+    """`total / train_size` of a size computed before the loop scales the sum as `total /
+    100` does: the sum over every process's batches over it is the original's quotient."""
+    for start in ("train_size = 64\n    total = 0.0", "rows = [1] * 64\n    total = 0.0"):
+        divisor = "train_size" if start.startswith("train_size") else "len(rows)"
+        read = f'print("Loss", total / {divisor})'
+        assert _reduction(start, "loss.item() * x.size(0)", read) == "sum", start
+        assert _reduction(start, "loss.item()", read) == "sum", start
+
+
 def test_a_sum_divided_by_this_processs_batch_count_is_averaged():
     reads = {
         "len of the bar": 'print("Loss", total / len(bar))',

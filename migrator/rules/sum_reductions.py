@@ -10,9 +10,11 @@ reduced_outputs.py), read from how the sum is built and how it is read after the
   index plus one, `total /= len(loader)`, a window's constant), or whose every increment is
   divided by it (`total += loss.item() / len(loader)`), is an average over batches on each
   process: `"mean"`;
-- such a sum read as it is (`print("Loss", total)`, the sum of the batch losses) is the sum
-  over every process's batches: `"sum"` (the processes' batches together are the
-  original's, at the default N x global batch);
+- such a sum read as it is (`print("Loss", total)`, the sum of the batch losses), or divided
+  by a number that is the same on every process and counts no batches (`total / 100`, `total
+  / train_size` of a size computed before the loop), is the sum over every process's batches:
+  `"sum"` (the processes' batches together are the original's, at the default N x global
+  batch, and a constant divisor scales the sum alike);
 - anything else (a divisor this cannot classify, reads of both kinds) is not reduced: None.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.effects.extents import GLOBAL
+from migrator.analysis.effects.extents import CONST, GLOBAL
 from migrator.analysis.syntax.index import Loop, Scope
 from migrator.rules.metric_values import SAME_VALUE
 from migrator.rules.running_sums import (
@@ -83,6 +85,10 @@ class SumReduction:
             return "batches"  # a window's length counts its batches
         if isinstance(divisor, ast.Constant):
             return "raw"  # `total / 100`: scaled, as the sum is
+        if self.values.extents(divisor, self.scope) == {CONST} and not (
+            self.values.roles(divisor, self.scope) & {"world", "iterations", "batchsize"}
+        ):
+            return "raw"  # `total / train_size`, a number alike everywhere: scaled, as the sum is
         return "other"
 
     def _as_number(self, read: ast.AST) -> ast.AST:
