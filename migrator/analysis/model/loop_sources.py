@@ -112,6 +112,8 @@ class LoopSources(ContainerSources):
         if reaching is not None and len(bindings) > 1:
             bindings = [reaching]
         seen = seen | {(id(origin.scope), origin.name)}
+        if all(_batch_sequence(b.value, self.imports) for b in bindings):
+            return NOT_LOADER_ITEMS  # `batches = list(zip(x.split(64), y.split(64)))`
         found: list[LoopSource] = []
         for binding in bindings:
             value = binding.value
@@ -262,3 +264,22 @@ def _strip_enumerate(expr: ast.expr) -> ast.expr:
 
 # `_wrapper_binding`: a name bound to a wrapper of something that is not a loader
 NOT_LOADER_ITEMS = LoopSource(None, [], False)  # type: ignore[arg-type]
+
+SEQUENCES = {"list", "tuple", "sorted", "reversed"}  # a Python sequence of what they are given
+SPLITS = {"split", "chunk", "tensor_split", "array_split"}  # a tensor or array cut into parts
+
+
+def _batch_sequence(value: ast.expr | None, imports) -> bool:
+    """A Python sequence of batches, not a loader: a list comprehension, `list(...)`
+    (`list(zip(x.split(64), y.split(64)))`, even `list(loader)`: its batches, drawn once),
+    `x.split(64)`, `torch.chunk(x, 8)`. `prepare` hands such a sequence back as it is: every
+    process would iterate all of it."""
+    if isinstance(value, ast.ListComp):
+        return True
+    if not isinstance(value, ast.Call):
+        return False
+    called = imports.qualify(value.func) or ""
+    if called in SEQUENCES:
+        return True
+    last = called.rsplit(".", 1)[-1] if called else getattr(value.func, "attr", "")
+    return last in SPLITS
