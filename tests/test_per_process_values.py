@@ -55,6 +55,19 @@ def extents(body: str, expression: str) -> set[str]:
          "total = accelerator.reduce(total)\n"),
          "total / (len(loader) * accelerator.num_processes)", GLOBAL),
         ("for i, (x, y) in enumerate(loader):\n    pass\n", "i", CONST),
+        # a mean over the processes is alike everywhere, on one process's scale: over a
+        # batch's size (a size every process's batch has) it is the original's number, no
+        # mix; a sum over them is a whole-data count, mixed with the batch's size
+        ("for x, y in loader:\n    loss = model(x).sum()\n",
+         'accelerator.reduce(loss.detach(), "mean").item()', CONST),
+        ("for x, y in loader:\n    loss = model(x).sum()\n",
+         'accelerator.reduce(loss.detach(), "mean").item() / len(x)', LOCAL),
+        ("for x, y in loader:\n    loss = model(x).sum()\n",
+         'accelerator.reduce(loss, reduction="mean") / x.size(0)', LOCAL),
+        ("for x, y in loader:\n    loss = model(x).sum()\n",
+         "accelerator.reduce(loss).item() / len(x)", MIXED),
+        ("for x, y in loader:\n    loss = model(x).sum()\n",
+         'accelerator.reduce(loss, "sum") / len(x)', MIXED),
     ],
 )  # fmt: skip
 def test_what_a_value_counts(body, expression, expected):
@@ -162,3 +175,33 @@ def test_a_reduction_in_a_branch_only_some_processes_take_is_not_made():
 def test_the_check_refuses_what_stays_mixed_or_decided_per_process(migrated, message):
     findings = [f for f in check_output(MIGRATED_HEAD + migrated) if f.code == "MIG953"]
     assert findings and message in findings[0].message
+
+
+def test_the_mnist_progress_line_over_a_batch_size_migrates():
+    """pytorch/examples' progress line: samples seen and the dataset's size side by side, the
+    loss over the batch's size. The shown loss becomes the mean over the processes over the
+    batch size (the original's scale): nothing mixes a share with the whole; not refused."""
+    source = """\
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+data = TensorDataset(torch.randn(96, 4), torch.randint(0, 2, (96,)))
+train_loader = DataLoader(data, batch_size=16, shuffle=True)
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(1, 3):
+    for batch_idx, (x, y) in enumerate(train_loader):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if batch_idx % 2 == 0:
+            print("Epoch {} [{}/{} ({:.0f}%)] Loss: {:.6f}".format(
+                epoch, batch_idx * len(x), len(train_loader.dataset),
+                100.0 * batch_idx / len(train_loader), loss.item() / len(x)))
+"""
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    assert 'accelerator.reduce(loss.detach(), "mean").item() / len(x)' in output
+    assert not [f for f in findings if f.code == "MIG953"], [f.message for f in findings]

@@ -119,6 +119,9 @@ class ValueExpressions:
                 return Value(CONST, frozenset({role}))
         if isinstance(func, ast.Attribute) and self._is_accelerator(func.value, scope):
             values = [self._eval(a, scope) for a in arguments]
+            if func.attr == "reduce" and _reduced_by(call) == "mean":
+                return Value(CONST)  # an average over the processes: alike everywhere, and
+                # on the scale of one process's value (a batch's mean loss over its size)
             if func.attr in GATHERS:
                 return Value(GLOBAL)
             if func.attr in PREPARES and len(call.args) == 1:
@@ -194,6 +197,13 @@ class ValueExpressions:
 
 
 LOADER_ROLES = {"loader", "plainloader"}
+
+
+def _reduced_by(call: ast.Call) -> str:
+    """The reduction of `accelerator.reduce(x, "mean")` (`reduction=`; "sum" by default)."""
+    given = call.args[1] if len(call.args) > 1 else None
+    given = next((k.value for k in call.keywords if k.arg == "reduction"), given)
+    return given.value if isinstance(given, ast.Constant) else "sum"
 
 
 def _is_dataset_class(node, imports) -> bool:
