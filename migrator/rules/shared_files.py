@@ -31,6 +31,8 @@ def _wait_before(context: RuleContext, statement: Statement, after: bool = False
     index = statement.index + (1 if after else 0)
     if block.kind == "suite" or _waits_near(context, block, index):
         return
+    if context.processes.in_rank_branch(statement):
+        return  # not every process reaches it (`else:` of a main-process test): never a wait
     code = f"{context.accelerator}.{WAIT}\n"
     inserted = context.statement(code)
     context.edits.insert(block, index, inserted, priority=30)

@@ -174,6 +174,23 @@ class Processes:
                     return True
         return False
 
+    def in_rank_branch(self, statement: Statement) -> bool:
+        """Is `statement` in a branch of an `if`/`elif` chain that a main-process (or rank)
+        test decides - the main one's, or the others' (`else:` of `if is_main_process:`)?
+        Not every process reaches it: a collective placed there waits forever."""
+        chain = statement.chain()
+        for depth, outer in enumerate(chain[:-1]):
+            node, inner = outer.node, chain[depth + 1]
+            test: ast.If | None = node if isinstance(node, ast.If) else None
+            while test is not None:
+                if self.main_test(test.test, outer.block.scope) is not None:
+                    return True
+                if inner.block.owner is test:
+                    break
+                test = test.orelse[0] if len(test.orelse) == 1 else None
+                test = test if isinstance(test, ast.If) else None
+        return False
+
     def _in_main_branch(self, node: ast.If, inner: Statement, scope: Scope) -> bool:
         """Whether `inner`, in a branch of the `if`/`elif` chain `node`, runs only where a
         main-process test holds: its own branch's test is one, or an earlier branch's test
