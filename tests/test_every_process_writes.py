@@ -68,8 +68,13 @@ def test_a_helper_s_torch_save_at_any_depth_goes_through_accelerator_save(helper
     [
         "def log_row(path, row):\n    with open(path, 'a') as f:\n        f.write(row)\n",
         "def log_row(path, row):\n    import json\n    json.dump(row, open(path, 'w'))\n",
+        # a pathlib.Path opened to write: its mode comes first, or as `mode=`
+        ("def log_row(path, row):\n    from pathlib import Path\n"
+         "    with Path(path).open('a', newline='') as f:\n        f.write(row)\n"),
+        ("def log_row(path, row):\n    import pathlib\n    target = pathlib.Path(path)\n"
+         "    with target.open(mode='w', encoding='utf-8') as f:\n        f.write(row)\n"),
     ],
-)
+)  # fmt: skip
 def test_a_helper_s_file_write_goes_under_the_main_process(helper):
     output, findings = migrate_text(script(helper, "        log_row('log.csv', str(epoch))"))
     assert output is not None, findings
@@ -153,3 +158,19 @@ def test_the_check_names_an_unguarded_write_in_a_helper():
     [finding] = check_output(migrated)
     assert finding.code == "MIG952" and "in `dump()`, called at line 11" in finding.message
     assert not check_output(migrated.replace("    dump(2)\n", ""))
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "    with Path('log.csv').open() as f:\n        f.read()\n",
+        "    with Path('log.csv').open('r') as f:\n        f.read()\n",
+        "    with Path('log.csv').open(encoding='utf-8') as f:\n        f.read()\n",
+        "    from PIL import Image\n    Image.open('x.png')\n",
+    ],
+)  # fmt: skip
+def test_a_path_opened_to_read_or_an_image_opened_is_no_write(read):
+    helper = "from pathlib import Path\n\ndef show():\n" + read
+    output, findings = migrate_text(script(helper, "    show()"))
+    assert output is not None, findings
+    assert "is_main_process" not in output.split("def show")[1].split("def train")[0]

@@ -142,8 +142,9 @@ def _within(statement: Statement, guarded) -> bool:
 def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None:
     imports = context.facts.index.imports
     qualified = imports.qualify(site.node.func) or ""
-    if qualified in effects.OPEN_CALLS:
-        if not effects.writing_mode(site.node):
+    path_open = site.method == "open" and effects.path_opens_for_writing(site.node)
+    if qualified in effects.OPEN_CALLS or path_open:  # `open(p, "w")`, `log_path.open("w")`
+        if not (path_open or effects.writing_mode(site.node)):
             return None
         within = _with_statement_of(context, site)
         if within is not None or isinstance(site.statement.node, ast.With):

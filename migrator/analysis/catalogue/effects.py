@@ -15,6 +15,7 @@ is each process's own file, not a shared one.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from migrator.analysis.syntax.imports import ImportTable, dotted_name
@@ -151,6 +152,8 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
         handler = imports.qualify(call.args[0].func) or ""
         if handler.endswith("FileHandler"):  # logging's, and its rotating kinds
             return Effect("log", "a log file", call)
+    if method == "open" and path_opens_for_writing(call):  # `log_path.open("w")` of a Path
+        return None if _own(call, call.func.value) else Effect("write", "a file", call)
     if method in WRITE_METHODS and not _own(call) and not _main_only_saver(call.func):
         return Effect("write", WRITE_METHODS[method], call)
     if method == "mkdir" and not _is_true(keyword(call, "exist_ok")):
@@ -203,6 +206,18 @@ def _in_memory(path: ast.expr | None, imports: ImportTable, values) -> bool:
         isinstance(c, ast.Call) and (imports.qualify(c.func) or "") in MEMORY_FILES
         for c in candidates
     )
+
+
+MODE = re.compile(r"^[rwxabt+]{1,4}$")
+
+
+def path_opens_for_writing(call: ast.Call) -> bool:
+    """`path.open("w")`, `path.open(mode="a", ...)`: a `pathlib.Path` opened to write (its
+    mode comes first; `Image.open("x.png")` names a file, which is no mode)."""
+    mode = keyword(call, "mode")
+    value = mode.value if mode is not None else (call.args[0] if call.args else None)
+    text = value.value if isinstance(value, ast.Constant) else None
+    return isinstance(text, str) and bool(MODE.match(text)) and bool(WRITE_MODES & set(text))
 
 
 def _own(call: ast.Call, path: ast.expr | None = None) -> bool:
