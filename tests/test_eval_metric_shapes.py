@@ -164,3 +164,19 @@ def test_tensors_a_mixed_metric_left_per_process_are_not_gathered_half_later():
     assert [f.code for f in findings if f.code != "MIG953"] == ["MIG031", "MIG031"], findings
     assert "`y` is this process's batch" in findings[1].message
     assert "gather_for_metrics" not in output
+
+
+def test_batch_names_rebound_through_a_helper_are_gathered_with_the_predictions():
+    """`images, masks = to_device(images, masks)` keeps them the loop's batch: a metric
+    reading the logits and the masks gathers both at once (gathering the logits alone would
+    set N batches of predictions against one batch of targets)."""
+    source = TEMPLATE.replace(
+        "for x, y in loader:\n        predicted",
+        "for x, y in loader:\n        x, y = to_device(x, y)\n        predicted",
+    ).replace(
+        "correct = total = 0\n",
+        "correct = total = 0\n\n\ndef to_device(a, b):\n    return a.to('cpu'), b.to('cpu')\n\n\n",
+    )
+    output, findings = migrate_text(source.format(body="        tracker.update(predicted, y)\n"))
+    assert output is not None, [f.message for f in findings]
+    assert "predicted, y = accelerator.gather_for_metrics((predicted, y))\n" in output, output

@@ -46,7 +46,7 @@ from migrator.rules.metric_values import (
     read_after,
     reduce_in_place,
 )
-from migrator.rules.padded_batches import padding_note
+from migrator.rules.padded_batches import drops_last, padding_note
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}
 COLLECTIVES = {"gather_for_metrics", "gather", "reduce"}
@@ -70,7 +70,9 @@ class EvalMetrics(Rule):
             body = _body_block(context, loop)
             if body is not None:
                 walker = _Walker(context, region, loop)
-                walker.block(body, set(region.names))
+                # the loop's batch names (seeds) too: the walk follows them statement by
+                # statement (`images, masks = to_device(images, masks)` keeps them batches)
+                walker.block(body, {*region.names, *region.seeds})
                 _drop_hand_reductions(context, region.scope, walker.metrics)
 
 
@@ -213,7 +215,9 @@ class _Walker:
         context.need_accelerator_before(block, index, "accelerator.reduce(...)")
         if not self.padding_said:
             self.padding_said = True
-            padding_note(context, self.loop, self.region.loader.name, numbers)
+            name = self.region.loader.name
+            if not drops_last(context.tree, context.facts.index.imports, name):
+                padding_note(context, self.loop, name, numbers)
 
     def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
         """`names`, and the per-process names that later metric statements of this block read
