@@ -75,6 +75,18 @@ WARMUP = (
     "scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 5))\n"
 )
 COSINE = "scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)\n"
+NAMED_LAMBDA = (  # a lambda bound to a name first: read as the lambda itself
+    "halve = lambda epoch: 0.5\n"
+    "scheduler = torch.optim.lr_scheduler.MultiplicativeLR(optimizer, lr_lambda=halve)\n"
+)
+NAMED_TABLE = (
+    "lrs = [1 - i / total_steps for i in range(total_steps)]\n"
+    "by_step = lambda s: lrs[s]\n"
+    "scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, by_step)\n"
+)
+UNREADABLE = (
+    "import schedules\nscheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedules.warmup)\n"
+)
 
 
 def migrate(scheduler: str, loop: str):
@@ -93,15 +105,26 @@ def test_a_scheduler_in_a_loop_bounded_by_steps_stays_plain(loop):
     assert any("bounded by a step count" in note for note in notes)
 
 
-@pytest.mark.parametrize("schedule", [TABLE, POLY, OWN_CLASS], ids=["table", "power", "own-class"])
+@pytest.mark.parametrize(
+    "schedule", [TABLE, POLY, OWN_CLASS, NAMED_TABLE], ids=["table", "power", "own-class", "named"]
+)
 def test_a_schedule_that_fails_past_its_end_stays_plain(schedule):
     output, notes = migrate(schedule, EPOCH_LOOP)
     assert "scheduler = accelerator.prepare" not in output
     assert ", scheduler = accelerator.prepare(" not in output
     assert any("past the original's last step" in note for note in notes)
+    assert not any("cannot read" in note for note in notes)
 
 
-@pytest.mark.parametrize("schedule", [WARMUP, COSINE], ids=["bounded-warmup", "cosine"])
+def test_a_schedule_it_cannot_read_stays_plain_and_says_so():
+    output, notes = migrate(UNREADABLE, EPOCH_LOOP)
+    assert ", scheduler = accelerator.prepare(" not in output
+    assert any("this tool cannot read, which may fail past" in note for note in notes), notes
+
+
+@pytest.mark.parametrize(
+    "schedule", [WARMUP, COSINE, NAMED_LAMBDA], ids=["bounded-warmup", "cosine", "named-lambda"]
+)
 def test_a_schedule_valid_past_its_end_in_an_epoch_loop_is_prepared(schedule):
     output, notes = migrate(schedule, EPOCH_LOOP)
     assert "model, optimizer, loader, scheduler = accelerator.prepare(" in output

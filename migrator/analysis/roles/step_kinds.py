@@ -154,7 +154,14 @@ class StepKinds:
             if qualified is None:
                 return None
             last = qualified.rsplit(".", 1)[-1]
-            if last in USER_SCHEDULES and self._schedule_overruns(call):
+            overrun = self._schedule_overruns(call) if last in USER_SCHEDULES else None
+            if overrun == UNREAD:
+                return (
+                    f"follows a function of the step count (`{last}`) this tool cannot read, "
+                    "which may fail past the original's last step, where a prepared "
+                    "scheduler would call it"
+                )
+            if overrun is not None:
                 return (
                     f"follows a function of the step count (`{last}`) that fails past the "
                     "original's last step, where a prepared scheduler would call it"
@@ -166,29 +173,43 @@ class StepKinds:
                 )
         return None
 
-    def _schedule_overruns(self, call: ast.Call) -> bool:
+    def _schedule_overruns(self, call: ast.Call) -> str | None:
         """Does the `lr_lambda` of a `LambdaLR` index a table or raise a difference to a
-        power with the step (or is it a function this module cannot read)?"""
+        power with the step ("overruns"), or is it a function this module cannot read
+        (UNREAD)? A name bound once to a lambda (`lmbda = lambda epoch: 0.5`) is read."""
         found = keyword_value(call, "lr_lambda", 1)
         functions = found.elts if isinstance(found, (ast.List, ast.Tuple)) else [found]
         for function in functions:
             if isinstance(function, ast.Name) and function.id in self.index.functions:
                 function = self.index.functions[function.id].node
+            elif isinstance(function, ast.Name):
+                function = self._bound_lambda(function.id) or function
             if not isinstance(function, (ast.Lambda, ast.FunctionDef)):
-                return True
+                return UNREAD
             params = [a.arg for a in function.args.args]
             step = params[0] if params else None
             body = [function.body] if isinstance(function, ast.Lambda) else function.body
             for node in (inner for part in body for inner in ast.walk(part)):
                 if isinstance(node, ast.Subscript) and _reads(node.slice, step):
-                    return True
+                    return OVERRUNS
                 if (
                     isinstance(node, ast.BinOp)
                     and isinstance(node.op, ast.Pow)
                     and _reads(node.left, step)
                 ):
-                    return True
-        return False
+                    return OVERRUNS
+        return None
+
+    def _bound_lambda(self, name: str) -> ast.Lambda | None:
+        """The lambda a name is bound to, once, in any scope of the module (a notebook's or
+        a script's module level, a `main()`)."""
+        found = [
+            b.value for scope in self.index.scopes for b in scope.assigns(name)
+        ]  # fmt: skip
+        return found[0] if len(found) == 1 and isinstance(found[0], ast.Lambda) else None
+
+
+OVERRUNS, UNREAD = "overruns", "unread"
 
 
 def _own_statements(node: ast.AST):
