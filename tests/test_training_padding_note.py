@@ -119,3 +119,44 @@ print("steps", steps)
         output, findings = migrate_text(HEAD + loop)
         assert output is not None, [f.message for f in findings]
         assert not _notes(findings), [f.message for f in findings]
+
+
+def test_no_note_where_the_loader_drops_its_last_batch():
+    """A prepared loader built with `drop_last=True` drops the last round of batches instead of
+    evening it out: nothing counts twice, and no note says it does."""
+    dropping = HEAD.replace(
+        "batch_size=8, shuffle=True)", "batch_size=8, shuffle=True, drop_last=True)"
+    )
+    for case, loop in LOOPS.items():
+        output, findings = migrate_text(dropping + loop)
+        assert output is not None, (case, [f.message for f in findings])
+        assert "accelerator.reduce(" in output, case
+        assert not _notes(findings), (case, [f.message for f in findings])
+
+
+def test_an_evaluation_over_a_loader_that_drops_its_last_batch_has_no_padding_note():
+    source = (
+        HEAD
+        + """
+val_batches = DataLoader(data, batch_size=8, drop_last=True)
+for epoch in range(2):
+    for x, y in train_batches:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    errors = []
+    with torch.no_grad():
+        for x, y in val_batches:
+            err = torch.nn.functional.l1_loss(model(x), y).item()
+            errors.append(err)
+    print(sum(errors) / len(errors))
+"""
+    )
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    assert "err = accelerator.reduce(" in output, output
+    assert not [f for f in findings if "even_batches" in f.message], [f.message for f in findings]
+    padded = source.replace("batch_size=8, drop_last=True)", "batch_size=8)")
+    _output, findings = migrate_text(padded)
+    assert [f.code for f in findings if "even_batches" in f.message] == ["MIG031"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.catalogue import patterns
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
@@ -34,3 +35,25 @@ def training_padding_note(loop: ast.AST, loader: str, names) -> Finding:
         "loader fills the last batches up with samples from the start of the data "
         "(`even_batches`, so that every process takes as many steps), and those samples count "
         "twice in the reduced numbers, which one process does not do"))  # fmt: skip
+
+
+def drops_last(tree: ast.AST, imports, loader: str) -> bool:
+    """Does `loader` drop its last, incomplete batch (`DataLoader(..., drop_last=True)`)? A
+    prepared loader that does evens nothing out: it drops the last round of batches instead,
+    and nothing counts twice. Read from the DataLoader calls of the module: those bound to
+    `loader`'s name, else all of them (a loader handed over by a parameter)."""
+    made: list[tuple[str, bool]] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        if not patterns.is_loader_call(node.value, imports):
+            continue
+        dropped = any(
+            k.arg == "drop_last" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in node.value.keywords
+        )
+        made += [(ast.unparse(target), dropped) for target in node.targets]
+    last = loader.rsplit(".", 1)[-1]
+    named = [d for target, d in made if target == loader or target.rsplit(".", 1)[-1] == last]
+    found = named or [d for _target, d in made]
+    return bool(found) and all(found)

@@ -31,7 +31,7 @@ from migrator.analysis.syntax.index import Loop, Scope, Statement
 from migrator.edits import EditSet, NewStatement
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
-from migrator.rules.padded_batches import training_padding_note
+from migrator.rules.padded_batches import drops_last, training_padding_note
 from migrator.rules.running_sums import (
     COUNTER,
     called_name,
@@ -183,9 +183,10 @@ class _Pass:
             self.edits.insert(*where, NewStatement(code), priority=30)
             self.reduced.add(key)
             reduced.append(name)
-        if reduced:
-            source = self._prepared_source(loop)
-            loader = self.model.source.text_of(source) if source is not None else "the loader"
+        source = self._prepared_source(loop)
+        loader = self.model.source.text_of(source) if source is not None else "the loader"
+        tree, imports = self.model.index.module_scope.node, self.model.index.imports
+        if reduced and not drops_last(tree, imports, loader):
             self.notes.append(training_padding_note(loop.node, loader, reduced))
 
     def _window(self, loop: Loop, name: str) -> tuple[Statement, list[ast.Name]] | None:
