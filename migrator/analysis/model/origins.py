@@ -92,8 +92,10 @@ def _origin(facts, scope: Scope, name: str, seen: frozenset) -> Origin | None:
             results.add(Origin(scope, name))
         for site in sites if scope is not facts.meeting else []:
             argument = argument_for(site.node, scope, name)
-            if argument is None and none_default(scope, name) and not scales(facts, scope, name):
-                continue  # `run_epoch(model, val_loader)`: no optimizer at this call
+            given_none = isinstance(argument, ast.Constant) and argument.value is None
+            absent = argument is None and none_default(scope, name)
+            if (absent or given_none) and not scales(facts, scope, name):
+                continue  # `run_epoch(model, val_loader)`, `(..., None)`: no optimizer here
             if patterns.name_of(argument) is not None:
                 results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
             elif isinstance(argument, ast.Call) and _on_instance(site):

@@ -1,6 +1,6 @@
 """One epoch function for training and evaluation: `run_epoch(model, loader, *,
 optimizer=None, ...)` trains when a call passes the optimizer and evaluates when it does not
-(`train_mode = optimizer is not None`), or is switched by a flag (`_run_epoch(loader,
+or passes `None` (`train_mode = optimizer is not None`), or is switched by a flag (`_run_epoch(loader,
 train=False)`, each call passing a literal or the default), so its loader parameter receives
 several loaders.
 
@@ -56,9 +56,13 @@ class SharedEpochs:
         function its callers feed several loaders (None: not that shape)."""
         if scope.kind != "function" or name not in scope.params:
             return None
-        steppers = [p for p in scope.params if none_default(scope, p) and self._steps(scope, p)]
-        flag = _train_flag(scope) if not steppers else None
         sites = call_sites_of(self.index, scope)
+        steppers = [  # `optimizer=None`, or `None` passed by a call (`run(m, val, None)`)
+            p for p in scope.params
+            if (none_default(scope, p) or any(_none(argument_for(s.node, scope, p)) for s in sites))
+            and self._steps(scope, p)
+        ]  # fmt: skip
+        flag = _train_flag(scope) if not steppers else None
         if (not steppers and flag is None) or len(sites) < 2:
             return None
         trained: list[Origin] = []
@@ -74,7 +78,8 @@ class SharedEpochs:
                     return None
                 (trained if value.value else evaluated).append(origin)
                 continue
-            training = [argument_for(site.node, scope, p) is not None for p in steppers]
+            passed = [argument_for(site.node, scope, p) for p in steppers]
+            training = [a is not None and not _none(a) for a in passed]
             (trained if any(training) else evaluated).append(origin)
         found = {(id(o.scope), o.name) for o in trained}
         callers = {id(o.scope) for o in trained + evaluated}
@@ -101,6 +106,10 @@ class SharedEpochs:
             if patterns.name_of(call.receiver) == param or param in args:
                 return True
         return False
+
+
+def _none(argument: ast.expr | None) -> bool:
+    return isinstance(argument, ast.Constant) and argument.value is None
 
 
 def _train_flag(function: Scope) -> str | None:
