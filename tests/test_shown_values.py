@@ -441,3 +441,43 @@ def test_a_batchs_shape_shown_is_no_share_of_the_data():
     notes = [f.message for f in findings if f.code == "MIG953"]
     assert len(notes) == 1 and notes[0].startswith("`loss` shown here"), notes
     assert 'accelerator.print("batch", x.shape, x.size(0), len(y))' in output
+
+
+NAMED_PART = """\
+    import random
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=4)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        total = 0.0
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        last = loss.detach().abs().max().item()
+        {show}
+"""
+
+
+@pytest.mark.parametrize(
+    "show",
+    [
+        'print(f"epoch {epoch}: mean {total / len(loader):.3f}, largest {last:.3f}")',
+        'print("epoch {}: mean {:.3f}, largest {:.3f}".format(epoch, total / len(loader), last))',
+    ],
+)
+def test_the_note_names_the_part_of_a_shown_string_that_stays_per_process(show):
+    """The mean is reduced (MIG032), the epoch is alike everywhere: the note quotes `last`, the
+    one part that stays this process's, and says how to make it the 1-process number."""
+    _output, findings = migrate(NAMED_PART.format(show=show))
+    notes = shown(findings)
+    assert len(notes) == 1, [f.message for f in findings]
+    assert notes[0].message.startswith("`last` shown here is this process's own value")
+    assert "accelerator.reduce(...)" in notes[0].message
+    assert "gather_object" in notes[0].message

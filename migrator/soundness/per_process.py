@@ -47,10 +47,13 @@ def per_process_values(model: OutputModel) -> list[Finding]:
             # (a batch's shape is the original's at the default batch: nothing to reduce)
             if shares:
                 verb = "written" if written else "shown"
-                found.append(Finding(code=CODE, level="note", node=shares[0], message=(
-                    f"`{_text(model, shares[0])}` {verb} here is this process's own value (from "
-                    "its share of the data), not the whole data's as on 1 process; reduce it "
-                    "(`accelerator.reduce(...)`) to show the 1-process number")))  # fmt: skip
+                part = _own_part(values, scope, shares[0])
+                found.append(Finding(code=CODE, level="note", node=part, message=(
+                    f"`{_text(model, part)}` {verb} here is this process's own value (computed "
+                    "from its share of the data or from its own random draws), not the one a "
+                    "1-process run shows; to show that, reduce a number or tensor over the "
+                    "processes first (`accelerator.reduce(...)`), or gather Python objects "
+                    "(`accelerator.gather_object(...)`)")))  # fmt: skip
             for argument in arguments:
                 if MIXED in values.extents(argument, scope):
                     found.append(_finding(model, argument, (
@@ -107,6 +110,23 @@ def _decision(
             )
         ]
     return []
+
+
+def _own_part(values: PerProcessValues, scope, shown: ast.expr) -> ast.expr:
+    """The part of a shown f-string or `"...".format(...)` that is this process's own (the
+    others may be reduced already, or alike everywhere); `shown` itself otherwise."""
+    parts: list[ast.expr] = []
+    if isinstance(shown, ast.JoinedStr):
+        parts = [v.value for v in shown.values if isinstance(v, ast.FormattedValue)]
+    elif (
+        isinstance(shown, ast.Call)
+        and isinstance(shown.func, ast.Attribute)
+        and shown.func.attr == "format"
+        and isinstance(shown.func.value, ast.Constant)
+    ):
+        parts = [*shown.args, *(k.value for k in shown.keywords)]
+    own = [p for p in parts if values.differs(p, scope)]
+    return own[0] if len(own) == 1 else shown
 
 
 def _tests(scope):
