@@ -113,6 +113,15 @@ def _scopes_with_prepared_model(context: RuleContext) -> list:
                 for arg in [*site.node.args, *(k.value for k in site.node.keywords)]
             ):
                 scopes.append(callee)
+    if context.facts.owner is not None and context.facts.owner.kind == "module":
+        # functions reading the module's prepared model as a global (`test_func()` run after
+        # training): unwrapping a model not yet prepared gives it back as it is
+        for function in context.facts.index.scopes:
+            if function.kind != "function" or function in scopes:
+                continue
+            free = [n for n in function.uses if "." not in n and not function.is_local(n)]
+            if any(context.prepared_role(function, name) == "model" for name in free):
+                scopes.append(function)
     return scopes
 
 
