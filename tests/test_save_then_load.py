@@ -92,3 +92,37 @@ def test_a_save_in_a_helper_that_trains_nothing_is_waited_for_before_the_read():
     assert output is not None
     assert output.count("wait_for_everyone") == 1
     assert WAITED_READ in output
+
+
+IMAGE_READ_BACK = """\
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, TensorDataset
+from torchvision.utils import save_image
+
+model = torch.nn.Linear(4, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 4)), batch_size=4)
+for epoch in range(2):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    grid = model(torch.ones(1, 4)).detach().view(1, 1, 2, 2)
+    save_image(grid, "samples.png")
+    {read}
+    print(picture.size)
+"""
+
+
+def test_an_image_the_main_process_writes_and_every_process_reads_back_is_waited_for():
+    for read in ('picture = Image.open("samples.png")', 'picture = imread("samples.png")'):
+        source = IMAGE_READ_BACK.format(read=read)
+        if "imread" in read:
+            source = source.replace(
+                "from PIL import Image\n", "from matplotlib.pyplot import imread\n"
+            )
+        output, findings = migrate_text(source)
+        assert output is not None, [f.message for f in findings]
+        assert f"    accelerator.wait_for_everyone()\n    {read}\n" in output, output

@@ -25,7 +25,9 @@ from migrator.analysis.syntax.index import ModuleIndex, Scope, Statement
 from migrator.source import Source
 
 READ_CALLS = {"torch.load", "torch.jit.load", "numpy.load", "safetensors.torch.load_file",
-              "pandas.read_csv", "json.load"}  # fmt: skip
+              "pandas.read_csv", "json.load", "numpy.loadtxt", "pandas.read_json",
+              "PIL.Image.open", "cv2.imread", "imageio.imread", "imageio.v2.imread",
+              "matplotlib.pyplot.imread", "torchvision.io.read_image"}  # fmt: skip
 FOLDER_WRITES = {"os.makedirs", "os.mkdir"}
 
 
