@@ -30,6 +30,7 @@ from migrator.rules.accumulation_patterns import (
     split_branches,
 )
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.divided_losses import keep_divided_reads
 from migrator.rules.mig004_batch_placement import drop_guards_if_emptied
 
 
@@ -144,6 +145,7 @@ class Accumulation(Rule):
         context.add_kwarg("gradient_accumulation_steps", code, depends)
         for division, kind in divisions:
             if kind == "statement":
+                keep_divided_reads(context, loop, division, code_of(context.source, k))
                 context.edits.remove(division)
                 statement = context.facts.index.statement_of_small(division)
                 if statement is not None:  # `if steps > 1:` holding only the division goes too
