@@ -93,10 +93,11 @@ def _offset_torch(context: RuleContext, plan, index: str) -> None:
     node = loops[0].node if loops else None
     context.findings.append(Finding(code="MIG009", level="note", node=node, message=(
         "the program trains with randomness (noise, dropout or augmentations) from torch's "
-        "generators, which start alike on every process where nothing seeds them apart "
-        "(CUDA's always, from one fixed seed): each would draw the same (N copies of one "
-        "draw); after the prepare, process k > 0 seeds torch again with its starting seed + "
-        "k, so each draws its own, while process 0 keeps the original's stream")))  # fmt: skip
+        "generators, and nothing seeds them apart per process: CUDA's starts from one fixed "
+        "seed on every process, and so does the CPU's in stock PyTorch builds (some builds "
+        "seed it at random per process), so each process would draw the same (N copies of "
+        "one draw); after the prepare, process k > 0 seeds torch again with its starting "
+        "seed + k, so each draws its own, while process 0 keeps the original's stream")))  # fmt: skip
 
 
 RANDOM_LAYERS = (
