@@ -25,14 +25,16 @@ def keep_divided_reads(context: RuleContext, loop: Loop, division: ast.stmt, k: 
         if loop.contains(site.loop) and site.receiver is not None
         for node in ast.walk(site.receiver)
     }
+    binders = [  # a simple statement, or the `for`/`with` that binds it
+        binding.small if binding.small is not None else binding.statement.node
+        for binding in loop.scope.bindings.get(name, [])
+        if loop.contains(binding.loop)
+    ]
     rebound = [  # the statements binding the name again: reads after them read the new value
-        (statement.end_lineno, statement.end_col_offset)
-        for statement in ast.walk(loop.node)
-        if isinstance(statement, ast.stmt) and statement is not division
-        and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                for n in _targets(statement))
-        and (statement.lineno, statement.col_offset) > after
-    ]  # fmt: skip
+        (node.end_lineno, node.end_col_offset)
+        for node in binders
+        if node is not division and (node.lineno, node.col_offset) > after
+    ]
     until = min(rebound, default=(float("inf"), 0))
     for node in ast.walk(loop.node):
         if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
@@ -41,15 +43,3 @@ def keep_divided_reads(context: RuleContext, loop: Loop, division: ast.stmt, k: 
         if where <= after or where > until or id(node) in backward:
             continue
         context.edits.replace(node, lambda text, _renderer, k=k: f"({text} / {k})")
-
-
-def _targets(statement: ast.stmt) -> list[ast.AST]:
-    """The nodes a statement binds (not those of statements nested in it)."""
-    if isinstance(statement, ast.Assign):
-        return [n for t in statement.targets for n in ast.walk(t)]
-    if isinstance(statement, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
-        return list(ast.walk(statement.target))
-    if isinstance(statement, (ast.With, ast.AsyncWith)):
-        return [n for item in statement.items if item.optional_vars
-                for n in ast.walk(item.optional_vars)]  # fmt: skip
-    return []

@@ -15,7 +15,7 @@ from migrator.rules.base import RuleContext
 
 
 def padding_note(context: RuleContext, loop, loader: str, names) -> None:
-    shown = ", ".join(f"`{name}`" for name in sorted(names))
+    shown = _listed(names)
     context.findings.append(Finding(code="MIG031", level="note", node=loop.node, message=(
         f"the per-batch numbers this loop reduces over the processes ({shown} first) are "
         "reduced batch by batch: where the size of "
@@ -27,7 +27,7 @@ def padding_note(context: RuleContext, loop, loader: str, names) -> None:
 
 def training_padding_note(loop: ast.AST, loader: str, names) -> Finding:
     """MIG032's note on the running sums it reduces after (or in) the training loop `loop`."""
-    shown = ", ".join(f"`{name}`" for name in sorted(names))
+    shown = _listed(names)
     return Finding(code="MIG032", level="note", node=loop, message=(
         f"the running sums reduced over the processes here ({shown}) count every batch the "
         f"processes drew: where the size of `{loader}`'s data is no multiple of N times its "
@@ -57,3 +57,7 @@ def drops_last(tree: ast.AST, imports, loader: str) -> bool:
     named = [d for target, d in made if target == loader or target.rsplit(".", 1)[-1] == last]
     found = named or [d for _target, d in made]
     return bool(found) and all(found)
+
+
+def _listed(names) -> str:
+    return ", ".join(f"`{name}`" for name in sorted(names))

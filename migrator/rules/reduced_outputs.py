@@ -74,8 +74,11 @@ def reduce_outputs(model, target_torch: str = "torch") -> tuple[EditSet, list[Fi
     pass_ = _Pass(model, values, target_torch)
     for scope in model.index.scopes:
         for loop in scope.loops:
-            if model.processes.runs_on_every_process(loop.statement) and pass_.over_prepared(loop):
-                pass_.reduce_sums(loop)
+            if not model.processes.runs_on_every_process(loop.statement):
+                continue
+            source = pass_.prepared_source(loop)
+            if source is not None:
+                pass_.reduce_sums(loop, source)
         if scope.kind != "class":
             pass_.reduce_printed_losses(scope)
     return pass_.edits, pass_.notes, pass_.uses_torch
@@ -94,15 +97,12 @@ class _Pass:
         self.guard_means: dict[tuple[int, str], str] = {}
         self.taken: set[str] | None = None
 
-    def over_prepared(self, loop: Loop) -> bool:
-        """Does `loop` draw batches from a prepared loader (directly, through a wrapper, or
-        with `next(...)` on an iterator over one), and only from prepared ones? A loop some
-        calls run over a plain loader (one epoch function for training and evaluation) would
-        count that loader's whole set once per process if its sums were reduced."""
-        return self._prepared_source(loop) is not None
-
-    def _prepared_source(self, loop: Loop) -> ast.expr | None:
-        """The prepared loader (or iterator) `loop` draws its batches from, or None."""
+    def prepared_source(self, loop: Loop) -> ast.expr | None:
+        """The prepared loader (or iterator) `loop` draws its batches from (directly, through a
+        wrapper, or with `next(...)` on an iterator over one), where it draws only from
+        prepared ones; else None. A loop some calls run over a plain loader (one epoch function
+        for training and evaluation) would count that loader's whole set once per process if
+        its sums were reduced."""
         scope = loop.scope
         node = loop.node
 
@@ -129,7 +129,8 @@ class _Pass:
         return None
 
     # -- running sums ----------------------------------------------------------------------------
-    def reduce_sums(self, loop: Loop) -> None:
+    def reduce_sums(self, loop: Loop, source: ast.expr) -> None:
+        """The running sums of `loop`, which draws from the prepared `source`."""
         scope = loop.scope
         accelerator = _accelerator_in(self.values, scope)
         if accelerator is None or loop.statement.block.kind == "suite":
@@ -183,10 +184,11 @@ class _Pass:
             self.edits.insert(*where, NewStatement(code), priority=30)
             self.reduced.add(key)
             reduced.append(name)
-        source = self._prepared_source(loop)
-        loader = self.model.source.text_of(source) if source is not None else "the loader"
+        if not reduced:
+            return
+        loader = self.model.source.text_of(source)
         tree, imports = self.model.index.module_scope.node, self.model.index.imports
-        if reduced and not drops_last(tree, imports, loader):
+        if not drops_last(tree, imports, loader):
             self.notes.append(training_padding_note(loop.node, loader, reduced))
 
     def _window(self, loop: Loop, name: str) -> tuple[Statement, list[ast.Name]] | None:

@@ -176,13 +176,18 @@ def is_tracker_object(call: ast.Call, imports: ImportTable) -> bool:
 
 def writing_mode(call: ast.Call) -> bool:
     """`open(path, "w")`, `open(path, mode="ab")`: a mode that writes."""
+    text = _mode(call, 1)
+    return text is not None and bool(WRITE_MODES & set(text))
+
+
+def _mode(call: ast.Call, position: int) -> str | None:
+    """The mode string a call opens with: its `mode=`, else its argument at `position`."""
     mode = keyword(call, "mode")
     if mode is None:
         found = positional(call)
-        mode = found[1] if len(found) > 1 else None
+        mode = found[position] if len(found) > position else None
     value = mode.value if mode is not None else None
-    text = value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
-    return text is not None and bool(WRITE_MODES & set(text))
+    return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
 
 
 _writes = writing_mode
@@ -214,10 +219,8 @@ MODE = re.compile(r"^[rwxabt+]{1,4}$")
 def path_opens_for_writing(call: ast.Call) -> bool:
     """`path.open("w")`, `path.open(mode="a", ...)`: a `pathlib.Path` opened to write (its
     mode comes first; `Image.open("x.png")` names a file, which is no mode)."""
-    mode = keyword(call, "mode")
-    value = mode.value if mode is not None else (call.args[0] if call.args else None)
-    text = value.value if isinstance(value, ast.Constant) else None
-    return isinstance(text, str) and bool(MODE.match(text)) and bool(WRITE_MODES & set(text))
+    text = _mode(call, 0)
+    return text is not None and bool(MODE.match(text)) and bool(WRITE_MODES & set(text))
 
 
 def _own(call: ast.Call, path: ast.expr | None = None) -> bool:

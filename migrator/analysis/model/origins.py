@@ -92,9 +92,8 @@ def _origin(facts, scope: Scope, name: str, seen: frozenset) -> Origin | None:
             results.add(Origin(scope, name))
         for site in sites if scope is not facts.meeting else []:
             argument = argument_for(site.node, scope, name)
-            given_none = isinstance(argument, ast.Constant) and argument.value is None
             absent = argument is None and none_default(scope, name)
-            if (absent or given_none) and not scales(facts, scope, name):
+            if (absent or passes_none(argument)) and not scales(facts, scope, name):
                 continue  # `run_epoch(model, val_loader)`, `(..., None)`: no optimizer here
             if patterns.name_of(argument) is not None:
                 results.add(_origin(facts, site.scope, patterns.name_of(argument), seen))
@@ -270,6 +269,11 @@ def none_default(function: Scope, param: str) -> bool:
         and default.value is None
         and not (function.assigns(param))
     )
+
+
+def passes_none(argument: ast.expr | None) -> bool:
+    """A call's argument that is the constant `None` (`run(model, val_loader, None)`)."""
+    return isinstance(argument, ast.Constant) and argument.value is None
 
 
 def scales(facts, function: Scope, param: str) -> bool:

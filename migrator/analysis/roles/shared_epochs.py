@@ -28,6 +28,7 @@ from migrator.analysis.model.origins import (
     call_sites_of,
     none_default,
     param_default,
+    passes_none,
 )
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
@@ -59,7 +60,7 @@ class SharedEpochs:
         sites = call_sites_of(self.index, scope)
         steppers = [  # `optimizer=None`, or `None` passed by a call (`run(m, val, None)`)
             p for p in scope.params
-            if (none_default(scope, p) or any(_none(argument_for(s.node, scope, p)) for s in sites))
+            if (none_default(scope, p) or any(passes_none(argument_for(s.node, scope, p)) for s in sites))
             and self._steps(scope, p)
         ]  # fmt: skip
         flag = _train_flag(scope) if not steppers else None
@@ -79,7 +80,7 @@ class SharedEpochs:
                 (trained if value.value else evaluated).append(origin)
                 continue
             passed = [argument_for(site.node, scope, p) for p in steppers]
-            training = [a is not None and not _none(a) for a in passed]
+            training = [a is not None and not passes_none(a) for a in passed]
             (trained if any(training) else evaluated).append(origin)
         found = {(id(o.scope), o.name) for o in trained}
         callers = {id(o.scope) for o in trained + evaluated}
@@ -106,10 +107,6 @@ class SharedEpochs:
             if patterns.name_of(call.receiver) == param or param in args:
                 return True
         return False
-
-
-def _none(argument: ast.expr | None) -> bool:
-    return isinstance(argument, ast.Constant) and argument.value is None
 
 
 def _train_flag(function: Scope) -> str | None:
