@@ -162,7 +162,7 @@ class VerdictCache:
             "skipped": result.skipped,
             "error": result.error,
             "note": getattr(result, "note", None),
-            "findings": [finding.to_json() for finding in result.findings],
+            "findings": [_stored(finding) for finding in result.findings],
             "depends": [[dep, _digest_of(dep)] for dep in getattr(result, "depends_on", [])],
         }
         content = json.dumps(header).encode() + b"\n" + (result.migrated if result.changed else b"")
@@ -290,6 +290,16 @@ def _new_result(kind: str, path: str, data: bytes) -> FileResult:
 
         return NotebookResult(path=path, source=data)
     return FileResult(path=path, source=data)
+
+
+def _stored(finding: Finding) -> dict:
+    """A finding as an entry keeps it: its JSON, and what the run reads of it afterwards."""
+    entry = finding.to_json()
+    if finding.by_hand:
+        entry["by_hand"] = True
+    if finding.prepares_for:
+        entry["prepares_for"] = finding.prepares_for
+    return entry
 
 
 def _finding(entry: dict) -> Finding:

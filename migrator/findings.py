@@ -17,6 +17,10 @@ class Finding:
     # a note saying what a human must do by hand (MIG030's writer used beyond its methods):
     # true whether the migration is made or not, so kept when the file is left as it is
     by_hand: bool = False
+    # MIG006's note on a definition that now prepares what its callers pass in: the name
+    # callers call it by (`train`, the class of an `__init__`), checked against callers in
+    # other files of the project (`program/callers.py`)
+    prepares_for: str = ""
 
     def __post_init__(self) -> None:
         # one line per finding (`path:line:col: CODE message`): source quoted in a message

@@ -97,6 +97,7 @@ def _in_cell(finding: Finding, program: Program) -> NotebookFinding:
         line=line,
         col=finding.col,
         cell=cell,
+        by_hand=finding.by_hand,
     )
 
 

@@ -53,10 +53,29 @@ def search_path(entry: Path, tree: ast.Module | None = None) -> list[Path]:
         except (OSError, SyntaxError, ValueError):
             tree = None
     ahead, behind = sys_path_edits(tree, entry.resolve()) if tree is not None else ([], [])
+    above = package_parents(tree, first) if tree is not None else []
     found: list[Path] = []
-    for folder in [*ahead, first, *behind, root]:
+    for folder in [*ahead, first, *above, *behind, root]:
         if folder not in found and folder.is_dir():
             found.append(folder)
+    return found
+
+
+def package_parents(tree: ast.Module, folder: Path, levels: int = 3) -> list[Path]:
+    """The folders above `folder` from which the entry imports its own package by name: in
+    `ddp/main.py`, `from ddp.trainer import Trainer` is written for `python -m ddp.main` run
+    from the folder holding `ddp/` (or that folder on PYTHONPATH), found here though no
+    project marker (.git, pyproject.toml) says where the project starts."""
+    first_parts = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            first_parts.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            first_parts.add(node.module.split(".")[0])
+    found: list[Path] = []
+    for ancestor in [folder, *folder.parents][:levels]:
+        if ancestor.name in first_parts and ancestor.parent != ancestor:
+            found.append(ancestor.parent)
     return found
 
 

@@ -32,7 +32,7 @@ def check_outside_callers(
         return
     roots = search_path(files[0].path, files[0].tree)
     members = {file.path.resolve(): number for number, file in enumerate(files)}
-    for path in _project_files(roots[-1]):
+    for path in project_files(roots[-1]):
         if path in members or path in exempt:
             continue
         try:
@@ -62,7 +62,7 @@ def check_outside_callers(
                 )
 
 
-def _project_files(root: Path):
+def project_files(root: Path):
     count = 0
     for visited, (folder, dirs, names) in enumerate(os.walk(root)):
         if visited > MAX_FOLDERS:

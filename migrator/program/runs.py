@@ -96,7 +96,57 @@ def group_programs(results: list[FileResult], options: Options, single: bool) ->
             if _key(path) not in by_path:
                 run.included.append(path)
     run.results = [replaced.pop(_key(r.path), r) for r in results] + list(replaced.values())
+    _refuse_for_callers(run)
     return run
+
+
+def _refuse_for_callers(run: ProgramRun) -> None:
+    """A changed file whose definitions now prepare what their callers pass in is left as it
+    is (with its program) when a project file outside it calls them (`program/callers.py`)."""
+    from migrator.program.callers import Callers
+
+    callers = Callers([Path(r.path) for r in run.results])
+    by_key = {_key(r.path): r for r in run.results}
+    for result in run.results:
+        names = {f.prepares_for for f in result.findings if f.prepares_for}
+        if not result.changed or not names or not result.path.endswith(".py"):
+            continue
+        paths = run.program_of(result.path) or [result.path]
+        members = {Path(_key(path)) for path in paths}
+        found = callers.first_call(Path(result.path), names, members)
+        if found is None:
+            continue
+        caller, line, name = found
+        finding = Finding(
+            code="MIG910",
+            message=(
+                f"`{name}` now prepares what its callers pass in, but {_display(caller, by_key)} "
+                f"(line {line}) calls it and is not migrated with this file: its objects "
+                "would be prepared on top of its own set-up (a DistributedSampler's share "
+                "split again, a DDP model wrapped again) or the helper's prepared objects "
+                "handed back to code that does not expect them; migrate the caller and this "
+                "file together by hand"
+            ),
+        )
+        finding.line, finding.col = _definition_line(result, name)
+        what = f"the program of {paths[0]}" if len(paths) > 1 else "this file"
+        for path in paths:
+            member = by_key.get(_key(path))
+            if member is None:
+                continue
+            member.migrated = None
+            kept = [f for f in member.findings if f.needs_human or f.by_hand]
+            if member is result:
+                kept.append(finding)
+            member.findings = left_as_it_is(kept, what) if member is result else kept
+
+
+def _definition_line(result: FileResult, name: str) -> tuple[int, int]:
+    """Where MIG006's note on `name` points (the definition), else the file's first line."""
+    for finding in result.findings:
+        if finding.prepares_for == name and finding.line:
+            return finding.line, finding.col
+    return 1, 1
 
 
 def may_drive(result: FileResult, single: bool) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
-from migrator.analysis.model.chains import chain_text, received_chain, split_chain
+from migrator.analysis.model.chains import chain_text, handed_in, received_chain, split_chain
 from migrator.analysis.roles.public_entries import outside_entry_note
 from migrator.analysis.syntax.index import Statement
 from migrator.findings import Finding
@@ -93,21 +93,23 @@ class Prepare(Rule):
     @staticmethod
     def _hand_back(context: RuleContext, owner, objects: list[str]) -> None:
         """A note on the parameters `owner` now prepares, and the objects on holders it
-        receives (`cfg.model`); `return model` hands callers the plain model back."""
+        receives (`cfg.model`); `return model` (`return G, D`) hands callers the plain model
+        back."""
         received = [name for name in objects
-                    if name in owner.params or received_chain(context.facts, owner, name)]  # fmt: skip
+                    if name in owner.params or received_chain(context.facts, owner, name)
+                    or handed_in(owner, name)]  # fmt: skip
         if received:
             context.findings.append(_received_note(owner, received))
         if owner.kind != "function":
             return
         for node in _own_returns(owner.node):
-            name = node.value.id if isinstance(node.value, ast.Name) else chain_text(node.value)
-            if name in context.facts.models and name in objects:  # `return cfg.model` too
-                context.unwrap(node.value)
-                index = context.facts.index
-                statement = index.statement_of_small(node)
-                if statement is not None:
-                    context.need_accelerator_at(statement)
+            for value in _returned(node.value):
+                name = value.id if isinstance(value, ast.Name) else chain_text(value)
+                if name in context.facts.models and name in objects:  # `return cfg.model` too
+                    context.unwrap(value)
+                    statement = context.facts.index.statement_of_small(node)
+                    if statement is not None:
+                        context.need_accelerator_at(statement)
 
     @staticmethod
     def _insert(context: RuleContext, objects: list[str], block, index: int) -> None:
@@ -175,6 +177,16 @@ def _prepared_by(call: ast.expr, context: RuleContext) -> bool:
     )
 
 
+def _returned(value: ast.expr | None) -> list[ast.expr]:
+    """What a `return` hands back one by one: `return G, D`, `return [G, D]`, `return
+    {"gen": G}` hand back each model; `return model` the one."""
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return [item for element in value.elts for item in _returned(element)]
+    if isinstance(value, ast.Dict):
+        return [item for element in value.values for item in _returned(element)]
+    return [] if value is None else [value]
+
+
 def _own_returns(function: ast.AST) -> list[ast.Return]:
     """The `return` statements of `function` itself (not of functions defined inside it)."""
     found, stack = [], list(ast.iter_child_nodes(function))
@@ -197,10 +209,12 @@ def _received_note(function, names: list[str]) -> Finding:
         if holders
         else ""
     )
+    method = function.parent is not None and function.parent.kind == "class"
     return Finding(
         code="MIG006",
         level="note",
         node=function.node,
+        prepares_for=function.parent.name if method else function.name,
         message=(
             f"`{function.name}` now prepares {listed}, which its callers pass in: callers keep "
             "passing the plain objects (on our runtime a plain object prepared again comes "

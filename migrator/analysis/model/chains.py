@@ -163,6 +163,21 @@ def _use_of(name: str, node: ast.AST, above: list[ast.AST], holder, imports) -> 
                call=call, attr=attr, callee=callee)  # fmt: skip
 
 
+def handed_in(scope, name: str) -> bool:
+    """`self.loader` in an `__init__` that keeps `self.loader = loader`, `self.model, self.opt
+    = model, opt`: a name `scope` binds only to its own parameters, objects its callers made."""
+    bindings = scope.assigns(name)
+    if not bindings:
+        return False
+    for binding in bindings:
+        value = binding.element if binding.unpacked else binding.value
+        if binding.kind != "assign" or not (
+            isinstance(value, ast.Name) and value.id in scope.params
+        ):
+            return False
+    return True
+
+
 def received_chain(facts, scope, name: str) -> bool:
     """`cfg.model` in `train(cfg, loader)`, `self.training_config.model` in an `__init__` that
     keeps `self.training_config = training_config`: an object `scope` does not make but
