@@ -126,6 +126,12 @@ def no_sync(model: torch.nn.Module):
 class PreparedOptimizer(torch.optim.Optimizer):
     """Steps and zeroes only on synchronising micro-steps; fp16 steps through the GradScaler."""
 
+    # A fused optimizer says it reads a GradScaler's `grad_scale` / `found_inf` from itself:
+    # a user's `scaler.step(prepared)` would set them on this wrapper, where the inner step
+    # never sees them, and a step with inf gradients would not be skipped. The wrapper says
+    # no (as HF Accelerate's does), so the scaler unscales and checks the gradients itself.
+    _step_supports_amp_scaling = False
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,

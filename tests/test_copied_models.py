@@ -5,8 +5,10 @@ prepare may come after it - where the copy is as placed as the original's: moved
 
 from __future__ import annotations
 
+import pytest
+
 from migrator.engine import migrate_text
-from tests.test_idioms_objects import launch_each_writing
+from tests.test_idioms_objects import launch, launch_each_writing
 
 SCRIPT = """\
 from copy import deepcopy
@@ -61,3 +63,61 @@ def test_a_copy_made_after_the_model_was_moved_still_needs_a_human():
 def test_the_copy_follows_the_synchronised_model_on_two_processes(tmp_path):
     printed = launch_each_writing(migrate_text(SCRIPT)[0], '"ema"', tmp_path)
     assert printed[0] == printed[1], printed
+
+
+BEST_COPY = """\
+import copy
+import sys
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+{imports}
+
+torch.manual_seed(0)
+loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=4)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+best = None
+for epoch in range(2):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+    best = {copied}
+sys.stdout.write(f"keys {{sorted(best.state_dict())}}\\n")
+"""
+
+COPIES = {
+    "deepcopy imported": ("from copy import deepcopy", "deepcopy(model)", "deepcopy"),
+    "copy.deepcopy": ("", "copy.deepcopy(model)", "copy.deepcopy"),
+    "aliased": ("from copy import deepcopy as clone", "clone(model)", "clone"),
+}
+
+
+@pytest.mark.parametrize("spelling", COPIES, ids=list(COPIES))
+def test_a_copy_of_the_prepared_model_copies_the_model_not_its_wrapper(spelling):
+    """`best = deepcopy(model)` after prepare (h8 Electric-Load): the copied DDP wrapper saved
+    `module.` keys that the model class could not load."""
+    imports, copied, call = COPIES[spelling]
+    output, findings = migrate_text(BEST_COPY.format(imports=imports, copied=copied))
+    assert output is not None, findings
+    assert f"    best = {call}(accelerator.unwrap_model(model))\n" in output
+
+
+def test_a_copy_of_the_state_dict_reads_the_unwrapped_keys():
+    output, _ = migrate_text(
+        BEST_COPY.format(imports="", copied="copy.deepcopy(model.state_dict())").replace(
+            "best.state_dict()", "best"
+        )
+    )
+    assert "copy.deepcopy(accelerator.unwrap_model(model).state_dict())" in output
+
+
+@pytest.mark.slow
+def test_the_best_copy_keeps_the_model_keys_on_two_processes(tmp_path):
+    output, _ = migrate_text(BEST_COPY.format(imports="", copied="copy.deepcopy(model)"))
+    script = tmp_path / "best.py"
+    script.write_text(output)
+    out = launch(script, tmp_path).stdout
+    assert out.count("keys ['bias', 'weight']") == 2, out

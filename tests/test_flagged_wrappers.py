@@ -5,6 +5,8 @@ that loader: it is prepared, and the Accelerator of a Trainer whose `__init__` s
 
 from __future__ import annotations
 
+import pytest
+
 from migrator.engine import migrate_text
 from tests.test_idioms_objects import launch
 
@@ -75,3 +77,58 @@ def test_both_branches_draw_this_process_shard_on_two_processes(tmp_path):
     launch(script, tmp_path)
     # 32 samples in batches of 4 over two processes: 4 batches each, bar or not
     assert [(tmp_path / f"steps{rank}.txt").read_text() for rank in range(2)] == ["(4, 4)"] * 2
+
+
+CONDITIONAL = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from tqdm import tqdm
+
+
+def train_epoch(model, train_loader, optimizer, progress=True):
+    loop = {bound}
+    total = 0.0
+    for x, y in loop:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total / len(train_loader)
+
+
+def main():
+    loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        print(epoch, train_epoch(model, loader, optimizer))
+
+
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "bound",
+    [
+        'tqdm(train_loader, desc="train") if progress else train_loader',
+        "train_loader if not progress else tqdm(train_loader)",
+        "enumerate(train_loader) if False else train_loader",
+    ],
+)
+def test_a_bar_chosen_by_a_flag_in_one_expression_draws_from_the_loader(bound):
+    """`loop = tqdm(loader) if progress else loader` (h8 emotion_analyse): both sides yield
+    the loader's batches; read as an unknown iterable the loop refused, naming `loop` as the
+    loader."""
+    if bound.startswith("enumerate"):  # a side yielding something else: not the loader's items
+        output, findings = migrate_text(CONDITIONAL.format(bound=bound))
+        assert output is None or "accelerator.prepare(model, optimizer, loader)" not in output
+        return
+    output, findings = migrate_text(CONDITIONAL.format(bound=bound))
+    assert output is not None, [f.message for f in findings]
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
+    # the loop's sum over this process's batches, averaged over them: the mean
+    assert 'total = accelerator.reduce(torch.tensor(total, device=accelerator.device), "mean")' in (
+        output
+    )

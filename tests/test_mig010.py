@@ -56,6 +56,7 @@ def train(rank, world_size):
     {model}
     optimizer = torch.optim.SGD({params}.parameters(), lr=0.1)
     for epoch in range(2):
+        loader.sampler.set_epoch(epoch)
         for x, y in loader:
             loss = ({forward}(x) - y).pow(2).mean()
             optimizer.zero_grad()

@@ -197,3 +197,24 @@ def test_a_bar_shown_on_purpose_is_shown_once(imports, bar, expected):
     output, findings = migrate_text(BARS.format(imports=imports, bar=bar))
     assert output is not None, findings
     assert f"for x, y in {expected}:\n" in output
+
+
+@pytest.mark.parametrize(
+    ("imports", "bar"),
+    [
+        ("from tqdm import tqdm_notebook", "tqdm_notebook(loader)"),
+        ("from tqdm.notebook import tqdm_notebook as bar", "bar(loader, total=4)"),
+        ("from tqdm.autonotebook import tqdm", "tqdm(loader)"),
+        ("import tqdm.std", "tqdm.std.tqdm(loader)"),
+        ("import tqdm", "tqdm.tqdm_notebook(loader, leave=False)"),
+    ],
+)
+def test_every_spelling_of_the_bar_passes_the_loader_through(imports, bar):
+    """`tqdm_notebook(loader)` (the legacy notebook spelling, h8 koBERT) iterates the loader:
+    it is prepared and the bar shows once; read as an unknown iterable, the loader stayed
+    plain and every process trained on the whole set."""
+    output, findings = migrate_text(BARS.format(imports=imports, bar=bar))
+    assert output is not None, findings
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
+    assert "disable=not accelerator.is_local_main_process" in output
+    assert not [f for f in findings if f.code == "MIG905"]

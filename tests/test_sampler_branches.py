@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from migrator.engine import migrate_text
 from tests.test_mig010 import codes, migrate
 
 PROGRAM = """\
@@ -104,3 +105,61 @@ def test_an_unshuffled_choice_either_way_keeps_the_order():
     output, findings = migrate(PROGRAM.format(choice=choice))
     assert output is not None, [f.message for f in findings]
     assert "    loader = DataLoader(data, shuffle=False, batch_size=8)\n" in output
+
+
+INLINE = """\
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset
+
+ddp = int(os.environ.get("RANK", -1)) != -1
+if ddp:
+    dist.init_process_group("gloo")
+ds = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+loader = DataLoader(ds, batch_size=8, sampler={sampler}{shuffle})
+model = torch.nn.Linear(4, 1)
+if ddp:
+    model = DDP(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    {set_epoch}for x, y in loader:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("sampler", "shuffle"),
+    [
+        ("DistributedSampler(ds, shuffle=True) if ddp else None", ", shuffle=not ddp"),
+        ("None if not ddp else DistributedSampler(ds)", ", shuffle=not ddp"),
+        ("DistributedSampler(ds) if ddp else RandomSampler(ds)", ""),
+    ],
+)
+def test_a_sampler_chosen_in_the_loader_call_goes_like_a_named_one(sampler, shuffle):
+    """`DataLoader(ds, sampler=DistributedSampler(ds) if ddp else None, shuffle=not ddp)`
+    (h8 English-Hindi translation): the same choice as the named `sampler = ... if ddp else
+    None`, which MIG010 migrates; the loader shuffles, and is prepared."""
+    source = INLINE.format(sampler=sampler, shuffle=shuffle, set_epoch="")
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    assert "loader = DataLoader(ds, batch_size=8, shuffle=True)\n" in output
+    assert "DistributedSampler" not in output
+    notes = [f.message for f in findings if f.code == "MIG010"]
+    assert len(notes) == 1 and "never told the epoch (`set_epoch`)" in notes[0]
+
+
+def test_a_sampler_told_the_epoch_gets_no_epoch_note():
+    source = INLINE.format(
+        sampler="DistributedSampler(ds) if ddp else None",
+        shuffle=", shuffle=not ddp",
+        set_epoch="if ddp:\n        loader.sampler.set_epoch(epoch)\n    ",
+    )
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    assert not [f for f in findings if "set_epoch" in f.message]

@@ -117,6 +117,9 @@ for x, y in loader:
             True,
         ),
         ("from fvcore.nn import parameter_count_table\nprint(parameter_count_table(model))", False),
+        # a watcher hooks the gradients of the module the DDP wrap holds, and runs nothing
+        ('import wandb\nwandb.watch(model, log="all")', False),
+        ("import wandb as wb\nwb.watch(model, log_freq=10)", False),
     ],
 )
 def test_a_diagnostic_before_the_optimizer_keeps_the_model_placed_for_it(use, traces):

@@ -5,14 +5,32 @@ kept in its own module for size."""
 
 from __future__ import annotations
 
+import ast
+
 from migrator.analysis.distributed.facts import Sampler
 from migrator.analysis.syntax.views import call_args
 from migrator.arglists import call_items
+from migrator.findings import Finding
 
 
 class SamplerMigration:
     edits: object
     source: object
+    context: object
+
+    def _epoch_note(self, sampler: Sampler) -> None:
+        """A shuffling sampler never told the epoch (no `set_epoch` anywhere) drew one order
+        every epoch; the prepared loader draws a new one each epoch: a note says so."""
+        shuffle = sampler.shuffle
+        if isinstance(shuffle, ast.Constant) and shuffle.value is False:
+            return
+        if any(site.method == "set_epoch" for site in self.context.facts.index.calls()):
+            return
+        self.context.findings.append(Finding(code="MIG010", level="note", node=sampler.site.node,
+                                             message=(
+            "the original's DistributedSampler is never told the epoch (`set_epoch`), so it "
+            "shuffled the data in one order every epoch; the prepared loader shuffles anew "
+            "each epoch, as a single-process `shuffle=True` loader does")))  # fmt: skip
 
     def _remove(self, small, statement) -> None:
         raise NotImplementedError

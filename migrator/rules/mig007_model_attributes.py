@@ -2,7 +2,8 @@
 the nn.Module API (`parameters()`, `train()`, `state_dict()`, calling it) but not the model's
 own attributes and methods (`model.weight`, `model.config`, `model.generate(...)`), nor its class
 (`model.__class__.__name__`, `type(model)`, `isinstance(model, Net)`). Those go through
-`accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way).
+`accelerator.unwrap_model(model)`, on every target (HF Accelerate fails the same way), and so
+do copies (`best = copy.deepcopy(model)`: a copied wrapper saves `module.` keys).
 `hasattr(model, "x")` and `getattr`/`setattr` by name go through it too, and so does indexing
 (`model[-1]` of an nn.Sequential: DDP has no `__getitem__`), and the module API DDP answers
 about itself (`model.children()`: its one child is the model; `get_submodule("layer1")`:
@@ -55,12 +56,16 @@ class ModelAttributes(Rule):
     def apply(self, context: RuleContext) -> None:
         facts = context.facts
         imports = facts.index.imports
-        scopes = _scopes_with_prepared_model(context)
+        handed: dict[int, set[str]] = {}  # id(function) -> parameters handed the model
+        scopes = _scopes_with_prepared_model(context, handed)
         for scope in [*scopes, *(m for m in _other_methods(facts) if m not in scopes)]:
             held = [(c, chain_uses(scope, c, imports)) for c in read_chains(scope)]
             for name, uses in [*scope.uses.items(), *held]:  # `model`, `self.cfg.model`
-                if context.prepared_role(scope, name) != "model":
-                    continue
+                if context.prepared_role(scope, name) != "model" and name not in handed.get(
+                    id(scope), ()
+                ):
+                    continue  # (a parameter handed the prepared model at one call and a
+                    # plain one at another is unwrapped: the plain one comes back as it is)
                 if scope not in scopes and not name.startswith(SELF + "."):
                     continue
                 keyed = any(use.kind == "attr" and use.attr == "state_dict" for use in uses)
@@ -77,6 +82,7 @@ class ModelAttributes(Rule):
                         or use.kind == "subscript"
                         or _named_attribute(use)
                         or _type_query(use, facts.index.imports)
+                        or _copied(use)
                     ):
                         continue
                     if context.plan.reloaded_at(name, use.statement):
@@ -96,24 +102,16 @@ class ModelAttributes(Rule):
         hand_models_on(context, scopes)
 
 
-def _scopes_with_prepared_model(context: RuleContext) -> list:
-    """The training scopes, and the functions of this file they (or those functions) call
-    with the prepared model as an argument, after it is prepared."""
+def _scopes_with_prepared_model(context: RuleContext, handed: dict[int, set[str]]) -> list:
+    """The training scopes, the function that prepares, the functions reading the module's
+    prepared model as a global, and the functions of this file they (or those functions) call
+    with the prepared model as an argument, after it is prepared (`handed`: the parameters
+    that call fills with it)."""
     scopes = list(context.facts.training_scopes)
-    functions = context.facts.index.functions
-    for scope in scopes:  # grows while it is walked
-        for site in scope.calls:
-            callee = functions.get(site.callee or "")
-            if callee is None or callee in scopes:
-                continue
-            if scope is context.facts.owner and context.plan.before_prepare(site.statement):
-                continue  # set-up on the plain model (`init_weights(model)`)
-            if any(
-                isinstance(arg, ast.Name) and context.prepared_role(scope, arg.id) == "model"
-                for arg in [*site.node.args, *(k.value for k in site.node.keywords)]
-            ):
-                scopes.append(callee)
-    if context.facts.owner is not None and context.facts.owner.kind == "module":
+    owner = context.facts.owner
+    if owner is not None and owner.kind == "function" and owner not in scopes:
+        scopes.append(owner)  # a `run_training()` that prepares, and hands the model on
+    if owner is not None and owner.kind == "module":
         # functions reading the module's prepared model as a global (`test_func()` run after
         # training): unwrapping a model not yet prepared gives it back as it is
         for function in context.facts.index.scopes:
@@ -122,7 +120,36 @@ def _scopes_with_prepared_model(context: RuleContext) -> list:
             free = [n for n in function.uses if "." not in n and not function.is_local(n)]
             if any(context.prepared_role(function, name) == "model" for name in free):
                 scopes.append(function)
+    functions = context.facts.index.functions
+    for scope in scopes:  # grows while it is walked
+        for site in scope.calls:
+            callee = functions.get(site.callee or "")
+            if callee is None:
+                continue
+            if scope is owner and context.plan.before_prepare(site.statement):
+                continue  # set-up on the plain model (`init_weights(model)`)
+            filled = _filled_with_model(context, scope, site.node, callee)
+            if filled:
+                handed.setdefault(id(callee), set()).update(filled)
+                if callee not in scopes:
+                    scopes.append(callee)
     return scopes
+
+
+def _filled_with_model(context: RuleContext, scope, call: ast.Call, callee) -> set[str]:
+    """The parameters of `callee` that `call` (in `scope`) passes the prepared model."""
+    filled: set[str] = set()
+    for position, arg in enumerate(call.args):
+        if _is_model(context, scope, arg) and position < len(callee.params):
+            filled.add(callee.params[position])
+    for keyword in call.keywords:
+        if keyword.arg is not None and _is_model(context, scope, keyword.value):
+            filled.add(keyword.arg)
+    return filled
+
+
+def _is_model(context: RuleContext, scope, arg: ast.expr) -> bool:
+    return isinstance(arg, ast.Name) and context.prepared_role(scope, arg.id) == "model"
 
 
 def _named_attribute(use) -> bool:
@@ -136,6 +163,20 @@ def _named_attribute(use) -> bool:
         return False
     attribute = call.args[1]
     return not (isinstance(attribute, ast.Constant) and attribute.value in MODULE_API)
+
+
+def _copied(use) -> bool:
+    """`best = copy.deepcopy(model)`: a copy of the wrapper is a second DDP wrapper, whose
+    `state_dict()` keys carry `module.` (a best checkpoint that no plain model loads); the
+    model's own copy is what the original kept."""
+    call = use.call
+    return (
+        use.kind == "arg"
+        and use.callee in ("copy.deepcopy", "copy.copy")
+        and call is not None
+        and bool(call.args)
+        and call.args[0] is use.node
+    )
 
 
 def _type_query(use, imports) -> bool:

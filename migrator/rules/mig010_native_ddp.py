@@ -107,6 +107,7 @@ class _Migration(SpawnMigration, SamplerMigration):
         self._unwrap_models()
         for sampler in dist.samplers:
             self._drop_sampler(sampler)
+            self._epoch_note(sampler)
         for worker in dist.workers:
             self._drop_params(worker.scope, worker.removed_params)
         for spawn in dist.spawns:

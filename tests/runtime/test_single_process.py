@@ -363,3 +363,24 @@ def test_prepared_objects_pickle_and_come_back_whole(tmp_path):
         back = pickle.loads(pickle.dumps(prepared))
         assert type(back) is type(prepared)
     assert pickle.loads(pickle.dumps(optimizer)).state_dict() == optimizer.state_dict()
+
+
+def test_a_users_grad_scaler_skips_the_fused_optimizers_inf_step():
+    """`scaler.step(optimizer)` on a prepared fused AdamW (h8 ShakespeareGPT): a step with inf
+    gradients is skipped, as on the bare optimizer."""
+    model = torch.nn.Linear(3, 1)
+    accelerator = Accelerator(cpu=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0)
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = model(torch.full((2, 3), float("inf"))).sum()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert scaler.get_scale() == 1.0  # the inf step halved the scale
+    optimizer.zero_grad()
+    scaler.scale(model(torch.ones(2, 3)).sum()).backward()
+    scaler.step(optimizer)
+    assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))

@@ -1,4 +1,5 @@
-"""Read-only diagnostics of a model: summaries and counts of its layers, parameters or FLOPs.
+"""Read-only diagnostics of a model: summaries and counts of its layers, parameters or FLOPs,
+and watchers that hook its gradients (`wandb.watch`).
 
 A script runs them once, before training, on the plain model; they train nothing, so they may
 see the model before `accelerator.prepare(...)` as the original's did. Those that trace a
@@ -21,11 +22,14 @@ DEVICE_AS_TEXT = {"torchsummary.summary", "torchsummary.summary_string"}
 READING = {
     "fvcore.nn.parameter_count", "fvcore.nn.parameter_count_table", "torchinfo.ModelStatistics",
 }  # fmt: skip
+# Watchers that register hooks on the model's modules and parameters and run nothing: the
+# hooks stay on the module a DDP wrap holds, and fire in its forward and backward.
+WATCHING = {"wandb.watch"}
 
 
 def is_diagnostic(qualified: str | None) -> bool:
     """Is `qualified` (a callee's qualified name) a read-only diagnostic of a model?"""
-    return qualified in TRACING or qualified in READING
+    return qualified in TRACING or qualified in READING or qualified in WATCHING
 
 
 def traces_forward(qualified: str | None) -> bool:

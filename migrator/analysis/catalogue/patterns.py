@@ -36,10 +36,14 @@ DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.d
                    "torch_geometric.datasets.")  # fmt: skip
 SCALER_CLASSES = {"GradScaler"}
 ACCELERATOR_CLASSES = {"Accelerator"}
-LOADER_WRAPPERS = {
-    "enumerate", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
-    "tqdm.rich.tqdm", "rich.progress.track", "track",
+# tqdm's bar class under each of its module paths (`from tqdm import tqdm_notebook`, the
+# legacy notebook spelling, `tqdm.autonotebook`, `tqdm.std`)
+TQDM_CLASSES = {
+    "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.rich.tqdm",
+    "tqdm.autonotebook.tqdm", "tqdm.std.tqdm", "tqdm.tqdm_notebook",
+    "tqdm.notebook.tqdm_notebook", "tqdm.gui.tqdm", "tqdm.tqdm_gui",
 }  # fmt: skip
+LOADER_WRAPPERS = {"enumerate", "iter", "rich.progress.track", "track", *TQDM_CLASSES}
 # Calls that yield the items of their first argument (`islice(loader, n)`), of every positional
 # argument (`zip(a, b)`), and methods known to do so by name (the MetricLogger of torchvision's
 # references, copied into DETR, DINO, DeiT, MAE: `metric_logger.log_every(loader, freq, header)`).
@@ -354,10 +358,10 @@ CLIP_FUNCTIONS = {
     "torch.nn.utils.clip_grad.clip_grad_norm_": "clip_grad_norm_",
     "torch.nn.utils.clip_grad.clip_grad_value_": "clip_grad_value_",
 }
-PROGRESS_BARS = {"tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.trange",
-                 "tqdm.auto.trange", "trange"}  # fmt: skip
+PROGRESS_BARS = {*TQDM_CLASSES, "tqdm.trange", "tqdm.auto.trange", "trange",
+                 "tqdm.notebook.trange", "tqdm.tnrange", "tqdm.notebook.tnrange"}  # fmt: skip
 # tqdm's print beside the bars (a class method, through any spelling of the class)
-BAR_PRINTS = {"tqdm.tqdm.write", "tqdm.auto.tqdm.write", "tqdm.notebook.tqdm.write", "tqdm.write"}
+BAR_PRINTS = {f"{name}.write" for name in TQDM_CLASSES} | {"tqdm.write"}
 # shown to the user like a print: one window per process, unless on the main process only
 FIGURE_SHOWS = {"matplotlib.pyplot.show"}
 DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",

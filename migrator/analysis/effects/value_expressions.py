@@ -61,6 +61,9 @@ class ValueExpressions:
             return Value(held.extent, _taken(held.roles))  # `loaders[phase]`: a loader
         if isinstance(expr, ast.Lambda):
             return NOTHING
+        if isinstance(expr, ast.IfExp):  # `tqdm(loader) if progress else loader`: either
+            self._eval(expr.test, scope)
+            return join(self._eval(expr.body, scope), self._eval(expr.orelse, scope))
         if isinstance(expr, ast.BinOp):
             return arithmetic(expr.op, self._eval(expr.left, scope), self._eval(expr.right, scope))
         if isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp)):

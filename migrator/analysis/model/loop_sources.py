@@ -115,8 +115,9 @@ class LoopSources(ContainerSources):
         if all(_batch_sequence(b.value, self.imports) for b in bindings):
             return NOT_LOADER_ITEMS  # `batches = list(zip(x.split(64), y.split(64)))`
         found: list[LoopSource] = []
-        for binding in bindings:
-            value = binding.value
+        # `loop = tqdm(loader) if progress else loader`: each side is a binding of its own
+        values = [side for b in bindings for side in _sides(b.value)]
+        for value in values:
             if isinstance(value, ast.Subscript):  # `dataloader = dataloaders[phase]`
                 held = self._container_loaders(value, origin.scope)
                 if held is None:
@@ -127,14 +128,14 @@ class LoopSources(ContainerSources):
             # `bar = tqdm(self.loader)` / `bar = self.loader` by a flag; one alias (and
             # `self.loader = loader`) is the loader itself
             named = isinstance(value, (ast.Name, ast.Attribute)) and patterns.name_of(value)
-            alias = bool(named) and len(bindings) > 1 and "." not in name
+            alias = bool(named) and len(values) > 1 and "." not in name
             if not alias and (
                 not isinstance(value, ast.Call) or not self._wrapped(value, origin.scope)
             ):
                 return None
             source = self._unwrap(value, origin.scope, seen)
             if source is None or (alias and source.inline is not None):
-                return NOT_LOADER_ITEMS if len(found) == 0 and len(bindings) == 1 else None
+                return NOT_LOADER_ITEMS if len(found) == 0 and len(values) == 1 else None
             found.append(source)
         first = found[0]
         if any(f.scope is not first.scope or f.inline is not None or f.batches is not None
@@ -252,6 +253,13 @@ class LoopSources(ContainerSources):
         return None
 
     # -- training loops ----------------------------------------------------------------------
+
+
+def _sides(value: ast.expr | None) -> list:
+    """The values a binding may hold: both sides of `a if flag else b`, else the value."""
+    if isinstance(value, ast.IfExp):
+        return [*_sides(value.body), *_sides(value.orelse)]
+    return [value]
 
 
 def _strip_enumerate(expr: ast.expr) -> ast.expr:
