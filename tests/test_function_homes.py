@@ -179,7 +179,8 @@ def test_module_code_calling_the_function_before_the_loader_is_prepared_is_refus
     )
     assert output is None
     assert any(
-        "module-level code calls `train()` at line 19, before `loader` is made and prepared" in m
+        "`loader` used at line 19 (by `train()`, which trains with it) before `loader` defined "
+        "at line 20" in m
         for m in warnings(findings)
     ), warnings(findings)
 

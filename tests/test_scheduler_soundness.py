@@ -129,3 +129,43 @@ def test_a_schedule_valid_past_its_end_in_an_epoch_loop_is_prepared(schedule):
     output, notes = migrate(schedule, EPOCH_LOOP)
     assert "model, optimizer, loader, scheduler = accelerator.prepare(" in output
     assert not notes
+
+
+def test_prepare_comes_before_the_loader_length_a_later_import_follows():
+    """`total_steps = len(loader) * epochs` and then `from torch.optim.lr_scheduler import
+    LambdaLR` (h8 ps-slm): prepare goes before the length is read, not after the import past
+    it, so the schedule is sized by the prepared loader as its note says."""
+    source = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train(epochs):
+    loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    total_steps = len(loader) * epochs
+    warmup_steps = total_steps // 10
+    from torch.optim.lr_scheduler import LambdaLR
+
+    def lr_lambda(step):
+        if step < warmup_steps:
+            return step / max(1, warmup_steps)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    scheduler = LambdaLR(optimizer, lr_lambda)
+    for _ in range(epochs):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+
+
+train(2)
+"""
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    prepare = output.index("model, optimizer, loader = accelerator.prepare(")
+    assert prepare < output.index("total_steps = len(loader) * epochs")

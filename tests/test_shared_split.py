@@ -94,3 +94,51 @@ def test_the_migrated_split_is_drawn_alike_on_two_processes(tmp_path):
     launch(script, tmp_path)
     drawn = [(tmp_path / f"val{rank}.txt").read_text() for rank in range(2)]
     assert drawn[0] == drawn[1] and len(eval(drawn[0])) == 8
+
+
+SEEDED_LATER = """\
+import random
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset, random_split
+
+
+def set_seed(value):
+    random.seed(value)
+    np.random.seed(value)
+    torch.manual_seed(value)
+
+
+def make_loaders():
+    data = TensorDataset(torch.randn(40, 4), torch.randn(40, 1))
+    train_set, val_set = random_split(data, [30, 10])
+    return DataLoader(train_set, batch_size=5, shuffle=True), DataLoader(val_set, batch_size=5)
+
+
+def main():
+    {first}
+    {second}
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in train_loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+main()
+"""
+LOADERS = "train_loader, val_loader = make_loaders()"
+
+
+@pytest.mark.parametrize("seed", ["set_seed(42)", "torch.manual_seed(42)"])
+def test_a_seed_set_after_the_split_does_not_make_it_alike(seed):
+    """`set_seed(42)` in `main()` after the loaders (and their split) are made (h8
+    name_classifier): each process drew its own split; the seed comes too late."""
+    output, findings = migrate_text(SEEDED_LATER.format(first=LOADERS, second=seed))
+    assert output is not None, [f.message for f in findings]
+    assert "random_split(data, [30, 10], generator=torch.Generator().manual_seed(0))" in output
+    seeded, _ = migrate_text(SEEDED_LATER.format(first=seed, second=LOADERS))
+    assert "random_split(data, [30, 10])\n" in seeded

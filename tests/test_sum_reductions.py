@@ -60,6 +60,16 @@ def test_a_sum_over_a_number_alike_on_every_process_is_summed():
         assert _reduction(start, "loss.item()", read) == "sum", start
 
 
+def test_a_sum_read_over_the_data_set_size_and_as_it_is_is_summed():
+    """`print(total / len(loader.dataset))` and the sum kept as it is (h8 VAE: printed 1/N of
+    the original's average loss): both read the sum over every process's batches."""
+    for reads in (
+        'print("Loss", total / len(loader.dataset))\n    history = [total]',
+        'print("Loss", total / len(loader.dataset), "sum", total)',
+    ):
+        assert _reduction("total = 0.0", "loss.item()", reads) == "sum", reads
+
+
 def test_a_sum_divided_by_this_processs_batch_count_is_averaged():
     reads = {
         "len of the bar": 'print("Loss", total / len(bar))',
@@ -182,3 +192,68 @@ def test_a_per_batch_number_reduced_in_an_evaluation_says_the_last_batches_are_e
     assert len(notes) == 1  # once for the loop, naming what it reduces
     assert notes[0].startswith("the per-batch numbers this loop reduces over the processes (`loss`")
     assert "gather_for_metrics" in notes[0]
+
+
+DEEP = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8, shuffle=True)
+
+
+def reconstruction(out, x):
+    return torch.nn.functional.mse_loss(out, x, reduction="sum")
+
+
+def loss_function(out, x, mu):
+    return reconstruction(out, x) + mu.pow(2).sum()
+
+
+class AutoEncoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return h, h.mean(dim=1)
+
+
+def train(model, train_loader, optimizer, epoch):
+    train_loss = 0
+    for (x,) in train_loader:
+        optimizer.zero_grad()
+        out, mu = model(x)
+        loss = loss_function(out, x, mu)
+        loss.backward()
+        train_loss += loss.item()
+        optimizer.step()
+    print("epoch", epoch, "average", train_loss / len(train_loader.dataset))
+    return train_loss
+
+
+def start_train(model):
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return [train(model, loader, optimizer, epoch) for epoch in range(2)]
+
+
+def main():
+    print(start_train(AutoEncoder()))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_loss_computed_calls_deep_is_still_this_processs_share():
+    """A loss helper reached four calls from the module (main -> start_train -> train ->
+    loss_function -> reconstruction): past the depth the engine walks, a call counts what its
+    arguments count, so the running sum of its losses is still this process's share and is
+    reduced (h8 VAE printed 1/N of the average with no word)."""
+    output, findings = migrate_text(DEEP)
+    assert output is not None, [f.message for f in findings]
+    assert (
+        "    train_loss = accelerator.reduce(torch.tensor(train_loss, device=accelerator.device)"
+        ', "sum").item()\n'
+    ) in output

@@ -160,3 +160,48 @@ for epoch in range(2):
     padded = source.replace("batch_size=8, drop_last=True)", "batch_size=8)")
     _output, findings = migrate_text(padded)
     assert [f.code for f in findings if "even_batches" in f.message] == ["MIG031"]
+    dropped = [f for f in migrate_text(source)[1] if "drop_last=True" in f.message]
+    assert [f.code for f in dropped] == ["MIG031"]
+    assert "drops the last round of batches" in dropped[0].message
+
+
+EVALUATED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def batches(data, batch_size, train):
+    return DataLoader(data, batch_size=batch_size, shuffle=train, drop_last=True)
+
+
+data = TensorDataset(torch.randn(100, 4), torch.randint(0, 3, (100,)))
+train_batches = batches(data, 8, True)
+val_batches = batches(data, 8, False)
+model = torch.nn.Linear(4, 3)
+opt = torch.optim.Adam(model.parameters())
+for epoch in range(2):
+    for x, y in train_batches:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    correct, seen = 0, 0
+    with torch.no_grad():
+        for x, y in val_batches:
+            predicted = model(x).argmax(1)
+            correct += (predicted == y).sum().item()
+            seen += y.size(0)
+    print(correct / seen)
+"""
+
+
+def test_a_gathered_evaluation_says_a_dropped_last_round_counts_fewer_samples():
+    """`return DataLoader(..., drop_last=True)` from a helper (h8 speech notebook): the gathered
+    metrics miss the last round of batches the prepared loader drops, which the original
+    evaluated; the note says so (and no padding note says samples repeat)."""
+    output, findings = migrate_text(EVALUATED)
+    assert output is not None, [f.message for f in findings]
+    assert "accelerator.gather_for_metrics((predicted, y))" in output
+    messages = [f.message for f in findings if f.code == "MIG031"]
+    assert len(messages) == 1 and "`val_batches` drops its last incomplete batch" in messages[0]
+    assert not [f for f in findings if "even_batches" in f.message]

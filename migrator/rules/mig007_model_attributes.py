@@ -207,7 +207,9 @@ def _other_methods(facts) -> list:
 
 
 def _main_only(context: RuleContext, scope, statement) -> bool:
-    """Does `statement` run on the main process only (under a guard, or in a function only
-    guarded code calls)?"""
+    """Does `statement` run on the main process only, at least at some run of it (under a
+    guard, or in a function some guarded code calls)?"""
     processes = context.processes
-    return processes.scope_status(scope) != DEAD and not processes.runs_on_every_process(statement)
+    if processes.scope_status(scope) == DEAD:
+        return False
+    return not processes.runs_on_every_process(statement) or processes.partly_main(scope)

@@ -40,7 +40,7 @@ class UnusedParameters(Rule):
         for unused in found:
             context.findings.append(Finding(code="MIG008", level="note", node=unused.node, message=(
                 f"`{unused.model}` ({unused.cls}) may leave parameters without a gradient "
-                f"({_listed(unused)}: not read by its forward, or only under an `if`): DDP is "
+                f"({_listed(unused)}: {unused.why}): DDP is "
                 "made with find_unused_parameters=True, which finds them at every step")))  # fmt: skip
 
 

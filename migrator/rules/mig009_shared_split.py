@@ -16,9 +16,9 @@ a Dataset's `__getitem__`: per-sample randomness is left) - draws from its own R
 `random_state=0`, `generator=torch.Generator().manual_seed(0)`.
 
 A file that seeds the RNG the split draws from (`torch.manual_seed`, `np.random.seed`,
-`random.seed`, `set_seed`, `seed_everything`, anywhere in the program) is taken as drawing
-alike on every process, and a split given its own generator or `random_state` is left as it
-is."""
+`random.seed`, `set_seed`, `seed_everything`) before the split runs - read where one scope
+reaches both; anywhere, where none does - is taken as drawing alike on every process, and a
+split given its own generator or `random_state` is left as it is."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from migrator.analysis.catalogue.randomness import (
     is_draw,
     is_seed,
 )
+from migrator.analysis.model.origins import calls_of
 from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
@@ -59,13 +60,14 @@ class SharedSplit(Rule):
         if not any(context.prepared(name) for name in context.facts.loaders):
             return  # nothing is sharded: each process's split is its own business
         imports = context.facts.index.imports
-        called = _alike_seeds(context)
-        seeded_torch = bool(called & TORCH_SEEDS) or _seeds_every_rng(called)
-        seeded_numpy = bool(called & NUMPY_SEEDS) or _seeds_every_rng(called)
-        seeded_python = bool(called & PYTHON_SEEDS) or _seeds_every_rng(called)
+        seeds = _alike_seeds(context)
         for scope in every_process_scopes(context):
             for site in scope.calls:
                 qualified = imports.qualify(site.node.func) or ""
+                called = {name for name, seed in seeds if _runs_before(context, seed, site)}
+                seeded_torch = bool(called & TORCH_SEEDS) or _seeds_every_rng(called)
+                seeded_numpy = bool(called & NUMPY_SEEDS) or _seeds_every_rng(called)
+                seeded_python = bool(called & PYTHON_SEEDS) or _seeds_every_rng(called)
                 if qualified in TORCH_SPLITS and not seeded_torch:
                     self._seed(context, site, "generator", _generator(context), "torch")
                 elif qualified in SKLEARN_SPLITS and not seeded_numpy:
@@ -113,7 +115,8 @@ class SharedSplit(Rule):
 
         context.edits.rewrite(call, rewrite)
         context.findings.append(Finding(code="MIG009", level="note", node=call, message=(
-            f"this split draws from the {rng} RNG, which nothing seeds: on N processes each would "
+            f"this split draws from the {rng} RNG, which nothing seeds before it: on N processes "
+            "each would "
             f"draw its own split (one process's validation samples another's training "
             f"samples); it is drawn with `{keyword}={value}` on every process - the original drew "
             "a new split each run") if split else _set_up_note(rng, f"`{keyword}={value}`")))  # fmt: skip
@@ -121,7 +124,8 @@ class SharedSplit(Rule):
 
 def _set_up_note(rng: str, seeded: str) -> str:
     return (
-        f"this draws from the {rng} RNG, which nothing seeds, while the data is set up: on N "
+        f"this draws from the {rng} RNG, which nothing seeds before it, while the data is set "
+        "up: on N "
         "processes each would order or pick its data its own way (a loader sharded by index "
         "would then give some samples to two processes and others to none); it draws with "
         f"{seeded} on every process - the original drew anew each run"
@@ -159,18 +163,42 @@ def _data_frame_sample(call: ast.Call) -> bool:
     )
 
 
-def _alike_seeds(context: RuleContext) -> set[str]:
-    """The seeding functions the program calls with a seed that is the same on every process:
-    not one drawn at random itself (`np.random.seed(random.randint(1, 100))`, a seed bound to
-    such a draw or to the clock), which seeds each process apart."""
+def _alike_seeds(context: RuleContext) -> list[tuple[str, object]]:
+    """The calls of seeding functions with a seed that is the same on every process (each
+    with its qualified name): not one drawn at random itself (`np.random.seed(random.randint(
+    1, 100))`, a seed bound to such a draw or to the clock), which seeds each process apart."""
     imports = context.facts.index.imports
-    found = set()
+    found = []
     for site in context.facts.index.calls():
         qualified = imports.qualify(site.node.func) or ""
         if not is_seed(qualified):
             continue
         if not any(_drawn(context, site.scope, a, 0) for a in site.node.args):
-            found.add(qualified)
+            found.append((qualified, site))
+    return found
+
+
+def _runs_before(context: RuleContext, seed, draw) -> bool:
+    """Does the seeding call run before the draw? Read in the innermost scope reaching both
+    (`set_seed(42)` in `main()` after `loaders = make_loaders()` whose split draws first, h8
+    name_classifier: no); where no scope reaches both, yes, unless the module's code reaches
+    the draw and not the seed (a seeding function nothing calls)."""
+    seeds, draws = _lines_by_scope(context, seed), _lines_by_scope(context, draw)
+    shared = [key for key in draws if key in seeds]  # the draw's own scope first, then out
+    if not shared:  # a seed in a function nothing here calls, while module code draws: no
+        module = id(context.facts.index.module_scope)
+        return not (module in draws and module not in seeds)
+    innermost = shared[0]
+    return min(seeds[innermost]) < min(draws[innermost])
+
+
+def _lines_by_scope(context: RuleContext, site, depth: int = 0) -> dict[int, list[int]]:
+    """id(scope) -> the lines in it that reach `site`: its own, and its callers' calls."""
+    found = {id(site.scope): [site.node.lineno]}
+    if site.scope.kind == "function" and depth < 4:
+        for caller in calls_of(context.facts.index, site.scope):
+            for key, lines in _lines_by_scope(context, caller, depth + 1).items():
+                found.setdefault(key, []).extend(lines)
     return found
 
 

@@ -31,11 +31,11 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue.patterns import name_of, preorder
-from migrator.analysis.distributed.facts import NUM_PROCESSES
 from migrator.analysis.roles.facts import DataRegion
-from migrator.analysis.syntax.index import Block, Line, Loop, Scope
+from migrator.analysis.syntax.index import Block, Line, Loop
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.hand_reductions import drop_hand_reductions
 from migrator.rules.metric_forwards import hoisted_forward, region_models
 from migrator.rules.metric_values import (
     PerBatchValues,
@@ -46,7 +46,7 @@ from migrator.rules.metric_values import (
     read_after,
     reduce_in_place,
 )
-from migrator.rules.padded_batches import drops_last, padding_note
+from migrator.rules.padded_batches import dropped_note, drops_last, padding_note
 
 ACCUMULATING_METHODS = {"append", "extend", "update", "add_batch", "add", "add_"}
 COLLECTIVES = {"gather_for_metrics", "gather", "reduce"}
@@ -65,15 +65,17 @@ class EvalMetrics(Rule):
             loop = region.loop
             if loop is None or loop not in facts.eval_loops:
                 continue
-            if region.loader is None or not context.prepared(region.loader.name):
-                continue
+            if region.loader is None or not all(
+                feed is not None and context.prepared(feed.name) for feed in region.feeds
+            ):
+                continue  # (a helper's loop: every call's loader, `loader_params`)
             body = _body_block(context, loop)
             if body is not None:
                 walker = _Walker(context, region, loop)
                 # the loop's batch names (seeds) too: the walk follows them statement by
                 # statement (`images, masks = to_device(images, masks)` keeps them batches)
                 walker.block(body, {*region.names, *region.seeds})
-                _drop_hand_reductions(context, region.scope, walker.metrics)
+                drop_hand_reductions(context, region.scope, walker.metrics)
 
 
 class _Walker:
@@ -163,6 +165,7 @@ class _Walker:
             self.context.need_accelerator_before(
                 block, index, "accelerator.gather_for_metrics(...)"
             )
+            self._say_ends()
         local.difference_update(names)
         self.gathered.update(names)
         self.metrics.add(_accumulator(small))
@@ -213,11 +216,19 @@ class _Walker:
         for name in numbers:  # a tensor already (`self.values.scalars`): reduced as it is
             insert_reduction(context, block, index, name, reduction, name in self.values.scalars)
         context.need_accelerator_before(block, index, "accelerator.reduce(...)")
-        if not self.padding_said:
-            self.padding_said = True
-            name = self.region.loader.name
-            if not drops_last(context.tree, context.facts.index.imports, name):
-                padding_note(context, self.loop, name, numbers)
+        self._say_ends(numbers)
+
+    def _say_ends(self, numbers=()) -> None:
+        """Once a loop: what the prepared loader does at the end of the data - repeats that
+        a batch-by-batch reduction counts, or (`drop_last=True`) a last round dropped."""
+        if self.padding_said:
+            return
+        self.padding_said = True
+        name = self.region.loader.name
+        if drops_last(self.context.tree, self.context.facts.index.imports, name):
+            dropped_note(self.context, self.loop, name)
+        elif numbers:
+            padding_note(self.context, self.loop, name, numbers)
 
     def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
         """`names`, and the per-process names that later metric statements of this block read
@@ -302,49 +313,6 @@ def _accumulator(small: ast.stmt) -> str | None:
         func = small.value.func
         return name_of(func.value) if isinstance(func, ast.Attribute) else None
     return None
-
-
-def _drop_hand_reductions(context: RuleContext, scope: Scope, metrics: set[str]) -> None:
-    """`dist.all_reduce(t)` of a gathered metric, or of a tensor built from one, goes (MIG010
-    would make it `accelerator.reduce`), with `t /= world_size` after it."""
-    metrics = {m for m in metrics if m}
-    grew = True
-    while grew:  # names computed from metrics, in this function
-        grew = False
-        for name, bindings in scope.bindings.items():
-            if name not in metrics and any(
-                b.value is not None and set(_names_in(b.value)) & metrics for b in bindings
-            ):
-                metrics.add(name)
-                grew = True
-    for reduction in context.facts.distributed.reductions:
-        if (
-            reduction.tensor in metrics
-            and reduction.site.scope is scope
-            and reduction.site.small is not None
-        ):
-            context.edits.remove(reduction.site.small)
-            _drop_world_size_division(context, scope, reduction.tensor)
-
-
-def _drop_world_size_division(context: RuleContext, scope: Scope, tensor: str) -> None:
-    for binding in scope.bindings.get(tensor, []):
-        small = binding.small
-        if (
-            isinstance(small, ast.AugAssign)
-            and isinstance(small.op, ast.Div)
-            and _is_world_size(context, scope, small.value)
-        ):
-            context.edits.remove(small)
-
-
-def _is_world_size(context: RuleContext, scope: Scope, expr: ast.expr) -> bool:
-    """A name holding the world size, or a `dist.get_world_size()` call (MIG010's facts)."""
-    facts = context.facts
-    if isinstance(expr, ast.Name):
-        return facts.rank_kind(scope, expr.id) == NUM_PROCESSES
-    return any(site.node is expr and kind == NUM_PROCESSES
-               for site, kind in facts.distributed.rank_calls)  # fmt: skip
 
 
 def _body_block(context: RuleContext, loop: Loop) -> Block | None:

@@ -41,22 +41,40 @@ def drops_last(tree: ast.AST, imports, loader: str) -> bool:
     """Does `loader` drop its last, incomplete batch (`DataLoader(..., drop_last=True)`)? A
     prepared loader that does evens nothing out: it drops the last round of batches instead,
     and nothing counts twice. Read from the DataLoader calls of the module: those bound to
-    `loader`'s name, else all of them (a loader handed over by a parameter)."""
-    made: list[tuple[str, bool]] = []
+    `loader`'s name, else all of them (a loader handed over by a parameter, or made in a
+    helper's `return DataLoader(...)`)."""
+    made: list[tuple[str | None, bool]] = []
+    bound: set[int] = set()
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and patterns.is_loader_call(node, imports)]  # fmt: skip
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
-            continue
-        if not patterns.is_loader_call(node.value, imports):
-            continue
-        dropped = any(
-            k.arg == "drop_last" and isinstance(k.value, ast.Constant) and k.value.value is True
-            for k in node.value.keywords
-        )
-        made += [(ast.unparse(target), dropped) for target in node.targets]
+        if isinstance(node, ast.Assign) and any(node.value is call for call in calls):
+            bound.add(id(node.value))
+            made += [(ast.unparse(t), _dropped(node.value)) for t in node.targets]
+    made += [(None, _dropped(call)) for call in calls if id(call) not in bound]
     last = loader.rsplit(".", 1)[-1]
-    named = [d for target, d in made if target == loader or target.rsplit(".", 1)[-1] == last]
+    named = [d for target, d in made
+             if target is not None and (target == loader or target.rsplit(".", 1)[-1] == last)]  # fmt: skip
     found = named or [d for _target, d in made]
     return bool(found) and all(found)
+
+
+def dropped_note(context: RuleContext, loop, loader: str) -> None:
+    """MIG031's note where the evaluation loader drops its last batch: prepared, it drops the
+    last round of batches that does not fill every process, more than the original skips."""
+    context.findings.append(Finding(code="MIG031", level="note", node=loop.node, message=(
+        f"`{loader}` drops its last incomplete batch (`drop_last=True`); prepared, it drops "
+        "the last round of batches that does not give every process one (up to N - 1 whole "
+        "batches more than the original skips), so the metrics gathered here may count fewer "
+        "samples than one process does; keep `drop_last=False` on an evaluation loader for "
+        "the whole set")))  # fmt: skip
+
+
+def _dropped(call: ast.Call) -> bool:
+    return any(
+        k.arg == "drop_last" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in call.keywords
+    )
 
 
 def _listed(names) -> str:

@@ -14,7 +14,8 @@ reduced_outputs.py), read from how the sum is built and how it is read after the
   by a number that is the same on every process and counts no batches (`total / 100`, `total
   / train_size` of a size computed before the loop), is the sum over every process's batches:
   `"sum"` (the processes' batches together are the original's, at the default N x global
-  batch, and a constant divisor scales the sum alike);
+  batch, and a constant divisor scales the sum alike), and so is one read both ways (printed
+  over `len(loader.dataset)` and returned as it is);
 - anything else (a divisor this cannot classify, reads of both kinds) is not reduced: None.
 """
 
@@ -60,8 +61,8 @@ class SumReduction:
             return MEAN
         if all(self._per_batch_increment(i.value) for i in increments) and classes <= {"raw"}:
             return MEAN  # `total += loss.item() / len(loader)`: averaged as it is added
-        if classes <= {"raw"}:
-            return SUM
+        if classes <= {"raw", "samples"}:
+            return SUM  # `print(total / len(loader.dataset))` and `return total`: the sum
         return None
 
     def _read(self, read: ast.AST, window: bool) -> str:

@@ -196,27 +196,37 @@ class DistributedFacts:
         scope = statement.block.scope
         for enclosing in statement.chain()[:-1]:
             test = getattr(enclosing.node, "test", None)
-            if isinstance(test, ast.Attribute) and test.attr in ("is_main_process",
-                                                                 "is_local_main_process"):  # fmt: skip
-                return True
-            if not (
-                isinstance(test, ast.Compare)
-                and len(test.ops) == 1
-                and isinstance(test.ops[0], ast.Eq)
-                and isinstance(test.comparators[0], ast.Constant)
-                and test.comparators[0].value == 0
-            ):
-                continue
-            left = test.left
-            if isinstance(left, ast.Name) and self.kind_of(scope, left.id) in RANK_KINDS:
-                return True
-            if self.launch is not None and self.launch.covers(left) and (
-                self.launch.kinds[left.attr] in RANK_KINDS
-            ):  # fmt: skip
-                return True
-            if isinstance(left, ast.Call) and getattr(left.func, "attr", None) == "get_rank":
+            # `if rank == 0 and step % k == 0:` holds on one process too
+            tests = (
+                test.values
+                if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)
+                else [test]
+            )
+            if any(self._main_test(scope, one) for one in tests):
                 return True
         return False
+
+    def _main_test(self, scope: Scope, test) -> bool:
+        """`is_main_process`, `rank == 0`, `args.rank == 0`, `dist.get_rank() == 0`."""
+        if isinstance(test, ast.Attribute) and test.attr in ("is_main_process",
+                                                             "is_local_main_process"):  # fmt: skip
+            return True
+        if not (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == 0
+        ):
+            return False
+        left = test.left
+        if isinstance(left, ast.Name) and self.kind_of(scope, left.id) in RANK_KINDS:
+            return True
+        if self.launch is not None and self.launch.covers(left) and (
+            self.launch.kinds[left.attr] in RANK_KINDS
+        ):  # fmt: skip
+            return True
+        return isinstance(left, ast.Call) and getattr(left.func, "attr", None) == "get_rank"
 
     def names_for(self, scope: Scope, name: str) -> list[str]:
         """`name` and the DDP wrappers that stand for it in `scope`."""

@@ -47,6 +47,7 @@ class Processes:
             if site.method is not None:
                 self._by_method.setdefault(site.method, []).append(site)
         self._references_of: dict[int, list] = {}
+        self._partly: set[int] | None = None
         self._solve()
 
     def runs_on_every_process(self, statement: Statement) -> bool:
@@ -55,6 +56,16 @@ class Processes:
 
     def scope_status(self, scope: Scope) -> str:
         return self.status.get(id(scope), DEAD)
+
+    def partly_main(self, scope: Scope) -> bool:
+        """Does some run of `scope` happen on the main process only: one of its calls is
+        guarded (`if rank == 0 and step % k == 0: evaluate(...)` beside an `evaluate(...)`
+        every process runs), or made in a function that is partly main? Its status says
+        every process; a collective in it would still wait for processes that never come,
+        and a DDP forward in it would sync with them."""
+        if self._partly is None:
+            self._partly = self._solve_partly()
+        return id(scope) in self._partly
 
     def guarded(self, statement: Statement) -> bool:
         """Under a main-process guard within its own scope."""
@@ -111,6 +122,31 @@ class Processes:
             # is an entry for code elsewhere, and runs where its class does
             return self.status[id(cls)]
         return self._join(statuses)
+
+    def _solve_partly(self) -> set[int]:
+        partly = {id(s) for s in self.index.scopes if self.status.get(id(s)) == MAIN}
+        changed = True
+        while changed:
+            changed = False
+            for scope in self.index.scopes:
+                if id(scope) in partly or scope.kind != "function":
+                    continue
+                for caller, statement in self._sites_of(scope):
+                    if id(caller) in partly or (
+                        self.status.get(id(caller)) == EVERY and self.guarded(statement)
+                    ):
+                        partly.add(id(scope))
+                        changed = True
+                        break
+        return partly
+
+    def _sites_of(self, scope: Scope) -> list[tuple[Scope, Statement]]:
+        """Where `scope` is called (a method: by its name anywhere) or named."""
+        parent = scope.parent
+        if parent is not None and parent.kind == "class":
+            sites = [*self._by_method.get(scope.name, []), *self.graph.callers(scope)]
+            return [(site.scope, site.statement) for site in sites]
+        return self._references(parent, scope.name)
 
     def _references(self, scope: Scope | None, name: str) -> list[tuple[Scope, Statement]]:
         """Where code reads `name` meaning the function or class `scope` defines."""

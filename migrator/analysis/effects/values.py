@@ -39,9 +39,9 @@ from migrator.analysis.effects.extents import (
     join,
 )
 from migrator.analysis.effects.frames import Frame, assigned_names, joined
-from migrator.analysis.effects.value_expressions import PREPARES, ValueExpressions
+from migrator.analysis.effects.prepared_objects import PreparedObjects
+from migrator.analysis.effects.value_expressions import ValueExpressions
 from migrator.analysis.model.calls import CallGraph
-from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.origins import argument_for
 from migrator.analysis.syntax.index import ModuleIndex, Scope
@@ -52,7 +52,7 @@ MAX_DEPTH = 3  # nested summaries of module functions
 RUNS = {"forward", "generate"}  # a prepared model's methods that run its forward
 
 
-class PerProcessValues(ValueExpressions):
+class PerProcessValues(PreparedObjects, ValueExpressions):
     def __init__(
         self, index: ModuleIndex, graph: CallGraph | None = None, roles: dict | None = None
     ) -> None:
@@ -67,6 +67,7 @@ class PerProcessValues(ValueExpressions):
         self.seen: dict[int, set[str]] = {}  # id(expression) -> its extents, every context
         self.roles_seen: dict[int, frozenset] = {}
         self.sites = {id(site.node): site for site in index.calls()}
+        self._globals: dict[str, Value | None] = {}  # module globals read prepared
         self._summaries: dict[tuple, Value] = {}
         self._active: list[int] = []
         self._changed = False
@@ -158,7 +159,11 @@ class PerProcessValues(ValueExpressions):
             self._bind_flat(callee, name, value)  # for closures reading it
             self._pass(callee, name, value)  # what every caller passes, for _caller_...
         if id(callee) in self._active or len(self._active) >= MAX_DEPTH:
-            return self.returns.get(id(callee), NOTHING)
+            # not walked again here (a recursion, or nested too deep): what it returned in
+            # the contexts walked, and what its arguments count, as for a call this engine
+            # does not read (a loss helper four calls down sums this process's batch)
+            counted = join(*parameters.values()).extent if parameters else CONST
+            return join(self.returns.get(id(callee), NOTHING), Value(counted))
         key = (id(callee), tuple(sorted(parameters.items(), key=lambda item: item[0])))
         if key not in self._summaries:
             self._active.append(id(callee))
@@ -213,7 +218,13 @@ class PerProcessValues(ValueExpressions):
         if name in self._frame.locals:
             return NOTHING  # not bound yet on this path
         owner = self._owner(scope, name)
-        return self.names.get((id(owner), name), NOTHING) if owner is not None else NOTHING
+        if owner is None:
+            return NOTHING
+        if owner is not scope and owner is self.index.module_scope:
+            final = self._prepared_global(name)
+            if final is not None:
+                return final
+        return self.names.get((id(owner), name), NOTHING)
 
     def _assign(self, scope: Scope, target: ast.AST, value: Value, source: ast.AST | None) -> None:
         name = patterns.name_of(target)
@@ -234,33 +245,6 @@ class PerProcessValues(ValueExpressions):
             if name is not None:
                 self._bind(scope, name, join(self._lookup(scope, name), Value(value.extent)))
 
-    def _prepared_parts(self, source: ast.AST | None, scope: Scope) -> list[Value] | None:
-        """`model, opt, loader = accelerator.prepare(model, opt, loader)`: each part's role."""
-        if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute)):
-            return None
-        if source.func.attr not in PREPARES or not self._is_accelerator(source.func.value, scope):
-            return None
-        return [self._prepared(arg, scope) for arg in source.args]
-
-    def _prepared(self, arg: ast.AST, scope: Scope) -> Value:
-        plain = self._eval(arg, scope)
-        if plain.roles & {"plainloader", "loader"}:
-            return Value(CONST, frozenset({"loader"}))
-        if plain.roles & {"optimizer", "scheduler"}:
-            return Value(CONST, plain.roles)
-        if plain.roles:  # made by a class of the program, or a model already
-            return Value(CONST, frozenset({"model"}))
-        known = self.known.get(patterns.name_of(arg) or chain_text(arg) or "")
-        if known is not None:  # what the analysis found it to be (a parameter, mostly)
-            return Value(CONST, frozenset({known}))
-        # what a caller elsewhere passes, unknown to the analysis too: a model where it is
-        # called, a loader where it is iterated
-        return Value(CONST, frozenset({"model", "loader"}))
-
-    def _is_accelerator(self, expr: ast.AST, scope: Scope) -> bool:
-        return "accelerator" in self._eval(expr, scope).roles
-
-    # -- statements ----------------------------------------------------------------------------
     def _statements(self, scope: Scope, body: list[ast.stmt]) -> None:
         for node in body:
             self._statement(scope, node)

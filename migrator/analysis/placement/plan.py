@@ -15,6 +15,7 @@ from then on) is prepared on its own just before that statement
 from __future__ import annotations
 
 import ast
+from types import SimpleNamespace
 
 from migrator.analysis.model.chains import chain_uses
 from migrator.analysis.placement.branches import branch_points, order_words
@@ -195,6 +196,15 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
                     runs.add(id(use.statement))  # a forward or a hand-over: never set-up
             elif kind == "soft":
                 soft.append(use.statement)
+    for site, read in _closure_trainings(facts, owner, names):
+        # `train_one_epoch()` of a function reading the objects from this scope (a closure,
+        # a global): a use of each, where it is called (in each branch that calls it)
+        hard.append(site.statement)
+        runs.add(id(site.statement))
+        for name in read:
+            hard_of.setdefault(name, []).append(site.statement)
+            used.setdefault(id(site.statement), name)
+        how.setdefault(id(site.statement), SimpleNamespace(kind="runs", callee=site.callee))
     if in_turn:  # `return model` after the loop reads the last pass's prepared model
         hard, soft = (within_loop(owner.body, in_turn[0][2], found) for found in (hard, soft))
     events = [s for stmts in defs.values() for s in stmts] + hard + soft
@@ -260,11 +270,37 @@ def _plan(facts: TrainingFacts) -> PreparePlan:
             )  # fmt: skip
     start = max([last_mandatory, *(last_def(n) for n in included)]) + 1
     plan.block = block
-    plan.index = max(start, after_imports(block, first_hard))
+    # after the imports made before it, not past a `len(loader)` a schedule is sized by
+    plan.index = max(start, after_imports(block, limit))
     plan.objects = [*mandatory, *included]
     if facts.loaderless:
         plan.notes.append(loaderless_note(facts, plan.objects))
     return plan
+
+
+def _closure_trainings(facts: TrainingFacts, owner, names: list[str]) -> list:
+    """The calls in `owner` of a function holding a training loop that reads some of `names`
+    from `owner` itself rather than receiving them (a nested `def train_one_epoch():` or a
+    module function over module globals), each with the names it reads."""
+    trainers = {id(loop.scope): loop.scope for loop in facts.training_loops
+                if loop.scope.kind == "function"}  # fmt: skip
+    found = []
+    for site in owner.calls:
+        for scope in trainers.values():
+            if site.callee != scope.name or not _visible_from(scope, owner):
+                continue
+            read = [n for n in names if n in scope.uses and not scope.is_local(n)
+                    and n not in scope.params]  # fmt: skip
+            if read:
+                found.append((site, read))
+                break
+    return found
+
+
+def _visible_from(function, owner) -> bool:
+    """`function` is defined in `owner` (a closure) or at module level beside it."""
+    parent = function.parent
+    return parent is owner or (parent is not None and parent.kind == "module")
 
 
 def _trains_and_rebinds(statement: Statement, training: set[str]) -> bool:

@@ -260,6 +260,8 @@ def use_words(use) -> str:
     object does, for MIG900; empty where the line says it."""
     if use is None:
         return ""
+    if use.kind == "runs":  # a call of a function that trains on it, reading it from here
+        return f" (by `{use.callee}()`, which trains with it)"
     if use.kind == "call":
         return " (a forward)"
     if use.kind == "arg" and use.call is not None:

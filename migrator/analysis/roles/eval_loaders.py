@@ -24,10 +24,17 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.effects.processes import DEAD, Processes
 from migrator.analysis.model.chains import chain_text, split_chain
 from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.loader_values import LoaderValues
-from migrator.analysis.model.origins import Origin, bindings_of, calls_of, value_call
+from migrator.analysis.model.origins import (
+    Origin,
+    argument_for,
+    bindings_of,
+    calls_of,
+    value_call,
+)
 from migrator.analysis.roles import explain
 from migrator.analysis.roles.facts import TrainingFacts
 from migrator.analysis.syntax.index import Loop, ModuleIndex
@@ -142,12 +149,13 @@ class EvalLoaders:
                 if not (source.loaders or source.held) or not runs:
                     continue
                 origins = [facts.origin(source.scope, name) for name in source.loaders]
+                origins = self._through_calls(source.scope, source.loaders, origins)
                 untraced = [name for name, found in zip(source.loaders, origins)
-                            if found is None or not self._is_loader(found)]  # fmt: skip
+                            if found is None or (not isinstance(found, tuple)
+                                                 and not self._is_loader(found))]  # fmt: skip
+                origins = [o for found in origins for o in _each(found)]
                 if untraced:  # a loader, or a list of tensors? The model it runs says which
-                    if self._runs_model(loop) and not facts.distributed.one_process_only(
-                        loop.statement
-                    ):
+                    if self._runs_model(loop) and not self._one_process_only(loop.statement):
                         for name in untraced:
                             self._plain_note(loop, name, self._untraced(source.scope, name))
                     continue
@@ -160,11 +168,12 @@ class EvalLoaders:
                 ):  # fmt: skip
                     continue  # `for i in self.tracked_ids:` kept beside the loader, no forward
                 names = [found.name for found in origins] or [None]  # None: held, unnamed
-                if facts.distributed.one_process_only(loop.statement):
+                if self._one_process_only(loop.statement):
                     for name in names:  # `if rank == 0:` evaluates the whole set on one
                         self._plain_note(loop, name, "the loop runs on one process only "
-                                         "(under a main-process or rank-0 test), which "
-                                         "evaluates the whole set")  # fmt: skip
+                                         "(under a main-process or rank-0 test, or in a "
+                                         "function called there), which evaluates the "
+                                         "whole set")  # fmt: skip
                     continue
                 away = [found for found in origins if found.scope is not facts.owner]
                 why = next((w for found in away if (w := self._no_home(found)) is not None), None)
@@ -184,6 +193,44 @@ class EvalLoaders:
                         facts.eval_loaders.append(found.name)
                 # in a container with no name of their own: prepared in place where it is made
                 facts.held_loaders += [h for h in source.held if h not in facts.held_loaders]
+
+    def _one_process_only(self, statement) -> bool:
+        """`statement` runs on one process only at some run of it: under `if rank == 0:` in
+        its own scope, or in a function one of whose calls is (`if rank == 0 and step % k ==
+        0: evaluate(...)`, beside an `evaluate(...)` every process runs): a gather or reduce
+        there would wait for processes that never come (h8 ps-slm hung)."""
+        if self.facts.distributed.one_process_only(statement):
+            return True
+        if getattr(self, "_processes", None) is None:
+            self._processes = Processes(self.index)
+        processes, scope = self._processes, statement.block.scope
+        if processes.scope_status(scope) == DEAD:
+            return False
+        return processes.guarded(statement) or processes.partly_main(scope)
+
+    def _through_calls(self, scope, names: list[str], origins: list) -> list:
+        """A loader parameter its calls fill with different loaders (`evaluate(model,
+        train_loader)`, `evaluate(model, val_loader)`): the loaders of every call, where each
+        is a loader this file makes (each is prepared, and the loop draws from prepared ones
+        only); else None, as before. Recorded for the loop's region (`loader_params`)."""
+        found = []
+        for name, origin in zip(names, origins):
+            if origin is not None or name not in scope.params or scope.kind != "function":
+                found.append(origin)
+                continue
+            each = []
+            for site in calls_of(self.index, scope):
+                argument = argument_for(site.node, scope, name)
+                named = patterns.name_of(argument) if argument is not None else None
+                origin_at = self.facts.origin(site.scope, named) if named is not None else None
+                if origin_at is None or not self._is_loader(origin_at):
+                    each = []
+                    break
+                each.append(origin_at)
+            found.append(tuple(dict.fromkeys(each)) or None)
+            if each:
+                self.facts.loader_params[(id(scope), name)] = list(dict.fromkeys(each))
+        return found
 
     def _made_as_loader(self, origin: Origin) -> bool:
         """`origin` is a loader by what makes it (not only by where it is received)."""
@@ -255,6 +302,13 @@ class EvalLoaders:
             f"{loader}, which the loop at line {loop.node.lineno} evaluates on, is not "
             f"prepared: {why}; every process runs the whole set (the same numbers, "
             "N times the work)")))  # fmt: skip
+
+
+def _each(found) -> list:
+    """The origins one loader name stands for: one, or every call's (a tuple)."""
+    if isinstance(found, tuple):
+        return list(found)
+    return [found]
 
 
 def _note(loop: Loop, message: str) -> Finding:

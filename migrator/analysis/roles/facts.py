@@ -87,6 +87,9 @@ class TrainingFacts:
     optimizers: list[str] = field(default_factory=list)
     train_loaders: list[str] = field(default_factory=list)
     eval_loaders: list[str] = field(default_factory=list)
+    # a loop's loader parameter its calls fill with different loaders of this file: (id of
+    # the function, parameter) -> the loaders of its calls (eval_loaders.py)
+    loader_params: dict[tuple[int, str], list[Origin]] = field(default_factory=dict)
     schedulers: list[SchedulerRole] = field(default_factory=list)
     regions: list[DataRegion] = field(default_factory=list)
     device_bindings: list[Binding] = field(default_factory=list)

@@ -79,12 +79,18 @@ class DataRegions:
                 first = target.elts[0]
                 if isinstance(first, ast.Name):
                     seeds.discard(first.id)
+            feeds = None
             if source.loaders:
                 loader = facts.origin(source.scope, source.loaders[0])
+                key = (id(source.scope), source.loaders[0])
+                if loader is None and key in facts.loader_params:  # every call's loader
+                    feeds = facts.loader_params[key]
+                    loader = feeds[0]
             else:  # a DataLoader built in place (MIG006 names and prepares it)
                 loader = Origin(source.scope, INLINE_LOADER)
             region = DataRegion(scope=loop.scope, loop=loop, loader=loader, seeds=seeds,
-                                seed_statements=source.batch_statements, feeds=[loader])  # fmt: skip
+                                seed_statements=source.batch_statements,
+                                feeds=feeds or [loader])  # fmt: skip
             inline[id(region)] = source.inline
             facts.regions.append(region)
         # Helpers called with batch data inside a region receive it as a parameter.
