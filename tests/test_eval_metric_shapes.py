@@ -180,3 +180,59 @@ def test_batch_names_rebound_through_a_helper_are_gathered_with_the_predictions(
     output, findings = migrate_text(source.format(body="        tracker.update(predicted, y)\n"))
     assert output is not None, [f.message for f in findings]
     assert "predicted, y = accelerator.gather_for_metrics((predicted, y))\n" in output, output
+
+
+AGGREGATES = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def run(lam):
+    train = DataLoader(TensorDataset(torch.randn(64, 4), torch.randint(0, 3, (64, 5))), batch_size=8)
+    val = DataLoader(TensorDataset(torch.randn(40, 4), torch.randint(0, 3, (40, 5))), batch_size=8)
+    model = torch.nn.Linear(4, 15)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in train:
+        out = model(x).view(-1, 5, 3)
+        loss = torch.nn.functional.cross_entropy(out.reshape(-1, 3), y.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    values = []
+    with torch.no_grad():
+        for x, y in val:
+            out = model(x).view(-1, 5, 3)
+            classes = torch.argmax(out, dim=2)
+            {metric}
+            values.append(value)
+    print(sum(values) / len(values))
+
+
+run(0.5)
+"""
+
+
+def test_a_value_summed_over_the_batch_is_reduced_not_gathered():
+    """A per-batch aggregate is no tensor of samples: `gather_for_metrics` of it stacks one
+    per process, and its last-batch cut, by samples, mixed processes up (h9 POS tagger:
+    `sum(torch.eq(pred, y)) / len(pred)`, a per-position accuracy, crashed at the sum; h9
+    parser: `lam * loss_a + (1 - lam) * loss_b` printed a vector of per-process losses)."""
+    metrics = [
+        "value = sum(torch.eq(classes, y)) / len(classes)",
+        "value = torch.sum(torch.eq(classes, y).float()) / y.numel()",
+        (
+            "a = torch.nn.functional.cross_entropy(out.reshape(-1, 3), y.reshape(-1))\n"
+            "            b = out.abs().mean()\n"
+            "            value = (lam * a) + ((1 - lam) * b)"
+        ),
+    ]
+    for metric in metrics:
+        output, findings = migrate_text(AGGREGATES.format(metric=metric))
+        assert output is not None, (metric, [f.message for f in findings])
+        assert "gather_for_metrics" not in output, metric
+        assert 'value = accelerator.reduce(value, "mean")' in output, metric
+
+
+def test_per_sample_values_are_still_gathered():
+    output, _ = migrate_text(AGGREGATES.format(metric="value = torch.eq(classes, y).float()"))
+    assert "gather_for_metrics" in output

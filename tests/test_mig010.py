@@ -489,3 +489,21 @@ def test_a_model_with_unused_parameters_trains_on_two_processes_with_the_handler
                           timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("trained") == 1  # accelerator.print: the main process
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "model = torch.nn.Linear(4, 1)\n    model = DDP(model, device_ids=[rank]).to(rank)",
+        "model = DDP(torch.nn.Linear(4, 1)).cuda()",
+        "model = DDP(torch.nn.Linear(4, 1).to(rank)).to(rank)",
+    ],
+)
+def test_a_wrap_placed_in_the_same_expression_is_the_model(model):
+    """`model = DDP(model, device_ids=[rank]).to(device)` (h9 speech commands): the name holds
+    the wrapper, placed; both go, and prepare wraps and places it."""
+    output, findings = migrate(train_script(model=model))
+    assert output is not None, [f.message for f in findings]
+    assert "DDP" not in output and "device_ids" not in output
+    assert "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)" in output
+    assert not [f for f in findings if f.code == "MIG907"]

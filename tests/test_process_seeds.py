@@ -153,3 +153,47 @@ def test_nothing_seeded_is_seeded_again_from_where_torch_started():
     output, findings = migrate_text(GAN.format(seeding=""))
     assert "torch.manual_seed(torch.initial_seed() + accelerator.process_index)" in output
     assert [f.code for f in findings if "starting seed" in f.message] == ["MIG009"]
+
+
+PER_EPOCH = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+pairs = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.2), torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def train_epoch({seed_param}):
+    {seed}loader = DataLoader(pairs, batch_size=8, shuffle=True)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+for epoch in range(3):
+    train_epoch({seed_arg})
+"""
+
+
+def test_no_reseed_in_a_function_that_runs_once_per_epoch():
+    """The loader is built in `train_epoch()`, called once per epoch (h9 seq2seq): a reseed
+    after its prepare (`initial_seed() + k`) restarted process k's stream every epoch - the
+    same dropout masks each epoch. None is added, and the note says why."""
+    output, findings = migrate_text(PER_EPOCH.format(seed_param="", seed="", seed_arg=""))
+    assert output is not None, [f.message for f in findings]
+    assert "initial_seed()" not in output and "manual_seed" not in output
+    notes = [f.message for f in findings if f.code == "MIG009"]
+    assert len(notes) == 1 and "`train_epoch()`, which runs in a loop" in notes[0]
+
+
+def test_a_function_that_seeds_itself_at_each_call_gets_its_offset():
+    output, findings = migrate_text(
+        PER_EPOCH.format(
+            seed_param="epoch", seed="torch.manual_seed(epoch)\n    ", seed_arg="epoch"
+        )
+    )
+    assert output is not None, [f.message for f in findings]
+    assert "torch.manual_seed(epoch + accelerator.process_index)" in output

@@ -79,7 +79,25 @@ def test_a_list_of_gpus_set_before_torch_is_imported_is_kept_with_a_note():
     output, findings = migrate_text(head.format(gpus="1") + body)
     assert output is None and any(f.code == "MIG902" and f.level != "note" for f in findings)
     after = body.replace(
-        "import torch\n", 'import torch\nimport os\nos.environ["CUDA_VISIBLE_DEVICES"] = "0,1"\n', 1
+        "import torch\n", 'import torch\nimport os\nos.environ["CUDA_VISIBLE_DEVICES"] = "2,3"\n', 1
     )
     output, findings = migrate_text(after)
     assert output is None and any(f.code == "MIG902" and f.level != "note" for f in findings)
+
+
+@pytest.mark.parametrize("gpus", ["0,1", "0,1,2,3,4,5,6,7"])
+def test_the_first_gpus_listed_among_the_imports_after_torch_are_kept(gpus):
+    """`import torchvision` (or torch) then `os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"` among
+    the imports (h8 VAE, h9 RocWeather): importing torch starts no CUDA, and the first GPUs in
+    order are the ones every process sees wherever the Accelerator is made."""
+    body = TRAINING.replace("import os\nfrom os import environ\n\n", "").format(line="")
+    source = body.replace(
+        "import torch\n",
+        f'import os\nimport torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "{gpus}"\nimport math\n',
+        1,
+    )
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    [note] = [f for f in findings if f.code == "MIG902"]
+    count = len(gpus.split(","))
+    assert note.level == "note" and f"launch at most {count} processes" in note.message

@@ -37,6 +37,7 @@ from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
+from migrator.rules.download_blocks import checked_block
 from migrator.rules.writer_objects import own_statement, tracker_statements
 from migrator.source import continuation_lines, split_lines
 
@@ -217,18 +218,25 @@ def download_main_first(context: RuleContext, scopes: list[Scope]) -> None:
     where the Accelerator takes arguments a function computes, so the download does not pull
     it out of that function)."""
     imports = context.facts.index.imports
+    wrapped: set[int] = set()
     for scope in scopes:
         for site in scope.calls:
             effect = effects.effect_of(site.node, imports)
             if effect is None or effect.kind != "download":
                 continue
             statement = site.statement
+            block = checked_block(statement, imports)  # `if not exists: download; extract`
+            if block is not None and not _meets_others(context, block):
+                if id(block.node) in wrapped:
+                    continue
+                wrapped.add(id(block.node))
+                statement = block
+            elif not isinstance(statement.node, Line) or len(statement.node.body) != 1:
+                continue
             if (
                 not context.processes.runs_on_every_process(statement)
                 or statement.block.kind == "suite"
             ):
-                continue
-            if not isinstance(statement.node, Line) or len(statement.node.body) != 1:
                 continue
             if scope.kind == "module" and _made_in_a_function(context):
                 header = f"with {context.state_expr('main_process_first')}():"
@@ -243,6 +251,20 @@ def download_main_first(context: RuleContext, scopes: list[Scope]) -> None:
                 context.edits.replace(statement.node, _indented(context, statement, header))
 
             context.need_accelerator_at(statement, fallback=fallback)
+
+
+def _meets_others(context: RuleContext, statement: Statement) -> bool:
+    """Does the statement train, or call the accelerator (a barrier, a gather)? Under
+    `main_process_first` the main process would wait there for processes that wait for it."""
+    facts = context.facts
+    if any(loop.statement.ancestor_in(statement.block) is statement
+           for loop in [*facts.training_loops, *facts.eval_loops]):  # fmt: skip
+        return True
+    for call in ast.walk(statement.node):
+        called = patterns.name_of(call.func) if isinstance(call, ast.Call) else None
+        if called and called.rsplit(".", 1)[0] in facts.accelerator_names:
+            return True
+    return False
 
 
 def _made_in_a_function(context: RuleContext) -> bool:

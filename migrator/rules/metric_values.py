@@ -21,15 +21,18 @@ class PerBatchValues:
         self.context = context
         self.numbers: set[str] = set()  # per-process names holding a Python number
         self.scalars: set[str] = set()  # per-process names holding a per-batch 0-d tensor
+        self.local: set[str] = set()  # the names still per-process where a value is bound
 
     def forget(self, names) -> None:
         self.numbers.difference_update(names)
         self.scalars.difference_update(names)
 
-    def bind(self, names, value: ast.AST | None) -> None:
+    def bind(self, names, value: ast.AST | None, local: set[str] | None = None) -> None:
         """`names` were bound to `value`, which reads per-process data. A model that returns
         its losses (`score_loss, box_loss = model.eval().forward(x, s, b)`) returns one per
-        batch, as a criterion does."""
+        batch, as a criterion does. `local`: the names still per-process there (a setting
+        beside a loss, `lam * loss_a + (1 - lam) * loss_b`, is no batch data)."""
+        self.local = local if local is not None else set()
         if self.is_number(value):
             self.numbers.update(names)
         elif self.is_scalar_tensor(value) or (
@@ -49,11 +52,21 @@ class PerBatchValues:
         if isinstance(expr, ast.BinOp):
             sides = (expr.left, expr.right)
             return any(self.is_scalar_tensor(side) for side in sides) and all(
-                self.is_scalar_tensor(side) or self.is_number(side) for side in sides
+                self.is_scalar_tensor(side)
+                or self.is_number(side)
+                or self._setting(side)
+                or _count(side)  # `sum(torch.eq(pred, y)) / len(pred)`
+                for side in sides
             )
         if not isinstance(expr, ast.Call):
             return False
         func = expr.func
+        if isinstance(func, ast.Name) and func.id == "sum" and len(expr.args) == 1:
+            return True  # `sum(torch.eq(pred, y))`: summed over the batch, no sample's own
+        if self.context.facts.index.imports.qualify(func) in ("torch.sum", "torch.mean") and (
+            len(expr.args) == 1 and not expr.keywords
+        ):
+            return True
         if (
             isinstance(func, ast.Attribute)
             and func.attr in ("mean", "sum")
@@ -67,6 +80,12 @@ class PerBatchValues:
             return False
         return any(word in called for word in ("loss", "criterion", "entropy")) or (
             called == "kl_div"
+        )
+
+    def _setting(self, expr: ast.AST) -> bool:
+        """An expression that reads no per-process name (`lam`, `1 - lam`, `args.alpha`)."""
+        return not any(
+            isinstance(node, ast.Name) and node.id in self.local for node in ast.walk(expr)
         )
 
     def is_number(self, expr: ast.AST | None) -> bool:
@@ -122,15 +141,17 @@ def _host_score(callee: str, call: ast.Call) -> bool:
 
 def _count(expr: ast.AST) -> bool:
     """A setting or a size beside a number (`loss.item() / args.batch_size`, `loss.item() *
-    x.size(0)`, `len(batch)`, `x.shape[0]`): a number too."""
+    x.size(0)`, `len(batch)`, `x.shape[0]`, `y.numel()`): a number too."""
     if isinstance(expr, ast.Attribute):
         return isinstance(expr.value, ast.Name) or _count(expr.value)
     if isinstance(expr, ast.Subscript):
         return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
     if isinstance(expr, ast.Call):
         func = expr.func
-        return (isinstance(func, ast.Attribute) and func.attr == "size" and bool(expr.args)) or (
-            isinstance(func, ast.Name) and func.id == "len"
+        return (
+            (isinstance(func, ast.Attribute) and func.attr == "size" and bool(expr.args))
+            or (isinstance(func, ast.Attribute) and func.attr in ("numel", "nelement"))
+            or (isinstance(func, ast.Name) and func.id == "len")
         )
     return False
 

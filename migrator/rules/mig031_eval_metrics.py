@@ -114,7 +114,7 @@ class _Walker:
                 self.gathered.update(targets)
             elif value is not None and (self._reads(value, local) or self._forward(value)):
                 local.update(targets)
-                self.values.bind(targets, value)
+                self.values.bind(targets, value, local)
             else:
                 local.difference_update(targets)
                 if value is not None and self._reads(value, self.gathered):

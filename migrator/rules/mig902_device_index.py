@@ -52,7 +52,7 @@ class DeviceIndex(Rule):
             gpus = _listed_before_torch(tree, node)
             if gpus:
                 context.findings.append(Finding(code=self.code, node=node, level="note", message=(
-                    f"CUDA_VISIBLE_DEVICES is set here, before torch is imported, to {gpus} GPUs: "
+                    f"CUDA_VISIBLE_DEVICES is set here, before CUDA starts, to {gpus} GPUs: "
                     "every process sees those, and each takes its own among them "
                     f"(`accelerator.device`); launch at most {gpus} processes per machine")))  # fmt: skip
                 continue
@@ -69,7 +69,9 @@ class DeviceIndex(Rule):
 def _listed_before_torch(tree: ast.Module, node: ast.AST) -> int:
     """How many GPUs `os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,8,9"` lists, where it is a
     module-level statement before the first import of torch (so before CUDA starts and before
-    any Accelerator): 0 for anything else, and for a list of one GPU (N processes on it)."""
+    any Accelerator), or among the imports after it listing the first GPUs in order ("0,1":
+    the same GPUs whether it runs before the Accelerator or after): 0 for anything else, and
+    for a list of one GPU (N processes on it)."""
     value = getattr(node, "value", None)
     text = patterns.string_value(value) if isinstance(value, ast.expr) else None
     if text is None or node not in tree.body:
@@ -79,10 +81,20 @@ def _listed_before_torch(tree: ast.Module, node: ast.AST) -> int:
         if isinstance(statement, (ast.Import, ast.ImportFrom))
         and any(name.startswith("torch") for name in _imported_modules(statement))
     ]  # fmt: skip
-    if not torch_imports or node.lineno > min(torch_imports):
+    gpus = [part.strip() for part in text.split(",") if part.strip()]
+    if len(gpus) < 2:
         return 0
-    gpus = [part for part in text.split(",") if part.strip()]
-    return len(gpus) if len(gpus) > 1 else 0
+    if torch_imports and node.lineno < min(torch_imports):
+        return len(gpus)
+    # after `import torch` (CUDA starts later), among the imports, listing the first GPUs in
+    # order ("0,1", "0,1,2,3"): every process sees them wherever the Accelerator is made
+    among_imports = all(
+        isinstance(statement, (ast.Import, ast.ImportFrom))
+        or (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+        for statement in tree.body[: tree.body.index(node)]
+    )
+    first = gpus == [str(number) for number in range(len(gpus))]
+    return len(gpus) if among_imports and first else 0
 
 
 def _imported_modules(statement: ast.Import | ast.ImportFrom) -> list[str]:

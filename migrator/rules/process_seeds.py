@@ -21,7 +21,10 @@ set-up before the prepare (splits, initial weights) still agrees everywhere. A s
 already names the rank is left, and so is a program that ran data-parallel already
 (hand-written DDP seeding its ranks alike did so by its own choice), and a loaderless loop's
 random batches are its data: whether processes draw alike is MIG905's note, not changed
-here."""
+here. Where the prepare is in a function that runs more than once (`train_epoch()` building
+its loader at each epoch, a `fit()` per fold) and seeds nothing itself, `initial_seed() + k`
+there would restart each process's stream at every call: none is added, and the note says so
+(a function that seeds itself at each call, `torch.manual_seed(width)`, gets its offset)."""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from migrator.analysis.catalogue.randomness import (
     is_seed,
     rng_of,
 )
+from migrator.analysis.model.origins import calls_of
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
@@ -57,6 +61,18 @@ def offset_seeds(context: RuleContext) -> None:
     calls = _seed_calls(context, plan.block.scope, plan.block, plan.index)
     if calls is None or _seeds_per_process(context):
         return  # the program seeds per process already
+    again = None if calls else _runs_again(context, plan.block.scope)
+    if again is not None:  # `initial_seed() + k` there would restart k's stream at every call
+        loops = context.facts.training_loops
+        context.findings.append(Finding(code="MIG009", level="note",
+                                        node=loops[0].node if loops else None, message=(
+            "the program trains with randomness (noise, dropout or augmentations) that every "
+            "process draws alike (N copies of one draw); the prepare is in "
+            f"`{plan.block.scope.name}()`, which runs {again}, where seeding each process "
+            "apart would restart its stream at every call: no seed is added, so each process "
+            "draws the same; to draw apart, seed once per run by hand "
+            "(`torch.manual_seed(seed + accelerator.process_index)`)")))  # fmt: skip
+        return
     index = context.accelerator_expr("process_index")
     if not calls:
         if draws != {"numpy", "random"} and draws != {"numpy"} and draws != {"random"}:
@@ -76,6 +92,17 @@ def offset_seeds(context: RuleContext) -> None:
         "augmentations (N copies of one draw); after the prepare, process k > 0 seeds again "
         "with the seed + k, so each draws its own, while process 0 keeps the original's stream "
         "and the set-up before the prepare agrees everywhere")))  # fmt: skip
+
+
+def _runs_again(context: RuleContext, scope) -> str | None:
+    """How a function runs more than once per run (`train_epoch()` called in the epoch loop,
+    a `fit()` called for each fold, from two places); None when once, or not a function."""
+    if scope.kind != "function":
+        return None
+    sites = calls_of(context.facts.index, scope)
+    if any(isinstance(s.node, LOOPS) for site in sites for s in site.statement.chain()[:-1]):
+        return "in a loop (once per pass)"
+    return "from several calls" if len(sites) > 1 else None
 
 
 def _offset_torch(context: RuleContext, plan, index: str) -> None:

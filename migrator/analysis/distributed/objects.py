@@ -60,7 +60,9 @@ class ObjectReader(SamplerReader):
         small = site.small
         inner = keyword_value(site.node, "module", 0)
         assigned = (
-            isinstance(small, ast.Assign) and small.value is site.node and (len(small.targets) == 1)
+            isinstance(small, ast.Assign)
+            and _placed_chain(small.value, site.node)  # `DDP(m).to(device)` too
+            and len(small.targets) == 1
         )
         target = small.targets[0] if assigned else None
         attribute = _instance_target(site, target, inner)
@@ -182,6 +184,20 @@ def _instance_target(site: CallSite, target: ast.expr | None, inner: ast.expr | 
         if binding.unpacked or name_value(value) != inner_name:
             return None
     return name if len(site.scope.assigns(inner_name)) == 0 else None
+
+
+def _placed_chain(value: ast.expr, wrap: ast.Call) -> bool:
+    """`value` is the wrap, or the wrap placed (`DDP(model, ...).to(device)`, `.cuda()`):
+    the name it binds holds the wrapper."""
+    while value is not wrap:
+        if not (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("to", "cuda")
+        ):
+            return False
+        value = value.func.value
+    return True
 
 
 def _unplaced(expr: ast.expr) -> ast.expr:
