@@ -37,7 +37,6 @@ from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
-from migrator.rules.download_blocks import checked_block
 from migrator.rules.writer_objects import own_statement, tracker_statements
 from migrator.source import continuation_lines, split_lines
 
@@ -212,69 +211,6 @@ def make_folders_safe(context: RuleContext, scopes: list[Scope]) -> None:
             context.edits.rewrite(call, rewrite)
 
 
-def download_main_first(context: RuleContext, scopes: list[Scope]) -> None:
-    """A data set made with `download=True` where every process runs it: inside
-    `with accelerator.main_process_first():` (`PartialState().main_process_first()` on import
-    where the Accelerator takes arguments a function computes, so the download does not pull
-    it out of that function)."""
-    imports = context.facts.index.imports
-    wrapped: set[int] = set()
-    for scope in scopes:
-        for site in scope.calls:
-            effect = effects.effect_of(site.node, imports)
-            if effect is None or effect.kind != "download":
-                continue
-            statement = site.statement
-            block = checked_block(statement, imports)  # `if not exists: download; extract`
-            if block is not None and not _meets_others(context, block):
-                if id(block.node) in wrapped:
-                    continue
-                wrapped.add(id(block.node))
-                statement = block
-            elif not isinstance(statement.node, Line) or len(statement.node.body) != 1:
-                continue
-            if (
-                not context.processes.runs_on_every_process(statement)
-                or statement.block.kind == "suite"
-            ):
-                continue
-            if scope.kind == "module" and _made_in_a_function(context):
-                header = f"with {context.state_expr('main_process_first')}():"
-                context.edits.replace(statement.node, _indented(context, statement, header))
-                continue
-            header = f"with {context.accelerator_expr('main_process_first')}():"
-            context.edits.replace(statement.node, _indented(context, statement, header))
-
-            def fallback(statement=statement) -> None:  # where the accelerator cannot be seen
-                context.edits.cancel(statement.node)
-                header = f"with {context.state_expr('main_process_first')}():"
-                context.edits.replace(statement.node, _indented(context, statement, header))
-
-            context.need_accelerator_at(statement, fallback=fallback)
-
-
-def _meets_others(context: RuleContext, statement: Statement) -> bool:
-    """Does the statement train, or call the accelerator (a barrier, a gather)? Under
-    `main_process_first` the main process would wait there for processes that wait for it."""
-    facts = context.facts
-    if any(loop.statement.ancestor_in(statement.block) is statement
-           for loop in [*facts.training_loops, *facts.eval_loops]):  # fmt: skip
-        return True
-    for call in ast.walk(statement.node):
-        called = patterns.name_of(call.func) if isinstance(call, ast.Call) else None
-        if called and called.rsplit(".", 1)[0] in facts.accelerator_names:
-            return True
-    return False
-
-
-def _made_in_a_function(context: RuleContext) -> bool:
-    """Does the Accelerator take arguments a function computes (`gradient_accumulation_steps=
-    args.accum` from `main()`)? Then a download on import runs first on the main process
-    through the process-wide state, and the Accelerator stays where its arguments are."""
-    module = context.facts.index.module_scope
-    return any(not module.assigns(name) for kwarg in context.kwargs for name in kwarg.depends_on)
-
-
 def _log_file(imports, call: ast.Call) -> bool:
     """`logging.basicConfig(filename=...)`, `<logger>.addHandler(logging.FileHandler(...))`."""
     qualified = imports.qualify(call.func)
@@ -355,7 +291,7 @@ def _guard(context: RuleContext, group: list[Statement], through_state: bool = F
         after = None
         if wait and position == len(group) - 1:
             after = f"{flag.removesuffix('.is_main_process')}.wait_for_everyone()"
-        context.edits.replace(statement.node, _indented(context, statement, header, after))
+        context.edits.replace(statement.node, indented(context, statement, header, after))
     if not through_state:
 
         def fallback() -> None:
@@ -381,7 +317,7 @@ def _calls_writing_helper(context: RuleContext, group: list[Statement]) -> bool:
     return False
 
 
-def _indented(context: RuleContext, statement: Statement, header: str | None, after=None):
+def indented(context: RuleContext, statement: Statement, header: str | None, after=None):
     source = context.source
     node = statement.node
     start = source.line_starts[node.lineno - 1]

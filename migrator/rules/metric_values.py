@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.catalogue.host_scores import host_score
 from migrator.analysis.catalogue.patterns import LOSS_NAME, name_of
 from migrator.analysis.syntax.index import Block, Loop, Scope
 from migrator.rules.base import RuleContext
@@ -110,33 +111,9 @@ class PerBatchValues:
             return (
                 callee in ("float", "int", "round")
                 or callee.startswith("math.")
-                or _host_score(callee, expr)
+                or host_score(callee, expr)
             )
         return False
-
-
-# scikit-learn's metrics that return one number (the others return arrays, curves, text)
-NOT_SCORES = {
-    "confusion_matrix",
-    "multilabel_confusion_matrix",
-    "classification_report",
-    "precision_recall_curve",
-    "roc_curve",
-    "det_curve",
-    "precision_recall_fscore_support",
-}
-NUMPY_REDUCTIONS = {"mean", "sum", "average", "median", "std", "var", "max", "min", "nanmean"}
-
-
-def _host_score(callee: str, call: ast.Call) -> bool:
-    """`mean_absolute_error(y, pred)`, `np.mean(errors)`: a number computed on the host from
-    this process's batch (never a tensor to gather: `gather_for_metrics` of a float is a
-    list)."""
-    module, _, name = callee.rpartition(".")
-    if module.startswith("sklearn.metrics"):
-        return name not in NOT_SCORES
-    axis = any(k.arg == "axis" for k in call.keywords) or len(call.args) > 1
-    return module == "numpy" and name in NUMPY_REDUCTIONS and not axis
 
 
 def _count(expr: ast.AST) -> bool:

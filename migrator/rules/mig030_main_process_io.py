@@ -23,9 +23,9 @@ from migrator.analysis.syntax.index import CallSite, Line, Scope
 from migrator.analysis.syntax.views import name_value
 from migrator.arglists import call_items
 from migrator.rules.base import Rule, RuleContext
+from migrator.rules.download_blocks import download_main_first
 from migrator.rules.log_levels import quiet_other_processes
 from migrator.rules.main_process_writes import (
-    download_main_first,
     every_process_scopes,
     guard_statement,
     guard_writes,
