@@ -197,3 +197,15 @@ def test_a_function_that_seeds_itself_at_each_call_gets_its_offset():
     )
     assert output is not None, [f.message for f in findings]
     assert "torch.manual_seed(epoch + accelerator.process_index)" in output
+
+
+def test_a_seed_set_once_at_module_level_gets_no_reseed_in_a_per_epoch_function():
+    """`torch.manual_seed(0)` at module level, the loader prepared in `train_epoch()` (h9
+    seq2seq): `manual_seed(0 + k)` after that prepare replayed process k's stream each epoch."""
+    source = PER_EPOCH.format(seed_param="", seed="", seed_arg="").replace(
+        "pairs = TensorDataset", "torch.manual_seed(0)\npairs = TensorDataset"
+    )
+    output, findings = migrate_text(source)
+    assert output is not None, [f.message for f in findings]
+    assert "process_index" not in output.split("def train_epoch")[1]
+    assert any("which runs in a loop" in f.message for f in findings if f.code == "MIG009")

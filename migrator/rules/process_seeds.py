@@ -61,7 +61,8 @@ def offset_seeds(context: RuleContext) -> None:
     calls = _seed_calls(context, plan.block.scope, plan.block, plan.index)
     if calls is None or _seeds_per_process(context):
         return  # the program seeds per process already
-    again = None if calls else _runs_again(context, plan.block.scope)
+    own = {id(site.node) for site in plan.block.scope.calls}  # seeds it runs at each call
+    again = None if any(id(c) in own for c in calls) else _runs_again(context, plan.block.scope)
     if again is not None:  # `initial_seed() + k` there would restart k's stream at every call
         loops = context.facts.training_loops
         context.findings.append(Finding(code="MIG009", level="note",
