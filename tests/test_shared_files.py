@@ -144,3 +144,27 @@ def test_a_folder_removed_and_not_written_again_needs_no_wait():
     output, findings = migrate_text(REMOVED.format(after="print(out)"))
     assert output is not None, findings
     assert "wait_for_everyone" not in output
+
+
+@pytest.mark.parametrize(
+    "reader",
+    [
+        (
+            "def read_stats(batch):\n    stats = np.load('stats.npy')\n    return batch\n\n\n"
+            "probe = DataLoader(TensorDataset(torch.randn(8, 4)), collate_fn=read_stats)\n"
+        ),
+        (
+            "class Stats(torch.utils.data.Dataset):\n    def __len__(self):\n        return 8\n\n"
+            "    def __getitem__(self, i):\n        return np.load('stats.npy')[i % 3]\n\n\n"
+            "probe = DataLoader(Stats())\n"
+        ),
+    ],
+)
+def test_no_wait_in_code_a_loader_runs_per_item(reader):
+    """A read in a `collate_fn` or a Dataset's `__getitem__` (h9 parser: two barriers in its
+    collate function): a barrier there would meet the others once per batch, or run in a
+    loader's worker, which has no process group."""
+    write = "        np.save('stats.npy', np.zeros(3))"
+    output, findings = migrate_text(TRAIN.format(write=write, read=reader))
+    assert output is not None, findings
+    assert "wait_for_everyone" not in output

@@ -8,6 +8,8 @@ MIG006's before a re-created model) is not doubled.
 
 from __future__ import annotations
 
+import ast
+
 from migrator.analysis.effects.shared_files import FileFlow
 from migrator.analysis.syntax.index import Line, Statement
 from migrator.rules.base import RuleContext
@@ -33,6 +35,8 @@ def _wait_before(context: RuleContext, statement: Statement, after: bool = False
         return
     if context.processes.in_rank_branch(statement):
         return  # not every process reaches it (`else:` of a main-process test): never a wait
+    if _per_item(context, statement.block.scope):
+        return  # a collate_fn, a Dataset's __getitem__: a barrier per batch, or in a worker
     code = f"{context.accelerator}.{WAIT}\n"
     inserted = context.statement(code)
     context.edits.insert(block, index, inserted, priority=30)
@@ -43,6 +47,31 @@ def _wait_before(context: RuleContext, statement: Statement, after: bool = False
         context.edits.insert(block, index, waiting, priority=30)
 
     context.need_accelerator_before(block, index, f"accelerator.{WAIT}", fallback=through_state)
+
+
+ITEM_METHODS = {"__getitem__", "__iter__", "__next__", "__len__", "__call__"}
+
+
+def _per_item(context: RuleContext, scope) -> bool:
+    """Code a loader runs per sample or per batch, maybe in a worker process: a Dataset's
+    `__getitem__`, or a function handed over as a value (`collate_fn=pad_collate`,
+    `worker_init_fn=...`), or called in a loop. A barrier there would meet the others once
+    per batch, or never (a worker has no process group)."""
+    if scope.kind != "function":
+        return False
+    if scope.name in ITEM_METHODS:
+        return True
+    holder = scope.parent
+    while holder is not None and holder.kind == "class":
+        holder = holder.parent
+    for seen in [holder, *holder.descendants()] if holder is not None else []:
+        if any(use.kind != "call" for use in seen.uses.get(scope.name, [])):
+            return True
+    return any(
+        isinstance(s.node, (ast.For, ast.AsyncFor, ast.While))
+        for site in context.facts.index.calls_named(scope.name)
+        for s in site.statement.chain()[:-1]
+    )
 
 
 def _waits_near(context: RuleContext, block, index: int) -> bool:
