@@ -205,3 +205,47 @@ for epoch in range(1, 3):
     assert output is not None, [f.message for f in findings]
     assert 'accelerator.reduce(loss.detach(), "mean").item() / len(x)' in output
     assert not [f for f in findings if f.code == "MIG953"], [f.message for f in findings]
+
+
+GLOBAL_LOADER = """\
+import torch
+from runtime import Accelerator
+from torch.utils.data import DataLoader, TensorDataset
+
+accelerator = Accelerator()
+
+
+class Checker:
+    def baseline(self):
+        return [x for x, _ in loader]
+
+
+def total():
+    return sum(x.sum() for x, _ in loader)
+
+
+loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4)
+{between}
+loader = accelerator.prepare(loader)
+print(total())
+"""
+
+
+@pytest.mark.parametrize(
+    ("between", "prepared_only"),
+    [
+        ("size = len(loader.dataset)", True),  # a library call: no code of this module runs
+        ("print(total())", False),  # a function of the module reads the plain loader first
+        ("checker = Checker()\nchecker.baseline()", False),  # so does a method of its class
+    ],
+)
+def test_a_module_global_is_read_prepared_only_where_nothing_of_the_module_ran_before(
+    between, prepared_only
+):
+    source = GLOBAL_LOADER.format(between=between)
+    index = ModuleIndex(ast.parse(source), Source(source))
+    values = PerProcessValues(index)
+    found = values._prepared_global("loader")
+    assert (found is not None) == prepared_only
+    if prepared_only:
+        assert "loader" in found.roles and "plainloader" not in found.roles

@@ -51,16 +51,29 @@ class PreparedObjects:
         if part is None:
             return None
         first, end = bindings[0].statement.index, last.statement.index
+        own = self._own_names(module)
         for statement in module.body.statements[first + 1 : end]:  # Lines, compound nodes
             nodes = statement.body if isinstance(statement, Line) else [statement]
             if any(
-                isinstance(node, ast.Call) and patterns.name_of(node.func) in self.index.functions
+                isinstance(node, ast.Call) and _root(node.func) in own
                 for top in nodes
                 for node in ast.walk(top)
             ):
                 return None
         self._globals[name] = part
         return part
+
+    def _own_names(self, module: Scope) -> set[str]:
+        """The module's names that run its own code when called: its functions and classes,
+        and names bound to instances of its classes (`trainer.evaluate()` may read the
+        global)."""
+        classes = {s.name for s in self.index.scopes if s.kind == "class" and s.parent is module}
+        own = set(self.index.functions) | classes
+        for bound, bindings in module.bindings.items():
+            if any(isinstance(b.value, ast.Call) and _root(b.value.func) in classes
+                   for b in bindings):  # fmt: skip
+                own.add(bound)
+        return own
 
     def _prepared_parts(self, source: ast.AST | None, scope: Scope) -> list[Value] | None:
         """`model, opt, loader = accelerator.prepare(model, opt, loader)`: each part's role."""
@@ -89,3 +102,10 @@ class PreparedObjects:
         return "accelerator" in self._eval(expr, scope).roles
 
     # -- statements ----------------------------------------------------------------------------
+
+
+def _root(func: ast.expr) -> str | None:
+    """`trainer` of `trainer.evaluate`, `train` of `train`: the name a call starts from."""
+    while isinstance(func, (ast.Attribute, ast.Call, ast.Subscript)):
+        func = func.func if isinstance(func, ast.Call) else func.value
+    return func.id if isinstance(func, ast.Name) else None
