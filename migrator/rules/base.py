@@ -79,14 +79,11 @@ class RuleContext:
     # the program's modules that are imported but not joined: their helpers' bodies
     library: HelperLibrary = field(default_factory=HelperLibrary)
     data_parallel_removed: bool = False  # MIG901 took nn.DataParallel off a trained model
-    _processes: Processes | None = field(default=None, repr=False)
 
     @property
     def processes(self) -> Processes:
         """Which code of the input runs on every process (analysis/effects/processes.py)."""
-        if self._processes is None:
-            self._processes = Processes(self.facts.index)
-        return self._processes
+        return self.facts.processes
 
     @property
     def accelerator(self) -> str:

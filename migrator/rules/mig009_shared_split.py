@@ -46,6 +46,8 @@ TORCH_DRAWS = {"torch.randperm"}  # given `generator=`
 NUMPY_DRAWS = {"numpy.random.permutation", "numpy.random.shuffle", "numpy.random.choice"}
 PYTHON_DRAWS = {"random.shuffle", "random.sample"}  # from an own `random.Random(0)`
 CLOCKS = {"time.time", "time.time_ns", "time.perf_counter", "datetime.datetime.now"}
+DRAWS = (TORCH_SPLITS | SKLEARN_SPLITS | SKLEARN_DRAWS | TORCH_DRAWS | NUMPY_DRAWS
+         | PYTHON_DRAWS)  # fmt: skip
 
 
 class SharedSplit(Rule):
@@ -60,11 +62,13 @@ class SharedSplit(Rule):
         if not any(context.prepared(name) for name in context.facts.loaders):
             return  # nothing is sharded: each process's split is its own business
         imports = context.facts.index.imports
-        seeds = _alike_seeds(context)
+        seeds = [(name, _lines_by_scope(context, site)) for name, site in _alike_seeds(context)]
         for scope in every_process_scopes(context):
             for site in scope.calls:
                 qualified = imports.qualify(site.node.func) or ""
-                called = {name for name, seed in seeds if _runs_before(context, seed, site)}
+                if qualified not in DRAWS and not _data_frame_sample(site.node):
+                    continue
+                called = {name for name, lines in seeds if _runs_before(context, lines, site)}
                 seeded_torch = bool(called & TORCH_SEEDS) or _seeds_every_rng(called)
                 seeded_numpy = bool(called & NUMPY_SEEDS) or _seeds_every_rng(called)
                 seeded_python = bool(called & PYTHON_SEEDS) or _seeds_every_rng(called)
@@ -178,12 +182,12 @@ def _alike_seeds(context: RuleContext) -> list[tuple[str, object]]:
     return found
 
 
-def _runs_before(context: RuleContext, seed, draw) -> bool:
+def _runs_before(context: RuleContext, seeds: dict[int, list[int]], draw) -> bool:
     """Does the seeding call run before the draw? Read in the innermost scope reaching both
     (`set_seed(42)` in `main()` after `loaders = make_loaders()` whose split draws first, h8
     name_classifier: no); where no scope reaches both, yes, unless the module's code reaches
     the draw and not the seed (a seeding function nothing calls)."""
-    seeds, draws = _lines_by_scope(context, seed), _lines_by_scope(context, draw)
+    draws = _lines_by_scope(context, draw)  # `seeds`: the seeding call's, by scope
     shared = [key for key in draws if key in seeds]  # the draw's own scope first, then out
     if not shared:  # a seed in a function nothing here calls, while module code draws: no
         module = id(context.facts.index.module_scope)

@@ -104,7 +104,7 @@ class Processes:
         parent = scope.parent
         if scope.kind == "function" and parent is not None and parent.kind == "class":
             return self._method_status(scope)
-        references = self._references(parent, scope.name)
+        references = self._sites_of(scope)
         if not references and parent is self.index.module_scope:
             return EVERY  # nothing here runs it: an entry for code elsewhere, on every process
         return self._from_references(scope, references)
@@ -113,9 +113,7 @@ class Processes:
         cls = method.parent
         if self.status.get(id(cls), DEAD) == DEAD:
             return DEAD
-        sites = {id(s): s for s in [*self._by_method.get(method.name, []),
-                                    *self.graph.callers(method)]}  # fmt: skip
-        statuses = [self._context(s.scope, s.statement) for s in sites.values()]
+        statuses = [self._context(scope, statement) for scope, statement in self._sites_of(method)]
         if method.name.startswith("__") or all(status == DEAD for status in statuses):
             # dunders run implicitly; a method no running code here calls (`trainer.train()`
             # in another file; `self.gen.train()` in its own dead helpers is another `train`)
@@ -141,11 +139,12 @@ class Processes:
         return partly
 
     def _sites_of(self, scope: Scope) -> list[tuple[Scope, Statement]]:
-        """Where `scope` is called (a method: by its name anywhere) or named."""
+        """Where `scope` is called (a method: by its name anywhere, each call once) or named."""
         parent = scope.parent
         if parent is not None and parent.kind == "class":
-            sites = [*self._by_method.get(scope.name, []), *self.graph.callers(scope)]
-            return [(site.scope, site.statement) for site in sites]
+            sites = {id(site): site for site in [*self._by_method.get(scope.name, []),
+                                                 *self.graph.callers(scope)]}  # fmt: skip
+            return [(site.scope, site.statement) for site in sites.values()]
         return self._references(parent, scope.name)
 
     def _references(self, scope: Scope | None, name: str) -> list[tuple[Scope, Statement]]:

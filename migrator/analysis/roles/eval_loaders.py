@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
-from migrator.analysis.effects.processes import DEAD, Processes
+from migrator.analysis.effects.processes import DEAD
 from migrator.analysis.model.chains import chain_text, split_chain
 from migrator.analysis.model.forwards import forwarded
 from migrator.analysis.model.loader_values import LoaderValues
@@ -201,9 +201,7 @@ class EvalLoaders:
         there would wait for processes that never come (h8 ps-slm hung)."""
         if self.facts.distributed.one_process_only(statement):
             return True
-        if getattr(self, "_processes", None) is None:
-            self._processes = Processes(self.index)
-        processes, scope = self._processes, statement.block.scope
+        processes, scope = self.facts.processes, statement.block.scope
         if processes.scope_status(scope) == DEAD:
             return False
         return processes.guarded(statement) or processes.partly_main(scope)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.distributed.facts import RANK_KINDS, DistributedFacts
+from migrator.analysis.effects.processes import Processes
 from migrator.analysis.model.chains import (
     chain_text,
     holder_alias,
@@ -90,6 +91,7 @@ class TrainingFacts:
     # a loop's loader parameter its calls fill with different loaders of this file: (id of
     # the function, parameter) -> the loaders of its calls (eval_loaders.py)
     loader_params: dict[tuple[int, str], list[Origin]] = field(default_factory=dict)
+    _processes: Processes | None = field(default=None, repr=False)
     schedulers: list[SchedulerRole] = field(default_factory=list)
     regions: list[DataRegion] = field(default_factory=list)
     device_bindings: list[Binding] = field(default_factory=list)
@@ -147,6 +149,14 @@ class TrainingFacts:
             return self.origin(scope, alias + rest)
         found = _origin(self, scope, holder, frozenset())
         return Origin(found.scope, found.name + rest) if found is not None else None
+
+    @property
+    def processes(self) -> Processes:
+        """Which code of the input runs on every process (analysis/effects/processes.py),
+        solved once for the analysis and the rules."""
+        if self._processes is None:
+            self._processes = Processes(self.index)
+        return self._processes
 
     @property
     def loaders(self) -> set[str]:
