@@ -45,7 +45,7 @@ from migrator.rules.ddp_syntax import (
     name_ids,
     parents_of,
 )
-from migrator.rules.never_wrapped import never_wrapped
+from migrator.rules.never_wrapped import never_wrapped, trained_past_the_wrap
 from migrator.rules.placement_calls import strip_placement
 
 # Imports MIG010 may leave unused (DataParallel, also in torch.nn.parallel, is not ours).
@@ -77,6 +77,7 @@ class NativeDDP(Rule):
         wraps = [(wrap.target, wrap.site.node.lineno) for wrap in context.facts.distributed.wraps]
         prefix_notes(context, wraps, "DistributedDataParallel")
         never_wrapped(context)
+        trained_past_the_wrap(context)
 
 
 class _Migration(SpawnMigration, SamplerMigration):

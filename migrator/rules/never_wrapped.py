@@ -4,6 +4,8 @@ the model, which changes what the program trains, and the note says so."""
 
 from __future__ import annotations
 
+import ast
+
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
@@ -23,3 +25,38 @@ def never_wrapped(context: RuleContext) -> None:
         "DistributedDataParallel: each process trained a copy of its own on its share of the "
         "data, the copies apart; prepared, the model is wrapped in DDP and the processes "
         "train one model on their averaged gradients (the usual data-parallel training)")))  # fmt: skip
+
+
+def trained_past_the_wrap(context: RuleContext) -> None:
+    """The training forward runs the module inside the DDP wrapper (`raw_model =
+    model.module if ddp else model`, then `raw_model(x)`): DDP averages gradients only for a
+    backward that follows its own forward, so each process of the original trained a copy of
+    its own. Prepared, the model the loop runs is wrapped and averaged: said, as above."""
+    dist = context.facts.distributed
+    for wrap in dist.wraps:
+        scope = wrap.site.scope
+        for name in context.facts.models:
+            if not context.prepared(name):
+                continue
+            binding = next((b for b in scope.assigns(name) if _reads_module_of(b.value,
+                                                                               wrap.target)), None)  # fmt: skip
+            if binding is None:
+                continue
+            context.findings.append(Finding(code="MIG010", level="note", node=binding.value,
+                message=(
+                f"the original trained `{name}`, the model inside `{wrap.target}`'s "
+                f"DistributedDataParallel (line {wrap.site.node.lineno}): a forward that "
+                "skips the wrapper leaves DDP's gradient averaging out, so each process "
+                f"trained a copy of its own; prepared, `{name}` is wrapped and the processes "
+                "train one model on their averaged gradients")))  # fmt: skip
+            return
+
+
+def _reads_module_of(value, target: str) -> bool:
+    """`model.module` or `model.module if ddp else model`, with `model` the DDP object."""
+    parts = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    return any(
+        isinstance(part, ast.Attribute) and part.attr == "module"
+        and isinstance(part.value, ast.Name) and part.value.id == target
+        for part in parts
+    )  # fmt: skip

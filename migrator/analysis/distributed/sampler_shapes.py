@@ -20,6 +20,7 @@ from migrator.analysis.distributed.facts import (
     contains,
     whole_statement,
 )
+from migrator.analysis.distributed.ranks import env_kind
 from migrator.analysis.model.origins import argument_for
 from migrator.analysis.syntax.index import Binding, CallSite, Scope
 from migrator.analysis.syntax.views import Arg, call_args, keyword_value, name_value
@@ -70,6 +71,7 @@ def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, import
             _names(arg.value, scope, facts, imports, *expected)
             or group.told(arg.value, scope, GROUP_KEYWORDS[keyword])
             or group.returned(arg.value, scope, facts, expected)
+            or group.branched(arg.value, scope, facts, expected)
         ):
             what = "this process's rank" if keyword == "rank" else "the world size"
             if expected is None:
@@ -163,6 +165,41 @@ class GroupArguments:
             and _names(r.value.elts[position], callee, facts, self.imports, *expected)
             for r in returns
         )  # fmt: skip
+
+    def branched(self, expr: ast.expr, scope: Scope, facts: DistributedFacts, expected) -> bool:
+        """`if ddp: init_process_group(...); world_size = int(os.environ["WORLD_SIZE"])` and
+        `else: world_size = 1`: a name bound twice, in the two branches of one `if`, to the
+        world size (or the rank) in the branch that sets up the process group, and to what
+        one process has (1 processes, rank 0) in the other: the Accelerator's value on both
+        paths. A branch without the set-up is a choice (`world_size = 1` to read all the
+        data), not one process."""
+        name = name_value(expr) if isinstance(expr, ast.Name) else None
+        bindings = scope.assigns(name) if name is not None else []
+        if len(bindings) != 2 or any(b.unpacked or b.value is None for b in bindings):
+            return False
+        single = 1 if expected[0] == NUM_PROCESSES else 0
+        for named, alone in (bindings, bindings[::-1]):
+            here, there = named.statement.block, alone.statement.block
+            if (
+                here.parent is None
+                or here.parent is not there.parent
+                or here.owner is not there.owner
+                or not isinstance(here.owner, ast.If)
+                or {here.field, there.field} != {"body", "orelse"}
+                or constant(alone.value) != single
+                or isinstance(constant(alone.value), bool)
+            ):
+                continue
+            value = named.value
+            if (
+                _names(value, scope, facts, self.imports, *expected)
+                or env_kind(value, self.imports) == expected[0]
+            ) and any(
+                init.scope is scope and init.statement.ancestor_in(here) is not None
+                for init in self.inits
+            ):
+                return True
+        return False
 
     def _handed(self, scope: Scope, name: str, callee: Scope, parameter: str) -> bool:
         """`setup(rank, world_size)` in `scope` hands `name` to `callee`'s `parameter`."""

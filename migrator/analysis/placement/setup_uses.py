@@ -143,14 +143,14 @@ def _copied_as_placed(use) -> bool:
 
 
 def _alias(use, facts, seen) -> bool:
-    """`plain = model`: a second name for the object as it is now (the original's alias held
-    the same unwrapped object), used for no more than set-up reads (`plain.state_dict()`),
+    """`plain = model` (`raw = model.module if ddp else model`): a second name for the object
+    as it is now (the original's alias held the same unwrapped object), used for no more than set-up reads (`plain.state_dict()`),
     never to run or train the model. Not where the alias is a training object itself."""
     line = use.statement.node
     if not isinstance(line, Line) or len(line.body) != 1:
         return False
     small = line.body[0]
-    if not isinstance(small, ast.Assign) or small.value is not use.node:
+    if not isinstance(small, ast.Assign) or not _names_plainly(small.value, use.node):
         return False
     targets = [patterns.name_of(t) for t in small.targets]
     trained = {*facts.models, *facts.optimizers, *facts.train_loaders, *facts.eval_loaders}
@@ -161,6 +161,19 @@ def _alias(use, facts, seen) -> bool:
         return False  # a global alias: read anywhere
     uses = [u for t in targets for s in _visible(scope, t) for u in s.uses.get(t, [])]
     return all(_read(u, facts, seen) for u in uses)
+
+
+def _names_plainly(value: ast.expr, node: ast.AST) -> bool:
+    """`value` is the object `node` names, as the original held it unwrapped: `model`, or
+    `model.module if ddp else model` where `model` was wrapped in DDP (MIG010 unwraps it)."""
+    if value is node:
+        return True
+    if not isinstance(value, ast.IfExp) or node not in (value.body, value.orelse):
+        return False
+    other = value.orelse if node is value.body else value.body
+    if isinstance(other, ast.Attribute) and other.attr == "module":
+        other = other.value
+    return isinstance(other, ast.Name) and isinstance(node, ast.Name) and other.id == node.id
 
 
 def _read(use, facts, seen) -> bool:

@@ -159,17 +159,21 @@ class TrainedModels:
 
     @staticmethod
     def _called_alias_target(found: Origin, forwards: list[Origin]) -> str | None:
-        """`model_without_ddp = model`, the optimizer built on `model_without_ddp.parameters()`
-        and the loop calling `model`: one object under two names, and prepare must rebind the
+        """`model_without_ddp = model` (or `model.module`, `model.module if ddp else model`), the
+        optimizer built on `model_without_ddp.parameters()` and the loop calling `model`: one
+        object under two names, and prepare must rebind the
         name the loop runs (else the loop trains the plain module and no gradient is synced)."""
         targets = set()
         for binding in found.scope.assigns(found.name):
-            value = binding.value
-            if isinstance(value, ast.Attribute) and value.attr == "module":
-                value = value.value  # `model_without_ddp = model.module`, which MIG010 removes
-            if binding.unpacked or not isinstance(value, ast.Name):
+            if binding.unpacked:
                 return None
-            targets.add(value.id)
+            bound = binding.value  # `raw_model = model.module if ddp else model`: both ways
+            for value in [bound.body, bound.orelse] if isinstance(bound, ast.IfExp) else [bound]:
+                if isinstance(value, ast.Attribute) and value.attr == "module":
+                    value = value.value  # `model_without_ddp = model.module`, MIG010 removes
+                if not isinstance(value, ast.Name):
+                    return None
+                targets.add(value.id)
         if len(targets) != 1:
             return None
         target = targets.pop()
