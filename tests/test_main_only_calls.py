@@ -95,3 +95,12 @@ def test_the_periodic_evaluation_finishes_on_two_processes(tmp_path):
     script.write_text(_migrated("rank and a step test"))
     out = launch(script, tmp_path).stdout
     assert out.count("epoch 1 eval") == 1 and out.count("step 8 eval") == 1, out
+
+
+def test_the_note_says_the_main_process_alone_evaluates():
+    """The loader of a loop run on one process only stays plain; the note says what runs
+    (the main process, the whole set), not that every process does."""
+    _, findings = migrate_text(PROGRAM.format(guarded=GUARDS["get_rank"]))
+    notes = [f.message for f in findings if f.code == "MIG006" and "`val_loader`" in f.message]
+    assert notes and all("main process alone evaluates the whole set" in n for n in notes)
+    assert not any("; every process runs the whole set" in n for n in notes), notes

@@ -26,6 +26,11 @@ from dataclasses import dataclass, field
 
 PLACEHOLDER = "__migrate_magic_{}__"
 PLACEHOLDER_LINE = re.compile(r"([ \t]*)(?:import )?__migrate_magic_(\d+)__[ \t]*")
+# `%time <statement>` runs the statement once in the notebook's namespace: analysed as the
+# statement, marked by a comment that brings the `%time` back
+TIMED = "__migrate_time_{}__"
+TIMED_LINE = re.compile(r"([ \t]*)(.*?)[ \t]*# __migrate_time_(\d+)__[ \t]*")
+_TIME = re.compile(r"([ \t]*)%time[ \t]+(.+)")
 _IMPORT = re.compile(r"(?:import|from)[ \t]")
 # Cell magics whose body IPython runs as ordinary Python code in the user namespace.
 PYTHON_BODY_CELL_MAGICS = frozenset({"time", "capture"})
@@ -75,6 +80,11 @@ class Masker:
             content = line.rstrip("\r\n")
             if hidden_first and number == first:
                 out.append(line)
+            elif (
+                not continues_magic and scanner.at_statement_start() and (timed := _timed(content))
+            ):  # `%time x, y = test(loader)`: the statement is the program's, analysed
+                out.append(self._time(line, timed))
+                scanner.feed(timed)
             elif continues_magic or (scanner.at_statement_start() and is_ipython_line(content)):
                 if not continues_magic:
                     indent = content[: len(content) - len(content.lstrip())]
@@ -88,8 +98,13 @@ class Masker:
         return "".join(out)
 
     def restore(self, line: str) -> tuple[str, int | None]:
-        """(the original line, its id) for a placeholder; (line, None) otherwise."""
+        """(the original line, its id) for a placeholder, the `%time` line of a timed
+        statement (as the migration left the statement); (line, None) otherwise."""
         content = line.rstrip("\r\n")
+        timed = TIMED_LINE.fullmatch(content)
+        if timed is not None:
+            indent, statement, number = timed.group(1), timed.group(2), int(timed.group(3))
+            return f"{indent}%time {statement}" + line[len(content) :], number
         match = PLACEHOLDER_LINE.fullmatch(content)
         if match is None:
             return line, None
@@ -99,6 +114,15 @@ class Masker:
             original = indent + original[len(base) :]
         return original + line[len(content) :], number
 
+    def _time(self, line: str, statement: str) -> str:
+        """`%time <statement>` as the statement, marked to get its `%time` back."""
+        content = line.rstrip("\r\n")
+        number = len(self.originals)
+        indent = content[: len(content) - len(content.lstrip())]
+        self.originals[number] = (content, indent)
+        self.leading = False
+        return f"{indent}{statement}  # {TIMED.format(number)}" + line[len(content) :]
+
     def _hide(self, line: str, indent: str) -> str:
         content = line.rstrip("\r\n")
         number = len(self.originals)
@@ -107,6 +131,23 @@ class Masker:
         if self.leading:
             placeholder = "import " + placeholder
         return indent + placeholder + line[len(content) :]
+
+
+def _timed(content: str) -> str | None:
+    """The statement of a `%time <statement>` line, where it is one simple statement of
+    Python with no comment; None otherwise (`%timeit` runs it many times: hidden as any
+    magic)."""
+    match = _TIME.fullmatch(content)
+    if match is None or content.endswith("\\") or "#" in match.group(2):
+        return None
+    statement = match.group(2).rstrip()
+    try:
+        body = ast.parse(statement).body
+    except SyntaxError:
+        return None
+    compound = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
+                ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)  # fmt: skip
+    return statement if len(body) == 1 and not isinstance(body[0], compound) else None
 
 
 def is_ipython_line(content: str) -> bool:

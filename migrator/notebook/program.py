@@ -37,6 +37,7 @@ class CodeCell:
     source: str  # the cell's code, joined
     as_list: bool  # stored as a list of lines (else one string)
     masked: str = ""  # the code with IPython syntax masked
+    indent: str = ""  # the indent IPython takes off a cell whose first line is indented
 
 
 @dataclass
@@ -80,6 +81,10 @@ class Notebook:
             try:
                 ast.parse(cell.masked)
             except SyntaxError as error:
+                dedented, indent = _dedented(cell.masked)
+                if indent and _parses(dedented):  # IPython's `leading_indent` transform
+                    cell.masked, cell.indent = dedented, indent
+                    continue
                 where = f"line {error.lineno}, column {error.offset}" if error.lineno else "?"
                 raise NotebookError(
                     f"cannot parse cell {cell.number}: {error.msg} ({where})"
@@ -137,6 +142,8 @@ class Program:
                 if number in seen:
                     raise NotebookError("internal error: a magic line was duplicated")
                 seen.add(number)
+            elif restored.strip():  # the indent IPython took off, back on
+                restored = self.cells[ordinal].indent + restored
             per_cell[ordinal].append(restored)
         if len(seen) != len(self.masker.originals):
             raise NotebookError("internal error: a magic line was lost")
@@ -148,7 +155,7 @@ class Program:
             if source != cell.source:
                 masked = Masker().mask(source)
                 try:
-                    ast.parse(masked)
+                    ast.parse(_dedented(masked)[0] if cell.indent else masked)
                 except SyntaxError:
                     raise NotebookError(
                         f"internal error: the migration of cell {cell.number} does not parse "
@@ -252,3 +259,25 @@ def _language(document: dict) -> str:
         if isinstance(section, dict) and isinstance(section.get(field_name), str):
             return section[field_name]
     return "python"
+
+
+def _dedented(text: str) -> tuple[str, str]:
+    """The cell without the indent of its first line (what IPython's `leading_indent` input
+    transform takes off every line before it compiles a cell), and that indent; ("", "")
+    where the first line is not indented or a line that is not blank lacks the indent.
+    Blank lines stay as they are, so that putting the indent back on the others restores
+    the cell byte for byte."""
+    lines = text.splitlines(keepends=True)
+    first = next((line for line in lines if line.strip()), "")
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    if not indent or any(line.strip() and not line.startswith(indent) for line in lines):
+        return "", ""
+    return "".join(line[len(indent) :] if line.strip() else line for line in lines), indent
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True

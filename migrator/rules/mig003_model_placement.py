@@ -1,7 +1,8 @@
 """MIG003 model placement: `model.to(device)`, `model = model.to(device)`, `Net().to(device)`,
 `model.cuda()` on a prepared model are removed; `prepare` places the model. A placement a
 diagnostic that traces the model before `prepare` reads (`summary(model, (3, 224, 224))`)
-stays, as in Accelerate's own examples: the diagnostic sees the model where the original had it."""
+stays, as in Accelerate's own examples: the diagnostic sees the model where the original had it;
+so does one a copy taken before `prepare` follows (`ema = deepcopy(model)`)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ class ModelPlacement(Rule):
             return False  # `model.cpu()` ... `model.to(original_device)`: the move back stays
         if any(_traced_before_prepare(context, site, n) for n in (receiver, target) if n):
             return False
+        if any(_copied_before_prepare(context, site, n) for n in (receiver, target) if n):
+            return False
         if receiver is not None and context.prepared_role(scope, receiver) == "model":
             return True
         # `model = Net(...).to(device)`: the placement is the whole right-hand side.
@@ -73,6 +76,20 @@ def _traced_before_prepare(context: RuleContext, site, name: str) -> bool:
     after = (site.node.lineno, site.node.col_offset)
     return any(
         use.kind == "arg" and diagnostics.traces_forward(use.callee)
+        and (use.node.lineno, use.node.col_offset) > after
+        and context.plan.before_prepare(use.statement, name)
+        for use in site.scope.uses.get(name, [])
+    )  # fmt: skip
+
+
+def _copied_before_prepare(context: RuleContext, site, name: str) -> bool:
+    """Is `name` copied (`ema = copy.deepcopy(model)`) after this placement and before
+    `prepare`? Prepare places only the model: the copy (an EMA, a teacher) stays where the
+    model was when copied, so the placement stays and the copy is on the device as in the
+    original (h10 review: an EMA left on the CPU crashed its update on a GPU)."""
+    after = (site.node.lineno, site.node.col_offset)
+    return any(
+        use.kind == "arg" and use.callee == "copy.deepcopy"
         and (use.node.lineno, use.node.col_offset) > after
         and context.plan.before_prepare(use.statement, name)
         for use in site.scope.uses.get(name, [])

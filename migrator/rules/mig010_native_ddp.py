@@ -38,6 +38,7 @@ from migrator.rules.checkpoint_keys import prefix_notes
 from migrator.rules.ddp_launch_attributes import rewrite_launch_attributes
 from migrator.rules.ddp_options import carry_ddp_options
 from migrator.rules.ddp_samplers import SamplerMigration
+from migrator.rules.ddp_sharded_loaders import sharded_loader
 from migrator.rules.ddp_spawn import SpawnMigration
 from migrator.rules.ddp_syntax import (
     NoImports,
@@ -72,6 +73,10 @@ class NativeDDP(Rule):
                     message="native DDP left as it is: MIG010 needs MIG006 (prepare) selected",
                 )
             )
+            return
+        sharded = sharded_loader(context)
+        if sharded is not None:
+            context.block_file(sharded)
             return
         _Migration(context).run()
         wraps = [(wrap.target, wrap.site.node.lineno) for wrap in context.facts.distributed.wraps]

@@ -39,6 +39,14 @@ class Clipping(Rule):
                 replacement = context.accelerator_expr(method)
                 context.edits.replace_with(site.node.func, replacement)
                 context.need_accelerator_at(site.statement)
+                if _clipped_scaled(context):
+                    context.findings.append(Finding(code="MIG021", level="note",
+                        node=site.node, message=(
+                        "the original clipped the gradients its GradScaler had scaled (no "
+                        "`scaler.unscale_(optimizer)` before the clip), so its threshold bound "
+                        "the scaled norm; `accelerator.clip_grad_norm_` unscales them first, "
+                        "and the same threshold now binds the true gradients, which clips far "
+                        "less under fp16")))  # fmt: skip
         context.retire_imports_of(rewritten)
 
     @staticmethod
@@ -65,6 +73,15 @@ class Clipping(Rule):
         context.findings.append(
             Finding(code="MIG021", level="note", node=site.node, message=message)
         )
+
+
+def _clipped_scaled(context: RuleContext) -> bool:
+    """Does the original scale its losses with a GradScaler and never unscale before
+    clipping (no `.unscale_(...)` anywhere)?"""
+    imports = context.facts.index.imports
+    calls = list(context.facts.index.calls())
+    scaler = any((imports.qualify(s.node.func) or "") in patterns.GRAD_SCALERS for s in calls)
+    return scaler and not any(s.method == "unscale_" for s in calls)
 
 
 ACCEPTED = {

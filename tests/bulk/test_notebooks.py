@@ -264,13 +264,15 @@ def test_masked_cells_restore_byte_for_byte():
         "'''\n"
         "for i in range(3):\n"
         "    %time f(i)\n"
+        "    %timeit f(i)\n"
         "model?"
     )
     masker = Masker()
     masked = masker.mask(source)
     assert "x = (7\n% 2)\n" in masked and "%not a magic" in masked
     assert "import __migrate_magic_0__\nimport torch\n" in masked  # among the leading imports
-    assert "    __migrate_magic_3__\n" in masked  # elsewhere a bare name
+    assert "    f(i)  # __migrate_time_3__\n" in masked  # a timed statement is analysed
+    assert "    __migrate_magic_4__\n" in masked  # elsewhere a bare name
     compile(masked, "cell", "exec")
     restored = "".join(masker.restore(line)[0] for line in _lines(masked))
     assert restored == source
@@ -346,3 +348,103 @@ def test_the_migrated_notebook_runs_on_one_and_two_processes(tmp_path):
         assert done.stdout.count("epoch 1: loss") == 1 and done.stdout.count("saved") == 1
         assert (tmp_path / "classifier.pt").exists()
         (tmp_path / "classifier.pt").unlink()
+
+
+TRAINING_CELL = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=8)
+for epoch in range(2):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "indented",
+    [
+        " count = sum(p.numel() for p in model.parameters())",  # a stray space, pasted
+        "\tfor p in model.parameters():\n\t    p.requires_grad_(False)\n\n\tdone = True\n",
+        "    x = 1\n  \n    if x:\n        y = x + 1",  # a whitespace-only line kept as it is
+    ],
+)
+def test_a_cell_ipython_dedents_is_read_and_kept_byte_for_byte(indented):
+    """IPython takes the first line's indent off every line of a cell before compiling it
+    (`leading_indent`): such a cell runs in Jupyter, and is read so here; left unedited, its
+    bytes do not change."""
+    document = _notebook(("code", TRAINING_CELL), ("code", indented))
+    result = migrate_notebook(_jupyter(document).encode(), "nb.ipynb", Options())
+    assert result.error is None, result.error
+    assert result.changed
+    sources = _code_sources(json.loads(result.migrated))
+    assert "accelerator.backward(loss)" in sources[0]
+    assert sources[1] == indented
+
+
+def test_an_edited_indented_cell_keeps_its_indent():
+    """The training loop itself in an indented cell: its edits carry the cell's indent."""
+    indented = "".join(f"  {line}" if line.strip() else line for line in _lines(TRAINING_CELL))
+    document = _notebook(("code", indented))
+    result = migrate_notebook(_jupyter(document).encode(), "nb.ipynb", Options())
+    assert result.error is None, result.error
+    (source,) = _code_sources(json.loads(result.migrated))
+    assert "  accelerator.backward(loss)" in source
+    assert all(line.startswith("  ") for line in _lines(source) if line.strip())
+    again = migrate_notebook(result.migrated, "nb.ipynb", Options())
+    assert again.error is None and not again.changed  # idempotent
+
+
+def test_a_cell_indented_unevenly_is_still_one_clear_error():
+    document = _notebook(("code", TRAINING_CELL), ("code", "  x = 1\ny = 2\n"))
+    result = migrate_notebook(_jupyter(document).encode(), "nb.ipynb", Options())
+    assert result.error is not None and "cannot parse cell 2" in result.error
+
+
+TIMED_TRAINING = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=8)
+
+
+def train(loader, epochs):
+    for epoch in range(epochs):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_timed_statement_is_analysed_and_keeps_its_time_magic():
+    """`%time train(loader, 2)` runs the statement once in the notebook's namespace: the
+    analysis sees the call (the loader it passes is prepared), and the line keeps `%time`."""
+    document = _notebook(("code", TIMED_TRAINING), ("code", "%time train(loader, 2)\nprint(1)"))
+    result = migrate_notebook(_jupyter(document).encode(), "nb.ipynb", Options())
+    assert result.error is None, result.error
+    first, second = _code_sources(json.loads(result.migrated))
+    assert "accelerator.prepare(model, optimizer, loader)" in first
+    assert second == "%time train(loader, 2)\naccelerator.print(1)"
+    again = migrate_notebook(result.migrated, "nb.ipynb", Options())
+    assert again.error is None and not again.changed  # idempotent
+
+
+@pytest.mark.parametrize(
+    "line", ["%timeit train(loader, 2)", "%time train(loader, 2)  # two epochs", "%time"]
+)
+def test_other_timing_lines_stay_hidden(line):
+    """`%timeit` runs its statement many times, a commented or empty one is not read: they
+    stay magics, restored as they were."""
+    masker = Masker()
+    masked = masker.mask(line + "\n")
+    assert "__migrate_magic_" in masked and "train(" not in masked
+    assert masker.restore(masked) == (line + "\n", 0)

@@ -108,9 +108,20 @@ class RankReader:
                             "function does not take; migrate by hand")  # fmt: skip
                 continue
             rank = params[0]
-            if any(target.assigns(p) for p in params):
-                self._block(site.node, "MIG907", "the spawned function rebinds its rank or "
-                            "arguments; migrate by hand")  # fmt: skip
+            removed, kept = [rank], []
+            code = self.index.source.text_of
+            for param, value in zip(params[1:], values):
+                if nprocs is not None and code(value) == code(nprocs):
+                    removed.append(param)
+                else:
+                    kept.append(value)
+            # the parameters that become the Accelerator's values must keep them; the others
+            # stay parameters of a direct call, which the function may rebind as it likes
+            rebound = next((b for p in removed for b in target.assigns(p)), None)
+            if rebound is not None:
+                self._block(site.node, "MIG907", f"the spawned function rebinds `{rebound.name}`"
+                            f" (line {(rebound.small or rebound.statement.node).lineno}), which carries its rank or "
+                            "the number of processes; migrate by hand")  # fmt: skip
                 continue
             stored = _stored_in_attribute(target, rank)
             if stored is not None and not self.facts.launch.covers(stored.targets[0]):
@@ -120,14 +131,8 @@ class RankReader:
                 continue
             kind = LOCAL_PROCESS_INDEX if LOCAL_NAME.search(rank) else PROCESS_INDEX
             self.facts.rank_names.append(RankName(target, rank, kind))
-            removed, kept = [rank], []
-            code = self.index.source.text_of
-            for param, value in zip(params[1:], values):
-                if nprocs is not None and code(value) == code(nprocs):
-                    removed.append(param)
-                    self.facts.rank_names.append(RankName(target, param, NUM_PROCESSES))
-                else:
-                    kept.append(value)
+            for param in removed[1:]:
+                self.facts.rank_names.append(RankName(target, param, NUM_PROCESSES))
             self.facts.spawns.append(Spawn(site, target, removed, kept, nprocs))
             self.facts.workers.append(Worker(target, removed))
 

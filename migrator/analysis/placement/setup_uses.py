@@ -124,22 +124,11 @@ def _steps_held(cls: Scope) -> bool:
 
 def _copied_as_placed(use) -> bool:
     """`ema = deepcopy(model)` before prepare copies the plain model, as the original did
-    before its DDP wrap (DiT) - where the copy is as placed as the original's was: the copy is
-    moved itself (`deepcopy(model).to(device)`), or the original had not moved the model to a
-    device yet (the migrated script no longer moves it before prepare)."""
-    line = use.statement.node
-    parts = line.body if isinstance(line, Line) else []
-    for node in (n for part in parts for n in ast.walk(part)):
-        if isinstance(node, ast.Attribute) and node.value is use.call and node.attr in (
-            "to", "cuda"
-        ):  # fmt: skip
-            return True
-    scope = use.statement.block.scope
-    here = use.node.lineno
-    return not any(
-        u.kind == "attr" and u.attr in ("to", "cuda") and u.node.lineno < here
-        for u in scope.uses.get(use.name, [])
-    )
+    before its DDP wrap (DiT), and where the original had placed it: MIG003 keeps a placement
+    of the model that such a copy follows (`model = Net().to(device)` or `model.to(device)`
+    before `ema = deepcopy(model)`), and where there was none the copy was on the CPU in the
+    original too."""
+    return True
 
 
 def _alias(use, facts, seen) -> bool:

@@ -173,7 +173,7 @@ class EvalLoaders:
                         self._plain_note(loop, name, "the loop runs on one process only "
                                          "(under a main-process or rank-0 test, or in a "
                                          "function called there), which evaluates the "
-                                         "whole set")  # fmt: skip
+                                         "whole set", everywhere=False)  # fmt: skip
                     continue
                 away = [found for found in origins if found.scope is not facts.owner]
                 why = next((w for found in away if (w := self._no_home(found)) is not None), None)
@@ -293,13 +293,18 @@ class EvalLoaders:
                     "it is made")  # fmt: skip
         return f"`{found.name}` is not traced to a DataLoader {explain.where(found.scope)}"
 
-    def _plain_note(self, loop: Loop, name: str | None, why: str) -> None:
-        """MIG006 note: the loader `loop` evaluates on stays plain, and why."""
+    def _plain_note(self, loop: Loop, name: str | None, why: str, everywhere=True) -> None:
+        """MIG006 note: the loader `loop` evaluates on stays plain, and why; `everywhere`:
+        the loop runs on every process (else on the main process alone, as it did)."""
         loader = f"`{name}`" if name is not None else "the DataLoader"
+        what = ("every process runs the whole set (the same numbers, N times the work)"
+                if everywhere else "there the main process alone evaluates the whole set, as "
+                "one process does (where a DistributedSampler of the original gave it only its "
+                "share, its numbers now cover the whole set); where every process runs the "
+                "loop, each runs the whole set")  # fmt: skip
         self.facts.findings.append(_note(loop, (
             f"{loader}, which the loop at line {loop.node.lineno} evaluates on, is not "
-            f"prepared: {why}; every process runs the whole set (the same numbers, "
-            "N times the work)")))  # fmt: skip
+            f"prepared: {why}; {what}")))  # fmt: skip
 
 
 def _each(found) -> list:
