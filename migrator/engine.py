@@ -131,7 +131,7 @@ def render_migration(
     from migrator.rules import APPLY_ORDER, IMPLIED, RuleContext
     from migrator.rules.loader_wrappers import leave_listed_batches
     from migrator.soundness import check_output, complete_outputs
-    from migrator.soundness.positions import on_input
+    from migrator.soundness.positions import answered, on_input
     from migrator.source import Source
 
     source = index.source if index is not None else Source(text)
@@ -167,8 +167,9 @@ def render_migration(
     output = Renderer(source, facts.index, context.edits).render()
     reduced: list = []  # MIG032's notes on what it reduced
     if "MIG032" in options.rules:  # on the migrated text: what each process computes
-        completed, reduced = complete_outputs(output, context)
+        completed, reduced, sums = complete_outputs(output, context)
         reduced = on_input(reduced, text, output)
+        findings = answered(findings, tree, sums, text, output)
         output = completed
     checked = on_input(check_output(output, facts), text, output)
     if any(f.needs_human for f in checked):  # SPEC §3b: right, or not made

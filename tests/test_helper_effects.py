@@ -189,3 +189,44 @@ def test_a_helper_that_downloads_runs_on_the_main_process_first(tmp_path):
         "with accelerator.main_process_first():\n    train_set = get_dataset('data')\n"
         in result.migrated.decode()
     )
+
+
+LOGGER_HELPER = """\
+import logging
+
+
+def setup_logger(name, out_dir):
+    logger = logging.getLogger(name)
+    for handler in [logging.StreamHandler(), logging.FileHandler(out_dir + "/train.log")]:
+        logger.addHandler(handler)
+    return logger
+"""
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "logger = setup_logger('run', '.')",  # its result kept: no statement MIG030 guards
+        "log = common.setup_logger('run', '.')",
+    ],
+)
+def test_a_project_helper_that_writes_is_refused_where_it_runs_on_every_process(tmp_path, call):
+    """The check of the migrated text knows the project's helpers that write, as MIG030
+    does (h10 review: a log file handler and a figure written by every process through
+    helpers of a sibling module, the migration showing no finding)."""
+    from migrator.engine import Options, migrate_bytes
+
+    (tmp_path / "common.py").write_text(LOGGER_HELPER)
+    entry = tmp_path / "train.py"
+    entry.write_text(
+        "import torch\nimport common\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "from common import setup_logger\n\n"
+        f"{call}\n"
+        "loader = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4)\n"
+        "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in loader:\n    opt.zero_grad()\n    model(x).sum().backward()\n    opt.step()\n"
+    )
+    result = migrate_bytes(entry.read_bytes(), str(entry), Options())
+    assert result.migrated is None
+    refused = [f for f in result.findings if f.code == "MIG952"]
+    assert refused and "setup_logger" in refused[0].message, result.findings

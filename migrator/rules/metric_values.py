@@ -36,6 +36,8 @@ class PerBatchValues:
         self.local = local if local is not None else set()
         if self.is_number(value):
             self.numbers.update(names)
+        elif isinstance(value, ast.Call) and self._returns_numbers(value, names):
+            self.numbers.update(names)  # `batch_loss, correct = test_step(x, y)`
         elif self.is_scalar_tensor(value) or (
             isinstance(value, ast.Call) and names and all(LOSS_NAME.search(n) for n in names)
         ):
@@ -43,6 +45,25 @@ class PerBatchValues:
 
     def __contains__(self, name: str) -> bool:
         return name in self.numbers or name in self.scalars
+
+    def _returns_numbers(self, call: ast.Call, names) -> bool:
+        """Does `call`, a function of this file, return only Python numbers where `names`
+        are bound (`return loss.item(), correct` with `correct = (...).sum().item()`)?
+        Gathered, a number per batch comes back as a list (or N of them, unpacked wrong)."""
+        function = self.context.facts.index.functions.get(name_of(call.func) or "")
+        if function is None:
+            return False
+        returns = [n.value for n in ast.walk(function.node) if isinstance(n, ast.Return)]
+        if not returns or any(r is None for r in returns):
+            return False
+        own = PerBatchValues(self.context)
+        for _ in range(2):  # names bound to numbers, then names bound to those
+            for name, bindings in function.bindings.items():
+                if bindings and all(b.value is not None and not b.unpacked
+                                    and own.is_number(b.value) for b in bindings):  # fmt: skip
+                    own.numbers.add(name)
+        parts = [e for r in returns for e in (r.elts if isinstance(r, ast.Tuple) else [r])]
+        return len(names) > 0 and all(own.is_number(part) for part in parts)
 
     def is_scalar_tensor(self, expr: ast.AST | None) -> bool:
         """Does `expr` compute one tensor value per batch: a loss (`criterion(out, y)`,

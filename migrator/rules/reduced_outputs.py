@@ -41,6 +41,7 @@ from migrator.rules.running_sums import (
     number_like,
     own_nodes,
     reads_after,
+    reads_itself,
     rebound_in,
     restarted_window,
     running_sums,
@@ -69,7 +70,8 @@ class ReducedOutputs(Rule):
 def reduce_outputs(model, target_torch: str = "torch") -> tuple[EditSet, list[Finding], bool]:
     """The edits that reduce the per-process values of the migrated module `model`
     (soundness.model.OutputModel), its notes on what it reduced, and whether `torch` is read by
-    the new code."""
+    the new code. The running sums reduced are kept on `model.reduced_sums`: (the loop's first
+    and last line, the sum's name)."""
     values = model.values()
     pass_ = _Pass(model, values, target_torch)
     for scope in model.index.scopes:
@@ -156,6 +158,8 @@ class _Pass:
                     continue  # not a plain running sum, nor one restarted every few passes
             if not any(LOCAL in self.values.extents(i.value, scope) for i in increments):
                 continue
+            if any(reads_itself(i.value, name) for i in increments):
+                continue  # `mean += (x - mean) / (i + 1)`: a running mean, not a sum
             reads = window[1] if window else reads_after(scope, loop, name)
             if not reads or not any(LOCAL in self.values.extents(r, scope) for r in reads):
                 continue
@@ -184,6 +188,7 @@ class _Pass:
             self.edits.insert(*where, NewStatement(code), priority=30)
             self.reduced.add(key)
             reduced.append(name)
+            self.model.reduced_sums.append((loop.node.lineno, loop.node.end_lineno, name))
         if not reduced:
             return
         loader = self.model.source.text_of(source)

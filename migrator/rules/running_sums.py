@@ -26,6 +26,12 @@ def running_sums(loop: Loop) -> dict[str, list[ast.AugAssign]]:
     return {name: found[name] for name in sorted(found, key=first.get)}  # in source order
 
 
+def reads_itself(value: ast.AST, name: str) -> bool:
+    """Does an increment of `name` read `name`? Then it holds no sum (a running mean `m += (x
+    - m) / (i + 1)`, a decayed average), and a sum over the processes is N times it."""
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
+
+
 def zeroed_before(block: Block, position: int, name: str) -> bool:
     """`name = 0` (`0.0`, `torch.zeros(...)`, `torch.tensor(0.0)`) as one of the statements
     before the loop in its block, with no other binding of it between: a sum started afresh

@@ -22,6 +22,7 @@ def check_output(text: str, facts=None) -> list[Finding]:
     as `OutputModel.read` takes it."""
     from migrator.soundness.model import OutputModel
     from migrator.soundness.per_process import main_only_collectives, per_process_values
+    from migrator.soundness.plain_gathers import plain_gathers
     from migrator.soundness.side_effects import side_effects
     from migrator.soundness.training_steps import escaped_steps
 
@@ -31,15 +32,17 @@ def check_output(text: str, facts=None) -> list[Finding]:
     return [
         *side_effects(model),
         *per_process_values(model),
+        *plain_gathers(model),
         *main_only_collectives(model),
         *escaped_steps(model),
     ]
 
 
-def complete_outputs(text: str, context) -> tuple[str, list[Finding]]:
+def complete_outputs(text: str, context) -> tuple[str, list[Finding], list[tuple[int, int, str]]]:
     """The migrated `text` with its per-process outputs reduced (MIG032, which runs on the
-    migrated text), and the notes on those reductions (nodes in `text`'s coordinates);
-    `import torch` is asked of `context` when the new code reads it."""
+    migrated text), the notes on those reductions (nodes in `text`'s coordinates) and the
+    running sums reduced (each its loop's lines in `text` and its name); `import torch` is
+    asked of `context` when the new code reads it."""
     from migrator.edits import EditSet
     from migrator.render import Renderer
     from migrator.rules.reduced_outputs import reduce_outputs
@@ -47,12 +50,12 @@ def complete_outputs(text: str, context) -> tuple[str, list[Finding]]:
 
     model = OutputModel.read(text, context.facts)
     if model is None:
-        return text, []
+        return text, [], []
     torch = next((local for local, full in model.index.imports.aliases.items()
                   if full == "torch"), "torch")  # fmt: skip
     edits, notes, uses_torch = reduce_outputs(model, torch)
     if not isinstance(edits, EditSet) or edits.empty:
-        return text, []
+        return text, [], []
     if uses_torch and torch == "torch" and ("torch", None) not in context.extra_imports:
         context.extra_imports.append(("torch", None))
-    return Renderer(model.source, model.index, edits).render(), notes
+    return Renderer(model.source, model.index, edits).render(), notes, model.reduced_sums

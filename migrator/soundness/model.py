@@ -26,6 +26,8 @@ class OutputModel:
     # optimizer, loader, scheduler): a parameter the program receives from callers elsewhere
     # is prepared by name, and its value alone does not say what it is
     roles: dict[str, str] = field(default_factory=dict)
+    # the running sums MIG032 reduced: (the loop's first line, its last, the sum's name)
+    reduced_sums: list[tuple[int, int, str]] = field(default_factory=list)
 
     @classmethod
     def read(cls, text: str, facts=None) -> OutputModel | None:
@@ -39,6 +41,8 @@ class OutputModel:
             return None
         source = Source(text)
         index = ModuleIndex(tree, source)
+        if facts is not None:  # the project helpers the input calls that write (by name)
+            index.imports.helper_effects = facts.index.imports.helper_effects
         graph = CallGraph(index)
         model = cls(tree, source, index, graph, Processes(index, graph))
         if facts is not None:

@@ -4,6 +4,7 @@ inserted line, the next input line that is still there)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from difflib import SequenceMatcher
 
@@ -44,3 +45,41 @@ def _line_map(before: list[str], after: list[str]) -> dict[int, int]:
             else:  # inserted: the next input line
                 found[j + 1] = min(i1 + 1, max(len(before), 1))
     return found
+
+
+def answered(findings: list[Finding], tree: ast.Module, sums, original: str, output: str):
+    """The findings, less the MIG031 warnings that MIG032 answered: a warning on `total +=
+    ...` in a loop ("counts only this process's batches", "gather by hand") where MIG032,
+    on the migrated text, reduced `total` over the processes after that loop (`sums`: the
+    loop's lines in `output`, the name). Its numbers then count every process's batches."""
+    if not sums:
+        return findings
+    lines = _line_map(original.splitlines(), output.splitlines())
+    reduced = [(lines.get(a, a), lines.get(b, b), name) for a, b, name in sums]
+    totals = [(n, name) for n in ast.walk(tree) if (name := _total(n))]
+    kept = []
+    for finding in findings:
+        node = finding.node
+        if finding.code == "MIG031" and finding.needs_human and node is not None:
+            line = node.lineno
+            names = {name for t, name in totals if t.lineno <= line <= t.end_lineno}
+            if any(a <= line <= b and name in names for a, b, name in reduced):
+                continue
+        kept.append(finding)
+    return kept
+
+
+def _total(node: ast.AST) -> str | None:
+    """The name a statement adds to: `total += x`, `total = total + x`."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        return node.target.id
+    if (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.BinOp)
+        and isinstance(node.value.left, ast.Name)
+        and node.value.left.id == node.targets[0].id
+    ):
+        return node.targets[0].id
+    return None

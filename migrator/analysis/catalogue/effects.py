@@ -145,13 +145,16 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
         return Effect("download", "a download", call)
     if qualified.startswith(DOWNLOADING_DATASETS) and keyword(call, "download") is None:
         return Effect("download", "a download", call)
-    if qualified == "logging.basicConfig" and keyword(call, "filename") is not None:
+    if qualified == "logging.basicConfig" and (
+        keyword(call, "filename") is not None
+        or _file_handlers(keyword(call, "handlers"), imports, values)
+    ):  # `basicConfig(handlers=[logging.FileHandler(path), logging.StreamHandler()])`
         return Effect("log", "a log file", call)
+    if qualified == "loguru.logger.add" and call.args and _file_sink(call.args[0]):
+        return Effect("log", "a log file", call)  # loguru's `logger.add("logs/train.log")`
     method = call.func.attr if isinstance(call.func, ast.Attribute) else None
-    if method == "addHandler" and call.args and isinstance(call.args[0], ast.Call):
-        handler = imports.qualify(call.args[0].func) or ""
-        if handler.endswith("FileHandler"):  # logging's, and its rotating kinds
-            return Effect("log", "a log file", call)
+    if method == "addHandler" and call.args and _file_handlers(call.args[0], imports, values):
+        return Effect("log", "a log file", call)  # `FileHandler(...)`, or a name bound to one
     if method == "open" and path_opens_for_writing(call):  # `log_path.open("w")` of a Path
         return None if _own(call, call.func.value) else Effect("write", "a file", call)
     if method in WRITE_METHODS and not _own(call) and not _main_only_saver(call.func):
@@ -159,6 +162,29 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
     if method == "mkdir" and not _is_true(keyword(call, "exist_ok")):
         return Effect("write", "a folder", call)
     return None
+
+
+def _file_handlers(expr: ast.expr | None, imports: ImportTable, values=None, hops: int = 2) -> bool:
+    """Is `expr` a logging handler writing a file (`logging.FileHandler(path)`, its rotating
+    kinds), or a list or tuple holding one, or a name bound to either (`handlers` in `values`
+    where the caller knows them)?"""
+    if isinstance(expr, ast.Call):
+        return (imports.qualify(expr.func) or "").endswith("FileHandler")
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return any(_file_handlers(e, imports, values, hops) for e in expr.elts)
+    if isinstance(expr, ast.Name) and values is not None and hops > 0:
+        return any(_file_handlers(v, imports, values, hops - 1) for v in values(expr.id))
+    return False
+
+
+def _file_sink(sink: ast.expr) -> bool:
+    """A loguru sink that is a file: a path (a string, an f-string, `Path(...)`, a name
+    holding one), not a stream (`sys.stderr`) or a function (`lambda m: tqdm.write(m)`)."""
+    if isinstance(sink, ast.Lambda):
+        return False
+    if isinstance(sink, ast.Attribute):
+        return not (isinstance(sink.value, ast.Name) and sink.value.id == "sys")
+    return True
 
 
 def values_in(scope):

@@ -7,6 +7,7 @@ counting what its arguments count), arithmetic and collections."""
 from __future__ import annotations
 
 import ast
+import re
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.catalogue.outputs import module_function
@@ -29,6 +30,13 @@ from migrator.analysis.model.classes import overrides
 from migrator.analysis.syntax.index import Scope
 
 GATHERS = {"gather", "gather_for_metrics", "reduce", "gather_object"}
+# `accelerator.unwrap_model(model)`: the plain module inside the wrapper, with this process's
+# own buffers (BatchNorm's running statistics, which each process updates on its own batches:
+# the wrapper broadcasts them only at its own forward), so what it computes may differ per
+# process (h9 review: an early stop on its validation loss left one process waiting)
+UNWRAPPED = "unwrapped"
+# calls handed the plain module that run no forward of it
+NOT_RUN = {"torch.save", "copy.deepcopy", "isinstance", "print", "type", "id", "repr", "str"}
 PREPARES = {"prepare", "prepare_data_loader", "prepare_model"}
 # what a tensor is and where it lives, alike on every process, not what it holds
 DESCRIPTIONS = {"device", "dtype", "is_cuda", "ndim", "layout", "requires_grad", "is_sparse"}
@@ -129,6 +137,8 @@ class ValueExpressions:
                 return Value(GLOBAL)
             if func.attr in PREPARES and len(call.args) == 1:
                 return self._prepared(call.args[0], scope)
+            if func.attr == "unwrap_model" and _running_buffers(self.index.source.text):
+                return Value(join(*values).extent, frozenset({UNWRAPPED}))
             return Value(join(*values).extent)
         qualified = self.imports.qualify(func) or ""
         if is_draw(qualified) and self._draws_differ(qualified):
@@ -168,6 +178,8 @@ class ValueExpressions:
         values = [self._eval(a, scope) for a in arguments]
         if isinstance(func, ast.Attribute) and func.attr == "size" and len(call.args) == 1:
             return _size(receiver)  # `x.size(0)`
+        if _runs_unwrapped(func, receiver, values, qualified):
+            return Value(LOCAL)
         wrapped = [v for v in values if v.roles & {"loader", "iterator"}]
         if wrapped and (isinstance(func, ast.Name) or module_function(call, self.imports)):
             # `tqdm(loader)`, `enumerate(loader)`, `itertools.cycle(it)`, bound to a name or
@@ -234,3 +246,28 @@ def _size(batch: Value) -> Value:
     if batch.extent == LOCAL:
         return Value(LOCAL, frozenset({"batchsize"}))
     return Value(batch.extent)
+
+
+# what a module whose models may keep running statistics shows of them: BatchNorm's kinds, a
+# buffer of its own, a torchvision or timm network (ResNets, VGGs ... are BatchNorm models)
+BUFFERS = re.compile(r"BatchNorm|InstanceNorm|register_buffer|running_mean|torchvision\.models"
+                     r"|\btimm\b|\b(?:res|wide_res|resnext|dense|efficient|mobile|reg)net|\bvgg",
+                     re.IGNORECASE)  # fmt: skip
+
+
+def _running_buffers(text: str) -> bool:
+    """May a model of this module keep running statistics (updated per process in training,
+    so the plain module inside the wrapper differs per process)? Read from the module's text:
+    a plain `nn.Linear` stack has none, and its plain module computes alike everywhere."""
+    return BUFFERS.search(text) is not None
+
+
+def _runs_unwrapped(func, receiver, values, qualified: str) -> bool:
+    """Does the call run the plain module's forward: called itself (`unwrapped(x)`,
+    `unwrapped.forward(x)`), or handed to a function of another module that may
+    (`evaluate(accelerator.unwrap_model(model), loader)`)?"""
+    if UNWRAPPED in receiver.roles and not isinstance(func, ast.Attribute):
+        return True
+    if isinstance(func, ast.Attribute) and func.attr in ("forward", "generate"):
+        return False  # the receiver is evaluated as a whole: its roles are the attribute's
+    return qualified not in NOT_RUN and any(UNWRAPPED in v.roles for v in values)

@@ -1,0 +1,69 @@
+"""Obligation 3, gathers: a loop that gathers its batches (`accelerator.gather_for_metrics`,
+`gather`) draws them from prepared loaders only. A loader left plain gives every process the
+whole set, and gathering it returns N copies of it (h10 review: an evaluation helper the
+migration gathers in, called later with test loaders it did not prepare, counted every
+sample twice on two processes). Which loader a loop draws from, in every context its
+function is called in, is the values model's (a parameter holds "plainloader" where a call
+passes a loader not prepared)."""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.analysis.model.origins import argument_for
+from migrator.findings import Finding
+from migrator.soundness.model import OutputModel
+
+CODE = "MIG953"
+GATHERS = {"gather", "gather_for_metrics"}
+LOOPS = (ast.For, ast.AsyncFor)
+
+
+def plain_gathers(model: OutputModel) -> list[Finding]:
+    values = model.values()
+    found = []
+    for site in model.index.calls():
+        func = site.node.func
+        if not isinstance(func, ast.Attribute) or func.attr not in GATHERS:
+            continue
+        if "accelerator" not in values.roles(func.value, site.scope):
+            continue
+        if not model.processes.runs_on_every_process(site.statement):
+            continue
+        loop = next((s.node for s in reversed(site.statement.chain()[:-1])
+                     if isinstance(s.node, LOOPS)), None)  # fmt: skip
+        source = _source(loop.iter) if loop is not None else None
+        if source is None or not _plain(model, values, source, site.scope):
+            continue
+        found.append(Finding(code=CODE, node=site.node, message=(
+            f"`{model.source.text_of(func)}(...)` gathers the batches of "
+            f"`{model.source.text_of(source)}`, which {model.where(site.statement)} is a loader "
+            "left plain: every process reads the whole set, and the gather returns it N "
+            "times; prepare that loader too, or gather only where the loader is prepared, "
+            "by hand")))  # fmt: skip
+    return found
+
+
+def _plain(model: OutputModel, values, source: ast.expr, scope, depth: int = 0) -> bool:
+    """Is `source` a plain loader in some context: a name never prepared where the loop
+    reads it, or a parameter some call passes one (each call's argument judged on its own:
+    an attribute bound plain and then prepared holds both roles, and is prepared where read)."""
+    roles = values.roles(source, scope)
+    if "plainloader" not in roles:
+        return False
+    if "loader" not in roles:
+        return True
+    if not (isinstance(source, ast.Name) and source.id in scope.params) or depth > 2:
+        return False
+    for site in model.graph.callers(scope):
+        argument = argument_for(site.node, scope, source.id)
+        if argument is not None and _plain(model, values, argument, site.scope, depth + 1):
+            return True
+    return False
+
+
+def _source(iterable: ast.expr) -> ast.expr:
+    """The loader a loop draws from, through `enumerate(...)`, `tqdm(...)`, `zip(...)`."""
+    while isinstance(iterable, ast.Call) and iterable.args:
+        iterable = iterable.args[0]
+    return iterable
