@@ -21,6 +21,7 @@ from migrator.analysis.catalogue import effects, patterns
 from migrator.analysis.effects.processes import DEAD, Processes
 from migrator.analysis.model.hand_offs import foreign_callee
 from migrator.analysis.model.helper_library import HelperLibrary
+from migrator.analysis.model.origins import argument_for
 from migrator.analysis.syntax.index import ModuleIndex, Scope, Statement
 from migrator.source import Source
 
@@ -76,7 +77,46 @@ def main_writes(flow: FileFlow) -> dict[tuple, list]:
             key = _key(flow, site.scope, path) if path is not None else None
             if key is not None:
                 keys.setdefault(key, []).append(site)
+    for site, key in _through_parameters(flow, "write"):  # `save_model(name)` of this file
+        keys.setdefault(key, []).append(site)
     return keys
+
+
+def _through_parameters(flow: FileFlow, kind: str):
+    """(call site, key) of each call of a function of this file whose body writes (reads)
+    the file its parameter names (`def save_model(path): torch.save(..., path)`): the file
+    is the argument of that call, and the call is where it is written (read)."""
+    imports = flow.index.imports
+    graph = flow.processes.graph
+    for site in flow.index.calls():
+        callee = graph.callee(site)
+        if callee is None or callee.kind != "function":
+            continue
+        if kind == "read" and not flow.processes.runs_on_every_process(site.statement):
+            continue
+        for parameter in _parameter_files(callee, imports, kind):
+            argument = argument_for(site.node, callee, parameter)
+            key = _key(flow, site.scope, argument) if argument is not None else None
+            if key is not None:
+                yield site, key
+
+
+def _parameter_files(function: Scope, imports, kind: str) -> list[str]:
+    """The parameters of `function` its own calls write (read) as a file's path."""
+    found = []
+    for site in function.calls:
+        qualified = imports.qualify(site.node.func) or ""
+        if kind == "write":
+            effect = effects.effect_of(site.node, imports, effects.values_in(function))
+            path = _written_path(site.node, qualified) if effect is not None and (
+                effect.kind == "write") else None  # fmt: skip
+        else:
+            path = _read_path(site.node, imports)
+        if isinstance(path, ast.Name) and path.id in function.params and not (
+            function.assigns(path.id)
+        ):  # fmt: skip
+            found.append(path.id)
+    return found
 
 
 def _helper_paths(flow: FileFlow, site) -> list[ast.expr]:
@@ -134,6 +174,13 @@ def reads(flow: FileFlow, writes: dict, waited: set[int]) -> list[Statement]:
             if not _exclusive(site.statement, w.node.lineno) and not _before(site, w)
         ]
         if key is not None and lines:
+            statement = outside_branches(site.statement, lines)
+            if flow.processes.runs_on_every_process(statement):
+                found.setdefault(id(statement.node), statement)
+    for site, key in _through_parameters(flow, "read"):  # `load_model(name)` of this file
+        lines = [w.node.lineno for w in writes.get(key, []) if w is not site
+                 and not _exclusive(site.statement, w.node.lineno) and not _before(site, w)]  # fmt: skip
+        if lines and id(site.node) not in waited:
             statement = outside_branches(site.statement, lines)
             if flow.processes.runs_on_every_process(statement):
                 found.setdefault(id(statement.node), statement)
