@@ -22,6 +22,7 @@ from migrator.rules.base import Rule, RuleContext
 from migrator.rules.cpu_conditions import FALSE, deps, render
 from migrator.rules.cpu_request import cpu_request, places_off_cpu
 from migrator.rules.device_requests import CpuRequests
+from migrator.rules.mig004_batch_placement import drop_guards_if_emptied
 from migrator.rules.model_tensors import model_tensors
 from migrator.rules.placement_calls import strip_placement
 from migrator.rules.trainer_devices import only_for_the_trainer
@@ -37,7 +38,34 @@ class Device(Rule):
         self._cpu_flag(context)
         self._device_variables(context)
         self._literal_devices(context)
+        self._first_gpu_pins(context)
         model_tensors(context)
+
+    def _first_gpu_pins(self, context: RuleContext) -> None:
+        """`torch.cuda.set_device(0)` in a one-device program ("the GPU") goes: the
+        Accelerator made each process's own GPU current, and pinning the first one put every
+        process's `.cuda()` tensors on GPU 0 beside models on their own GPUs (h10 review). A
+        native DDP program's `set_device(rank)` is MIG010's."""
+        if context.facts.distributed.present:
+            return
+        imports = context.facts.index.imports
+        for site in context.facts.index.calls():
+            if (imports.qualify(site.node.func) or "") != "torch.cuda.set_device":
+                continue
+            args = site.node.args
+            first = args[0] if len(args) == 1 and not site.node.keywords else None
+            if not (isinstance(first, ast.Constant) and first.value in (0, "cuda:0")):
+                continue
+            if not isinstance(site.small, ast.Expr) or site.small.value is not site.node:
+                continue
+            context.edits.remove(site.small)
+            context.edits.clean_up(site.small)
+            drop_guards_if_emptied(context, site.statement)
+            context.findings.append(Finding(code=self.code, level="note", node=site.node,
+                message=(
+                "`torch.cuda.set_device(0)` goes: each process's GPU is the Accelerator's "
+                "(`accelerator.device`, made current for it); set, every process's `.cuda()` "
+                "tensors would go to the first GPU")))  # fmt: skip
 
     # -- `Accelerator(cpu=...)` --------------------------------------------------------------
     def _cpu_flag(self, context: RuleContext) -> None:
