@@ -146,6 +146,8 @@ class SamplerReader:
                     continue
             if self._in_loader_shuffle(use, name) or _guards_set_epoch(use, name):
                 continue
+            if self._named_shuffle(use, name, scope):
+                continue
             if self._returned_to_set_epoch(use, scope, sampler):
                 continue
             if handed_to_set_epoch(self, use, scope, name, sampler):
@@ -195,6 +197,37 @@ class SamplerReader:
         self.facts.removed_calls.extend(removed)
         sampler.returned.append(use.node)
         return True
+
+    def _named_shuffle(self, use, name: str, scope) -> bool:
+        """`shuffle = sampler is None` (a name bound once here, read only as `shuffle=` of
+        loaders the sampler feeds): the inline idiom through a name. The binding goes with the
+        sampler, and the loaders' `shuffle=` gets the sampler's (rewritten with it)."""
+        small = use.statement.node.body[0] if isinstance(use.statement.node, Line) and len(
+            use.statement.node.body) == 1 else None  # fmt: skip
+        if not isinstance(small, ast.Assign) or len(small.targets) != 1:
+            return False
+        target = small.targets[0]
+        if not isinstance(target, ast.Name) or not contains(small.value, use.node):
+            return False
+        if len(scope.assigns(target.id)) != 1 or any(
+            n.id == name for n in ast.walk(small.value) if isinstance(n, ast.Name)
+            and n is not use.node
+        ):  # fmt: skip
+            return False
+        reads = scope.uses.get(target.id, [])
+        if not reads or not all(self._in_named_loader_shuffle(read, name) for read in reads):
+            return False
+        self.facts.removed_smalls.append((small, use.statement))
+        return True
+
+    def _in_named_loader_shuffle(self, read, name: str) -> bool:
+        """`DataLoader(..., shuffle=<read>, sampler=<name>)`."""
+        call = read.call if read.kind == "arg" else None
+        if call is None or not patterns.is_loader_call(call, self.imports):
+            return False
+        shuffle = next((a for a in call_args(call) if a.keyword == "shuffle"), None)
+        return (shuffle is not None and shuffle.value is read.node
+                and name_value(keyword_value(call, "sampler")) == name)  # fmt: skip
 
     def _in_loader_shuffle(self, use, name: str) -> bool:
         """`shuffle=(sampler is None)` in the loader the sampler feeds (rewritten with it)."""
