@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.syntax.index import Line
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
@@ -32,7 +33,7 @@ def prefix_notes(context: RuleContext, wrapped: list[tuple[str, int]], wrapper: 
         if name is None or name in said:
             continue
         lines = [line for bound, line in wrapped if name == bound and call.lineno > line]
-        if not lines:
+        if not lines or _unwrapped_beside(site, call, name):
             continue
         said.add(name)
         code = "MIG010" if wrapper == "DistributedDataParallel" else "MIG901"
@@ -42,3 +43,47 @@ def prefix_notes(context: RuleContext, wrapped: list[tuple[str, int]], wrapper: 
             "checkpoints the original wrote so load into the migrated model only with the prefix "
             "stripped (`{k.removeprefix('module.'): v for k, v in state.items()}`), and code "
             "that expects the prefix must add it")))  # fmt: skip
+
+
+def _unwrapped_beside(site, call: ast.Call, name: str) -> bool:
+    """`net.module.state_dict() if distributed else net.state_dict()` (or the same in the two
+    branches of an `if`): the branch that saves `net` itself runs where it was never wrapped,
+    and the other saves the plain module's keys; no key ever had the prefix."""
+    statement = site.statement
+    own = statement.node.body if isinstance(statement.node, Line) else [statement.node]
+    candidates = [n for part in own for n in ast.walk(part) if isinstance(n, ast.IfExp)]
+    candidates += [outer.node for outer in statement.chain()[:-1] if isinstance(outer.node, ast.If)]
+    for parent in candidates:
+        branches = (parent.body, parent.orelse)
+        mine = next((b for b in branches if _holds(b, call)), None)
+        other = next((b for b in branches if b is not mine), None)
+        if mine is not None and other is not None and _reads_module(other, name):
+            return True
+    return False
+
+
+def _holds(branch, node: ast.AST) -> bool:
+    parts = branch if isinstance(branch, list) else [branch]
+    return any(n is node for part in parts for n in ast.walk(part))
+
+
+def _reads_module(branch, name: str) -> bool:
+    """`name.module` read in the branch."""
+    parts = branch if isinstance(branch, list) else [branch]
+    return any(
+        isinstance(n, ast.Attribute) and n.attr == "module"
+        and _wrapper_name(n.value) == name
+        for part in parts for n in ast.walk(part)
+    )  # fmt: skip
+
+
+def _wrapper_name(expr: ast.AST) -> str | None:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+    ):
+        return f"self.{expr.attr}"
+    return None
