@@ -38,18 +38,28 @@ needs_accelerate = pytest.mark.skipif(
 
 
 def verify(
-    script: str, *options: str, tmp_dir: Path | None = None, script_args: tuple[str, ...] = ()
+    script: str,
+    *options: str,
+    tmp_dir: Path | None = None,
+    script_args: tuple[str, ...] = (),
+    cwd: Path = SCRIPTS,
 ) -> subprocess.CompletedProcess:
-    """`migrate verify fixtures/scripts/SCRIPT OPTIONS -- SCRIPT_ARGS`; TMPDIR kept per test."""
+    """`migrate verify fixtures/scripts/SCRIPT OPTIONS -- SCRIPT_ARGS`; TMPDIR kept per test.
+
+    Run from the scripts' own folder, as a user runs it beside train.py: every run mirrors
+    the current folder (sandbox.py), and the repository's ~1,500 entries mirrored for each
+    of a verify's four runs, then removed, cost seconds per test that none of these scripts
+    reads (test_robustness keeps one run from the repository root)."""
     env = dict(os.environ)
     env.pop("WORLD_SIZE", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     if tmp_dir is not None:
         env["TMPDIR"] = str(tmp_dir)
     command = [sys.executable, "-m", "migrator", "verify", str(SCRIPTS / script), *options]
     if script_args:
         command += ["--", *script_args]
     return subprocess.run(
-        command, capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=RUN_LIMIT_S
+        command, capture_output=True, text=True, env=env, cwd=cwd, check=False, timeout=RUN_LIMIT_S
     )
 
 

@@ -54,9 +54,13 @@ def verify_against(program: str, which: str) -> tuple[dict, subprocess.Completed
         "--format",
         "json",
     ]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    # from the program's folder, as its user would: each run mirrors the current folder, and
+    # mirroring the repository root cost seconds per verify (tests/verify/conftest.py)
     result = subprocess.run(
-        command, capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=RUN_LIMIT_S
-    )
+        command, capture_output=True, text=True, env=env, cwd=folder, check=False,
+        timeout=RUN_LIMIT_S,
+    )  # fmt: skip
     return json.loads(result.stdout), result
 
 

@@ -49,9 +49,12 @@ def test_missing_required_argument_shows_the_scripts_usage_error():
 
 
 def test_temporary_files_are_removed_and_the_script_is_untouched(tmp_path):
+    # from the repository root: the runs' mirrors of a real project folder go too
     script = SCRIPTS / "mlp_regression.py"
     before = hashlib.sha256(script.read_bytes()).hexdigest()
-    result = verify("mlp_regression.py", "--nproc", "2", "--max-steps", "2", tmp_dir=tmp_path)
+    result = verify(
+        "mlp_regression.py", "--nproc", "2", "--max-steps", "2", tmp_dir=tmp_path, cwd=ROOT
+    )
     assert result.returncode == 0, result.stderr
     assert list(tmp_path.iterdir()) == []
     assert hashlib.sha256(script.read_bytes()).hexdigest() == before
