@@ -10,7 +10,10 @@ from conftest import SCRIPTS, check, run_migrate_launch, run_python, run_torchru
 
 from runtime.launch import launch_script, launcher_arguments
 
-REPEATS = 20
+# gloo aborted about 1 run in 4 at exit before the exit barrier (runtime/teardown.py): 10 runs
+# catch that rate 94 times in 100 (20 did 99.7), and every other 2-process test here exits
+# through the same teardown
+REPEATS = 10
 
 
 def seconds_since_the_raise(done) -> float:
