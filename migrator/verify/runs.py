@@ -221,7 +221,10 @@ def finish(
         if stall_s is not None and quiet >= (stall_s if run.beats else 2 * stall_s):
             hung = True
             break
-        time.sleep(POLL_S)
+        try:  # returns as soon as the run ends, not at the next poll
+            run.process.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
     if returncode is None:
         ask_for_stacks(run)
     stop_everything(run.process, run.pid_dir)
