@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +94,8 @@ def test_script_with_nothing_to_migrate_is_not_comparable(tmp_path):
         [sys.executable, "-m", "migrator", "verify", str(script)],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=tmp_path,  # the original starts at once, in a mirror of this folder
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=120,
         check=False,
     )
