@@ -31,7 +31,9 @@ def sharded_loader(context: RuleContext) -> Finding | None:
     for scope in facts.index.scopes:
         for name in sorted(n for n in facts.loaders if context.prepared(n)):
             for binding in scope.assigns(name):
-                found = _handed_rank(binding.value, scope, dist, imports, MAX_HOPS)
+                found = _handed_rank(
+                    binding.value, scope, dist, imports, MAX_HOPS, facts.index.functions
+                )
                 if found is None:
                     continue
                 call, given = found
@@ -45,7 +47,9 @@ def sharded_loader(context: RuleContext) -> Finding | None:
     return None
 
 
-def _handed_rank(value, scope: Scope, dist, imports, hops: int) -> tuple[ast.Call, str] | None:
+def _handed_rank(
+    value, scope: Scope, dist, imports, hops: int, functions: dict
+) -> tuple[ast.Call, str] | None:
     """A call in `value` (or in what a name it reads is bound to, `hops` names deep) handed
     the rank or the world size, with what it was handed; a DistributedSampler is MIG010's."""
     if value is None:
@@ -55,7 +59,7 @@ def _handed_rank(value, scope: Scope, dist, imports, hops: int) -> tuple[ast.Cal
             continue
         if (imports.qualify(node.func) or "") in SAMPLER_CLASSES:
             continue
-        if _folds_its_sampler(node, dist):
+        if _folds_its_sampler(node, dist, functions):
             continue  # `get_loader(rank, world_size)` making a DistributedSampler MIG010 folds
         for argument in [*node.args, *(k.value for k in node.keywords)]:
             given = _rank_value(argument, scope, dist, imports)
@@ -66,19 +70,26 @@ def _handed_rank(value, scope: Scope, dist, imports, hops: int) -> tuple[ast.Cal
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 for binding in scope.assigns(node.id):
                     if binding.value is not value:
-                        found = _handed_rank(binding.value, scope, dist, imports, hops - 1)
+                        found = _handed_rank(
+                            binding.value, scope, dist, imports, hops - 1, functions
+                        )
                         if found is not None:
                             return found
     return None
 
 
-def _folds_its_sampler(call: ast.Call, dist) -> bool:
+def _folds_its_sampler(call: ast.Call, dist, functions: dict, depth: int = 0) -> bool:
     """A function of this file that builds its loader on a DistributedSampler MIG010 folds
-    into the prepared loader: what it does with the rank is that sampler."""
+    into the prepared loader (itself, or through a function of the file it calls): what it
+    does with the rank is that sampler."""
     name = call.func.id if isinstance(call.func, ast.Name) else None
-    return name is not None and any(
-        sampler.site.scope.kind == "function" and sampler.site.scope.name == name
-        for sampler in dist.samplers
+    function = functions.get(name) if name is not None else None
+    if function is None:
+        return False
+    if any(sampler.site.scope is function for sampler in dist.samplers):
+        return True
+    return depth < 2 and any(
+        _folds_its_sampler(site.node, dist, functions, depth + 1) for site in function.calls
     )
 
 

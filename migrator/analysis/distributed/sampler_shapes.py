@@ -72,6 +72,7 @@ def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, import
             or group.told(arg.value, scope, GROUP_KEYWORDS[keyword])
             or group.returned(arg.value, scope, facts, expected)
             or group.branched(arg.value, scope, facts, expected)
+            or group.passed(arg.value, scope, facts, expected)
         ):
             what = "this process's rank" if keyword == "rank" else "the world size"
             if expected is None:
@@ -140,6 +141,26 @@ class GroupArguments:
         return bool(callers) and all(
             (argument := argument_for(site.node, scope, name)) is not None
             and self.told(argument, site.scope, keyword, depth + 1)
+            for site in callers
+        )
+
+    def passed(self, expr: ast.expr, scope: Scope, facts: DistributedFacts, expected,
+               depth: int = 0) -> bool:  # fmt: skip
+        """A parameter every caller of its function (of the file) passes the world size (the
+        rank) as read where the call is: `get_loaders(..., world_size=world_size)` from a
+        caller with `world_size = int(os.environ["WORLD_SIZE"])` (h10 review)."""
+        name = name_value(expr) if isinstance(expr, ast.Name) else None
+        if name is None or name not in scope.params or scope.assigns(name) or depth > 2:
+            return False
+        callers = [site for site, _qualified in self.sites
+                   if self.functions.get(name_value(site.node.func)) is scope]  # fmt: skip
+        return bool(callers) and all(
+            (argument := argument_for(site.node, scope, name)) is not None
+            and (
+                _names(argument, site.scope, facts, self.imports, *expected)
+                or env_kind(argument, self.imports) == expected[0]
+                or self.passed(argument, site.scope, facts, expected, depth + 1)
+            )
             for site in callers
         )
 
