@@ -163,7 +163,7 @@ def is_ipython_line(content: str) -> bool:
         return True
     word = _FIRST_WORD.match(content)
     if word is not None and word.group(1) in AUTOMAGICS:
-        return not _PYTHON_AFTER_NAME.match(word.group(2)) and not _parses(stripped)
+        return not _PYTHON_AFTER_NAME.match(word.group(2)) and not parses(stripped)
     return False
 
 
@@ -177,7 +177,7 @@ def split_lines(text: str) -> list[str]:
     return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
-def _parses(code: str) -> bool:
+def parses(code: str) -> bool:
     try:
         ast.parse(code)
     except SyntaxError:

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 from migrator.notebook import layout
-from migrator.notebook.magics import Masker, split_lines
+from migrator.notebook.magics import Masker, parses, split_lines
 
 SIMILAR = 0.6  # difflib ratio from which a new line is a rewrite of an old one
 
@@ -82,7 +82,7 @@ class Notebook:
                 ast.parse(cell.masked)
             except SyntaxError as error:
                 dedented, indent = _dedented(cell.masked)
-                if indent and _parses(dedented):  # IPython's `leading_indent` transform
+                if indent and parses(dedented):  # IPython's `leading_indent` transform
                     cell.masked, cell.indent = dedented, indent
                     continue
                 where = f"line {error.lineno}, column {error.offset}" if error.lineno else "?"
@@ -273,11 +273,3 @@ def _dedented(text: str) -> tuple[str, str]:
     if not indent or any(line.strip() and not line.startswith(indent) for line in lines):
         return "", ""
     return "".join(line[len(indent) :] if line.strip() else line for line in lines), indent
-
-
-def _parses(text: str) -> bool:
-    try:
-        ast.parse(text)
-    except SyntaxError:
-        return False
-    return True

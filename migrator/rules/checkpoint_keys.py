@@ -23,13 +23,7 @@ def prefix_notes(context: RuleContext, wrapped: list[tuple[str, int]], wrapper: 
         func = call.func
         if not isinstance(func, ast.Attribute) or func.attr != "state_dict":
             continue
-        receiver = func.value
-        name = (
-            receiver.id if isinstance(receiver, ast.Name)
-            else f"self.{receiver.attr}" if isinstance(receiver, ast.Attribute)
-            and isinstance(receiver.value, ast.Name) and receiver.value.id == "self"
-            else None
-        )  # fmt: skip
+        name = _wrapper_name(func.value)
         if name is None or name in said:
             continue
         lines = [line for bound, line in wrapped if name == bound and call.lineno > line]

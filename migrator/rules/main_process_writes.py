@@ -156,7 +156,7 @@ def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None
     kept = {"torch.save", *effects.MAKE_DIRS, "os.mkdir"}  # MIG030's own, and made safe below
     if qualified in kept or site.method == "mkdir":
         return None
-    if (effect is not None and effect.kind != "download") or _log_file(imports, site.node):
+    if effect is not None and effect.kind != "download":  # a log file's handler included
         return own_statement(context, site.statement, small)
     if guarded_helper(context, site):  # `save_checkpoint(...)`
         return own_statement(context, site.statement, small)
@@ -209,19 +209,6 @@ def make_folders_safe(context: RuleContext, scopes: list[Scope]) -> None:
                 return f"{head}.makedirs{items[items.index('(') :]}"
 
             context.edits.rewrite(call, rewrite)
-
-
-def _log_file(imports, call: ast.Call) -> bool:
-    """`logging.basicConfig(filename=...)`, `<logger>.addHandler(logging.FileHandler(...))`."""
-    qualified = imports.qualify(call.func)
-    if qualified == "logging.basicConfig":
-        return patterns.keyword(call, "filename") is not None
-    if isinstance(call.func, ast.Attribute) and call.func.attr == "addHandler" and call.args:
-        handler = call.args[0]
-        return isinstance(handler, ast.Call) and (imports.qualify(handler.func) or "").endswith(
-            "FileHandler"
-        )
-    return False
 
 
 def _with_statement_of(context: RuleContext, site: CallSite) -> Statement | None:

@@ -136,13 +136,17 @@ class GroupArguments:
         return self._passed_by_every_caller(scope, name, keyword, depth)
 
     def _passed_by_every_caller(self, scope: Scope, name: str, keyword: str, depth: int):
-        callers = [site for site, _qualified in self.sites
-                   if self.functions.get(name_value(site.node.func)) is scope]  # fmt: skip
+        callers = self._callers(scope)
         return bool(callers) and all(
             (argument := argument_for(site.node, scope, name)) is not None
             and self.told(argument, site.scope, keyword, depth + 1)
             for site in callers
         )
+
+    def _callers(self, scope: Scope) -> list:
+        """The calls of the file that run `scope`, a function of it."""
+        return [site for site, _qualified in self.sites
+                if self.functions.get(name_value(site.node.func)) is scope]  # fmt: skip
 
     def passed(self, expr: ast.expr, scope: Scope, facts: DistributedFacts, expected,
                depth: int = 0) -> bool:  # fmt: skip
@@ -152,8 +156,7 @@ class GroupArguments:
         name = name_value(expr) if isinstance(expr, ast.Name) else None
         if name is None or name not in scope.params or scope.assigns(name) or depth > 2:
             return False
-        callers = [site for site, _qualified in self.sites
-                   if self.functions.get(name_value(site.node.func)) is scope]  # fmt: skip
+        callers = self._callers(scope)
         return bool(callers) and all(
             (argument := argument_for(site.node, scope, name)) is not None
             and (
