@@ -4,9 +4,11 @@ writes into again (MIG030's waits: rules/shared_files.py).
 
 MIG030 makes every write main-only (`accelerator.save`, `if accelerator.is_main_process:`).
 The reads are `torch.load(path)`, `load_state_dict(torch.load(path))`, `X.from_pretrained(
-path)`, `np.load(path)`, `open(path)` to read, in any function of the program, or in a helper
-of one of its modules that is not joined (`test_model(...)` of `models/tester.py` loading
-`./output/model_01.pkl`: the helper library). A file is named by a path the two calls spell
+path)`, `np.load(path)`, `open(path)` to read, a listing of a folder files were written
+into (`ImageFolder(root)`, `os.listdir(d)`, `glob.glob(...)`: folder_paths.py), in any
+function of the program, or in a helper of one of its modules that is not joined
+(`test_model(...)` of `models/tester.py` loading `./output/model_01.pkl`: the helper
+library). A file is named by a path the two calls spell
 alike, or by the same string constant (a name bound once to it, in the function or the
 module). A read that runs once before the write (a resume before training), or in the other
 branch of an `if`, needs nothing.
@@ -18,6 +20,7 @@ import ast
 from dataclasses import dataclass
 
 from migrator.analysis.catalogue import effects, patterns
+from migrator.analysis.effects import folder_paths
 from migrator.analysis.effects.processes import DEAD, Processes
 from migrator.analysis.model.hand_offs import foreign_callee
 from migrator.analysis.model.helper_library import HelperLibrary
@@ -74,12 +77,44 @@ def main_writes(flow: FileFlow) -> dict[tuple, list]:
         else:
             paths = [_written_path(site.node, qualified)]
         for path in paths:
-            key = _key(flow, site.scope, path) if path is not None else None
-            if key is not None:
+            for key in _written_keys(flow, site.scope, path) if path is not None else ():
                 keys.setdefault(key, []).append(site)
     for site, key in _through_parameters(flow, "write"):  # `save_model(name)` of this file
         keys.setdefault(key, []).append(site)
     return keys
+
+
+def _written_keys(flow: FileFlow, scope: Scope, path: ast.expr, under: bool = False) -> list:
+    """The keys of a written file (none where `under`: the path names its folder), then
+    ("folder", key) for each folder it lies in (folder_paths.py)."""
+    imports = flow.index.imports
+    folders = folder_paths.folders_above(
+        path, flow.source.text_of, _resolver(flow, scope), imports.qualify, is_folder=under
+    )
+    own = [] if under else [_key(flow, scope, path)]
+    return [*own, *(("folder", *key) for key in sorted(folders))]
+
+
+def _read_keys(flow: FileFlow, scope: Scope, folder: ast.expr) -> list:
+    """("folder", key) for each key a listed folder is known by (folder_paths.py)."""
+    keys = folder_paths.read_keys(
+        folder, flow.source.text_of, _resolver(flow, scope), flow.index.imports.qualify
+    )
+    return [("folder", *key) for key in sorted(keys)]
+
+
+def _resolver(flow: FileFlow, scope: Scope):
+    """The value a name is bound to once, where it is used or in the module."""
+
+    def resolve(name: ast.Name) -> ast.expr | None:
+        for where in (scope, flow.index.module_scope):
+            bindings = where.assigns(name.id)
+            if bindings:
+                single = len(bindings) == 1 and not bindings[0].unpacked
+                return bindings[0].value if single and bindings[0].kind == "assign" else None
+        return None
+
+    return resolve
 
 
 def _through_parameters(flow: FileFlow, kind: str):
@@ -94,15 +129,24 @@ def _through_parameters(flow: FileFlow, kind: str):
             continue
         if kind == "read" and not flow.processes.runs_on_every_process(site.statement):
             continue
-        for parameter in _parameter_files(callee, imports, kind):
+        for parameter, how in _parameter_files(callee, imports, kind):
             argument = argument_for(site.node, callee, parameter)
-            key = _key(flow, site.scope, argument) if argument is not None else None
-            if key is not None:
+            if argument is None:
+                continue
+            if how == "lists":
+                keys = _read_keys(flow, site.scope, argument)
+            elif kind == "write":
+                keys = _written_keys(flow, site.scope, argument, under=how == "under")
+            else:
+                keys = [_key(flow, site.scope, argument)]
+            for key in keys:
                 yield site, key
 
 
-def _parameter_files(function: Scope, imports, kind: str) -> list[str]:
-    """The parameters of `function` its own calls write (read) as a file's path."""
+def _parameter_files(function: Scope, imports, kind: str) -> list[tuple[str, str]]:
+    """The parameters of `function` its own calls write (read) as a file's path ("file"), or
+    write files under ("under": `save_path + "/" + name`), or list ("lists": `os.listdir(d)`)."""
+    params = {p for p in function.params if not function.assigns(p)}
     found = []
     for site in function.calls:
         qualified = imports.qualify(site.node.func) or ""
@@ -110,12 +154,16 @@ def _parameter_files(function: Scope, imports, kind: str) -> list[str]:
             effect = effects.effect_of(site.node, imports, effects.values_in(function))
             path = _written_path(site.node, qualified) if effect is not None and (
                 effect.kind == "write") else None  # fmt: skip
+            under = path is not None and folder_paths.under_parameter(path, params, imports.qualify)
+            if under:
+                found.append((under, "under"))
         else:
             path = _read_path(site.node, imports)
-        if isinstance(path, ast.Name) and path.id in function.params and not (
-            function.assigns(path.id)
-        ):  # fmt: skip
-            found.append(path.id)
+            listed = folder_paths.folder_read(site.node, imports.qualify)
+            if isinstance(listed, ast.Name) and listed.id in params:
+                found.append((listed.id, "lists"))
+        if isinstance(path, ast.Name) and path.id in params:
+            found.append((path.id, "file"))
     return found
 
 
@@ -168,12 +216,15 @@ def reads(flow: FileFlow, writes: dict, waited: set[int]) -> list[Statement]:
         key = _key(flow, site.scope, path) if path is not None else None
         if key is None or key not in writes:
             key = _helper_read(flow, site, writes)
+        listed = folder_paths.folder_read(site.node, imports.qualify)
+        keys = [key, *(_read_keys(flow, site.scope, listed) if listed is not None else ())]
         lines = [
             w.node.lineno
-            for w in writes.get(key, [])
+            for found in keys
+            for w in writes.get(found, [])
             if not _exclusive(site.statement, w.node.lineno) and not _before(site, w)
         ]
-        if key is not None and lines:
+        if lines:
             statement = outside_branches(site.statement, lines)
             if flow.processes.runs_on_every_process(statement):
                 found.setdefault(id(statement.node), statement)
