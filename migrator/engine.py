@@ -301,21 +301,24 @@ def _syntax_message(error: SyntaxError) -> str:
 
 def _with_helper_effects(index, tree: ast.Module, text: str, path: str, depends_on: list):
     """The file's index, knowing what the project helpers it imports write where every
-    process runs them (migrator/program/helper_effects.py); `path` locates the project, and
+    process runs them (migrator/program/helper_effects.py), and which draw random numbers
+    (helper_draws.py); `path` locates the project, and
     the helper modules read go to `depends_on` (the verdict cache checks them)."""
     if not path or not any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body):
         return index
     from pathlib import Path
 
+    from migrator.program.helper_draws import helper_draws
     from migrator.program.helper_effects import helper_effects
 
     read: set = set()
     try:
         found = helper_effects(tree, Path(path), read=read)
+        draws = helper_draws(tree, Path(path))
     except (OSError, ValueError, RecursionError):
         return index
     depends_on.extend(sorted(str(p) for p in read))
-    if not found:
+    if not found and not draws:
         return index
     if index is None:
         from migrator.analysis.syntax.index import ModuleIndex
@@ -323,4 +326,5 @@ def _with_helper_effects(index, tree: ast.Module, text: str, path: str, depends_
 
         index = ModuleIndex(tree, Source(text))
     index.imports.helper_effects = found
+    index.imports.helper_draws = draws
     return index

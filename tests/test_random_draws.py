@@ -160,3 +160,42 @@ def test_branches_that_run_the_same_collectives_keep_the_processes_in_step():
     prepared model: the processes stay in step. A forward in one branch only does not."""
     assert not _decides_per_process(MIXED_BATCHES.format(other="output = model(x)"))
     assert _decides_per_process(MIXED_BATCHES.format(other="output = torch.zeros(4, 1)"))
+
+
+NONE_TESTED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.arange(64.0).view(16, 4), torch.ones(16, 1)), batch_size=4)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+probe = torch.randn(8, 4)
+best = None
+for epoch in range(20):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        score = model(probe).pow(2).mean().item()
+    {test}
+"""
+
+
+def test_a_none_test_of_a_name_bound_to_numbers_decides_alike():
+    """`best is None` comes out alike on every process where `best` is bound to None and
+    otherwise to numbers, whatever the numbers: only the comparison of them is refused."""
+    alike = NONE_TESTED.format(test="if best is None:\n        best = score\n    print(epoch)")
+    assert not _decides_per_process(alike)
+    unlike = NONE_TESTED.format(
+        test="if best is None:\n        best = score\n    elif score > best:\n        break"
+    )
+    output, findings = migrate_text(unlike)
+    assert output is None
+    decided = [f.message for f in findings if "decides on this process's value" in f.message]
+    assert decided and all("is None" not in m for m in decided), decided
+    maybe_none = NONE_TESTED.format(
+        test="best = score if score > 1 else None\n    if best is None:\n        break"
+    )
+    assert _decides_per_process(maybe_none)

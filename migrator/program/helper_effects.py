@@ -29,12 +29,20 @@ ORDER = ("write", "log", "tracker", "download")  # what the helper is named for,
 
 
 def helper_effects(
-    tree: ast.Module, path: Path, skipped: set[Path] = frozenset(), roots=None, read=None
+    tree: ast.Module,
+    path: Path,
+    skipped: set[Path] = frozenset(),
+    roots=None,
+    read=None,
+    summary=None,
 ) -> dict[str, effects.Effect]:
     """{the name `tree` calls a helper by (as `ImportTable.qualify` spells it): its effect},
     for the project modules `tree` (the file at `path`) imports, except those in `skipped`
     (resolved paths: the program's own members, which are migrated and read whole). `read`, a
-    set, gets every module read: the file's verdict depends on them (the cache's key)."""
+    set, gets every module read: the file's verdict depends on them (the cache's key).
+    `summary(module file)` gives {name: what it does} (its effects by default; helper_draws.py
+    gives the random draws)."""
+    summary = summary or _module_effects
     roots = roots if roots is not None else search_path(path, tree)
     defined = {
         node.name
@@ -48,14 +56,14 @@ def helper_effects(
                 continue
             if read is not None:
                 read.add(target)
-            for name, effect in _module_effects(target).items():
+            for name, effect in summary(target).items():
                 if not spelling and (name.startswith("_") or name in defined):
                     continue  # `import *` skips private names; a file's own definition wins
                 found.setdefault(f"{spelling}.{name}" if spelling else name, effect)
         for local, target, name in _imported_functions(node, path, roots):
             if read is not None and target not in skipped:
                 read.add(target)
-            effect = _module_effects(target).get(name) if target not in skipped else None
+            effect = summary(target).get(name) if target not in skipped else None
             if effect is not None and local not in defined:
                 found.setdefault(local, effect)
     return found

@@ -55,6 +55,7 @@ from migrator.findings import Finding
 from migrator.import_edits import add_module_imports
 from migrator.program.files import ProgramError, ProgramFile
 from migrator.program.findings import CODE, assign, finding_at, in_program, unchanged
+from migrator.program.helper_draws import helper_draws
 from migrator.program.helper_effects import helper_effects
 from migrator.program.imports import program_names, search_path
 from migrator.program.joinable import joinable_problem
@@ -149,6 +150,8 @@ def _joined_index(tree: ast.Module, joined: str, files: list[ProgramFile]):
     for file in files:
         found = helper_effects(file.tree, file.path, members, roots)
         index.imports.helper_effects.update({k: v for k, v in found.items() if k not in aliases})
+        drawn = helper_draws(file.tree, file.path, members, roots)
+        index.imports.helper_draws.update({k: v for k, v in drawn.items() if k not in aliases})
     return index
 
 

@@ -43,6 +43,7 @@ class OutputModel:
         index = ModuleIndex(tree, source)
         if facts is not None:  # the project helpers the input calls that write (by name)
             index.imports.helper_effects = facts.index.imports.helper_effects
+            index.imports.helper_draws = facts.index.imports.helper_draws
         graph = CallGraph(index)
         model = cls(tree, source, index, graph, Processes(index, graph))
         if facts is not None:

@@ -5,6 +5,8 @@ an RNG that no process-independent seed makes alike is this process's own)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all"}
 NUMPY_SEEDS = {"numpy.random.seed"}
 PYTHON_SEEDS = {"random.seed"}
@@ -46,3 +48,14 @@ def rng_of(qualified: str) -> str:
     if qualified.rsplit(".", 1)[-1] in EVERY_RNG:
         return ALL_RNGS
     return qualified.split(".", 1)[0]
+
+
+EVERY_METHOD = "*"  # a class whose constructor draws: what it keeps differs per process
+
+
+@dataclass(frozen=True)
+class Draws:
+    """What a project helper draws (migrator/program/helper_draws.py)."""
+
+    draw: str  # the first draw found, qualified (`numpy.random.permutation`)
+    methods: frozenset | None = None  # a class's drawing methods; None: a function

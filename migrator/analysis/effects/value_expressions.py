@@ -11,7 +11,14 @@ import re
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.catalogue.outputs import module_function
-from migrator.analysis.catalogue.randomness import ALL_RNGS, PER_PROCESS, is_draw, is_seed, rng_of
+from migrator.analysis.catalogue.randomness import (
+    ALL_RNGS,
+    EVERY_METHOD,
+    PER_PROCESS,
+    is_draw,
+    is_seed,
+    rng_of,
+)
 from migrator.analysis.effects.extents import (
     CONST,
     GLOBAL,
@@ -74,6 +81,8 @@ class ValueExpressions:
             return join(self._eval(expr.body, scope), self._eval(expr.orelse, scope))
         if isinstance(expr, ast.BinOp):
             return arithmetic(expr.op, self._eval(expr.left, scope), self._eval(expr.right, scope))
+        if isinstance(expr, ast.Compare) and self._none_test(expr, scope):
+            return NOTHING  # `best is None`: alike on every process (see _none_test)
         if isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
             children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
             return combine(*(self._eval(c, scope) for c in children))
@@ -146,6 +155,12 @@ class ValueExpressions:
                 self._eval(argument, scope)
             given = any(k.arg == "generator" for k in call.keywords)
             return Value(CONST if given else LOCAL)  # this process's own draw
+        drawn = self.imports.helper_draws.get(qualified)
+        drawn = drawn if drawn is not None and self._draws_differ(drawn.draw) else None
+        if (drawn is not None and drawn.methods is None) or self._method_draws(func, scope):
+            for argument in arguments:
+                self._eval(argument, scope)
+            return Value(LOCAL)  # a project helper's own draws (program/helper_draws.py)
         if qualified == "len" and call.args:
             inner = self._eval(call.args[0], scope)
             if "loader" in inner.roles:
@@ -191,7 +206,51 @@ class ValueExpressions:
             receiver = NOTHING  # a function's own extent: only its arguments count
         # a function of counts every process holds alike (`"{} of {}".format(step,
         # len(loader))`, `math.ceil(len(loader) / k)`) is one too
-        return Value(join(receiver, *values).extent, _same_everywhere([receiver, *values]))
+        roles = _same_everywhere([receiver, *values])
+        if drawn is not None:  # an instance of a project class whose methods draw
+            roles |= {f"{DRAWN}{qualified}"}
+        return Value(join(receiver, *values).extent, roles)
+
+    def _method_draws(self, func: ast.expr, scope: Scope) -> bool:
+        """Is `func` a drawing method of an instance of a project class whose methods draw
+        (`reader.data_gen` of `reader = DataReader(...)`)?"""
+        if not isinstance(func, ast.Attribute):
+            return False
+        for role in self._eval(func.value, scope).roles:
+            if role.startswith(DRAWN):
+                methods = self.imports.helper_draws[role.removeprefix(DRAWN)].methods
+                if EVERY_METHOD in methods or func.attr in methods:
+                    return True
+        return False
+
+    def _none_test(self, expr: ast.Compare, scope: Scope) -> bool:
+        """`best is None` (`is not None`) where the name is bound to None and otherwise only
+        to values that are never None (numbers, arithmetic, comparisons, names bound so): every
+        process has bound it alike, so the test comes out alike, whatever the value."""
+        if len(expr.ops) != 1 or not isinstance(expr.ops[0], (ast.Is, ast.IsNot)):
+            return False
+        compared = expr.comparators[0]
+        if not (isinstance(compared, ast.Constant) and compared.value is None):
+            return False
+        return isinstance(expr.left, ast.Name) and self._never_none(expr.left.id, scope, 3)
+
+    def _never_none(self, name: str, scope: Scope, depth: int) -> bool:
+        owner = self._owner(scope, name)
+        if owner is None or depth == 0:
+            return False
+        bindings = owner.assigns(name)
+        if not bindings or any(b.kind not in ("assign", "augassign") for b in bindings):
+            return False
+        for binding in bindings:
+            value = binding.element if binding.unpacked else binding.value
+            if isinstance(value, ast.Constant) and value.value is None:
+                continue
+            if isinstance(value, ast.Name):
+                if not self._never_none(value.id, owner, depth - 1):
+                    return False
+            elif not _never_none_value(value):
+                return False
+        return True
 
     def _draws_differ(self, qualified: str) -> bool:
         """Does each process draw its own numbers from the RNG `qualified` draws from? Yes
@@ -211,7 +270,17 @@ class ValueExpressions:
         return not seeds or any(seeds)
 
 
+def _never_none_value(value: ast.expr | None) -> bool:
+    """A number, arithmetic, a comparison, `loss.item()`: never None."""
+    if isinstance(value, (ast.BinOp, ast.Compare, ast.Constant, ast.UnaryOp)):
+        return True
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and (
+        value.func.attr == "item"
+    )  # fmt: skip
+
+
 LOADER_ROLES = {"loader", "plainloader"}
+DRAWN = "drawn:"  # an instance of a project class whose methods draw: `drawn:<its class>`
 
 
 def _reduced_by(call: ast.Call) -> str:

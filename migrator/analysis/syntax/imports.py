@@ -64,6 +64,9 @@ class ImportTable:
         # project helpers this file calls that write, log, track or download where every
         # process runs them (migrator/program/helper_effects.py): qualified name -> Effect
         self.helper_effects: dict = {}
+        # project helpers (functions, classes' methods) that draw from an RNG no seed makes
+        # alike (migrator/program/helper_draws.py): qualified name -> Draws
+        self.helper_draws: dict = {}
 
     def add_import(self, node: ast.Import) -> None:
         for alias in node.names:

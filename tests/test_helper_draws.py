@@ -1,0 +1,183 @@
+"""Random draws in project helpers the migrated file calls (migrator/program/helper_draws.py):
+a validation sample drawn by a helper of another module with an RNG no seed makes alike is
+each process's own once launched on N processes, and so are the losses computed from it. An
+early stop decided on them differs per process, and the processes that go on wait forever
+for those that stopped (h10 review: a data reader's generator drawing with unseeded
+`np.random` decided a `break`, and the migrated program hung)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from migrator.engine import Options, migrate_bytes
+from migrator.program.helper_draws import helper_draws
+
+READER = """\
+import random
+
+import numpy as np
+import torch
+
+
+def sample_batch(size):
+    rows = np.random.choice(64, size)
+    return torch.arange(256.0).reshape(64, 4)[rows], torch.arange(64.0).reshape(64, 1)[rows]
+
+
+def batch_of(size):
+    return sample_batch(size)
+
+
+def fixed_batch(size):
+    return torch.ones(size, 4), torch.zeros(size, 1)
+
+
+class Reader:
+    def __init__(self, n):
+        self.x = torch.linspace(0, 1, n * 4).reshape(n, 4)
+        self.y = self.x.sum(1, keepdim=True)
+
+    def batches(self, size):
+        order = list(range(len(self.x)))
+        random.shuffle(order)
+        for start in range(0, len(order), size):
+            rows = order[start : start + size]
+            yield self.x[rows], self.y[rows]
+
+    def valid(self, size):
+        return next(self.batches(size))
+
+    def fixed(self, size):
+        return self.x[:size], self.y[:size]
+
+
+class Splitter:
+    def __init__(self, n):
+        self.rows = torch.randperm(n)
+
+    def held_out(self):
+        return self.rows[:4]
+"""
+
+ENTRY = """\
+import torch
+@IMPORT@
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+@SETUP@
+best, waited = None, 0
+for epoch in range(20):
+    for step in range(8):
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        vx, vy = @VALID@
+        val_loss = torch.nn.functional.mse_loss(model(vx), vy).item()
+    if best is None or val_loss < best:
+        best, waited = val_loss, 0
+    else:
+        waited += 1
+        if waited > 2:
+            break
+print(best)
+"""
+
+
+def _migrate(tmp_path, imports: str, setup: str, valid: str, reader: str = READER):
+    (tmp_path / "reader.py").write_text(reader)
+    entry = tmp_path / "train.py"
+    text = ENTRY.replace("@IMPORT@", imports).replace("@SETUP@", setup)
+    entry.write_text(text.replace("@VALID@", valid))
+    return migrate_bytes(entry.read_bytes(), str(entry), Options())
+
+
+def test_the_helpers_that_draw_are_known_by_the_names_the_file_calls_them(tmp_path):
+    (tmp_path / "reader.py").write_text(READER)
+    (tmp_path / "train.py").write_text("import reader\nfrom reader import Reader as R\n")
+    found = helper_draws(ast.parse((tmp_path / "train.py").read_text()), tmp_path / "train.py")
+    assert found["reader.sample_batch"].draw == "numpy.random.choice"
+    assert found["reader.batch_of"].methods is None  # through the module's own function
+    assert "reader.fixed_batch" not in found
+    assert found["reader.Reader"].methods == {"batches", "valid"}  # `valid` through self
+    assert found["reader.Splitter"].methods == {"*"}  # its constructor draws
+
+
+@pytest.mark.parametrize(
+    ("imports", "setup", "valid"),
+    [
+        ("import reader", "", "reader.sample_batch(16)"),
+        ("from reader import batch_of", "", "batch_of(16)"),
+        ("from reader import Reader", "data = Reader(64)", "data.valid(16)"),
+        ("import reader as r", "data = r.Reader(64)\nstream = data.batches(16)", "next(stream)"),
+        (
+            "from reader import Splitter",
+            "split = Splitter(64)\nxs = torch.randn(64, 4)",
+            "xs[split.held_out()], xs[split.held_out()][:, :1]",
+        ),
+    ],
+)
+def test_an_early_stop_on_a_helpers_own_draws_is_refused(tmp_path, imports, setup, valid):
+    result = _migrate(tmp_path, imports, setup, valid)
+    assert result.migrated is None, result.migrated
+    refused = [f for f in result.findings if f.code == "MIG953"]
+    assert refused and "this process's value" in refused[0].message, result.findings
+
+
+@pytest.mark.parametrize(
+    ("imports", "setup", "valid", "reader"),
+    [
+        ("from reader import fixed_batch", "", "fixed_batch(16)", READER),
+        ("from reader import Reader", "data = Reader(64)", "data.fixed(16)", READER),
+        (
+            "import reader",
+            "",
+            "reader.sample_batch(16)",
+            READER.replace("import torch\n", "import torch\n\nnp.random.seed(0)\n"),
+        ),
+    ],
+)
+def test_helpers_that_draw_alike_on_every_process_decide_alike(
+    tmp_path, imports, setup, valid, reader
+):
+    result = _migrate(tmp_path, imports, setup, valid, reader)
+    assert result.migrated is not None, result.findings
+    assert not [f for f in result.findings if f.code == "MIG953"], result.findings
+
+
+def test_a_seed_in_the_file_makes_the_helpers_draws_alike(tmp_path):
+    seeded = "import numpy as np\nimport reader\n\nnp.random.seed(1234)"
+    result = _migrate(tmp_path, seeded, "", "reader.sample_batch(16)")
+    assert result.migrated is not None, result.findings
+    assert "np.random.seed(1234)" in result.migrated.decode()
+
+
+def test_an_output_of_a_helpers_draws_is_noted_as_this_processes_own(tmp_path):
+    (tmp_path / "reader.py").write_text(READER)
+    entry = tmp_path / "train.py"
+    entry.write_text(
+        textwrap.dedent("""\
+        import torch
+        from reader import Reader
+
+        data = Reader(64)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in data.batches(8):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        vx, vy = data.valid(16)
+        print(torch.nn.functional.mse_loss(model(vx), vy).item())
+        """)
+    )
+    result = migrate_bytes(entry.read_bytes(), str(entry), Options())
+    notes = [f for f in result.findings if f.code == "MIG953"]
+    assert notes and "own random draws" in notes[0].message, result.findings
