@@ -105,10 +105,10 @@ def test_sampler_options_the_loader_cannot_reproduce_are_refused_by_name():
     for options, expected in (
         (", num_replicas=1, rank=0", "passes `num_replicas=` at line {line}, not the world size"),
         (", rank=args.node", "passes `rank=` at line {line}, not this process's rank"),
-        (", drop_last=True", "passes `drop_last=` at line {line}: it trims the samples"),
+        (", drop_last=True", "passes `drop_last=` at line {line} where its loader keeps its "),
         (", **options", "passes `**` arguments at line {line}"),
     ):
-        source = program(options)
+        source = program(options).replace("size, drop_last=True)", "size, drop_last=False)")
         output, findings = migrate(source)
         assert output is None and codes(findings) == ["MIG907", "MIG950"], (options, findings)
         line = line_of(source, "sampler = DistributedSampler(")
@@ -119,6 +119,27 @@ def test_sampler_seed_and_drop_last_false_are_accepted():
     output, findings = migrate(program(", shuffle=True, seed=args.seed, drop_last=False"))
     assert not findings, findings
     assert "shuffle=True, drop_last=True, num_workers=2)" in output
+
+
+def test_sampler_drop_last_where_every_loader_drops_its_last_batch_too_is_accepted():
+    """Dropped on both, each process takes ⌊n/(N·b)⌋ batches an epoch, natively and prepared
+    (the Accelerator deals the ⌊n/b⌋ whole batches round the processes)."""
+    output, findings = migrate(program(", drop_last=True"))
+    assert not findings, findings
+    assert "batch_size=args.batch_size, shuffle=True, drop_last=True, num_workers=2)" in output
+    plain = program(", drop_last=True").replace(
+        "    batches = torch.utils.data.BatchSampler(sampler, args.batch_size, drop_last=True)\n"
+        "    loader = DataLoader(data, batch_sampler=batches, num_workers=2)",
+        "    loader = DataLoader(data, {batch}sampler=sampler, drop_last={drop})",
+    )
+    output, findings = migrate(plain.format(batch="batch_size=8, ", drop="True"))
+    assert not findings, findings
+    assert "DataLoader(data, batch_size=8, shuffle=True, drop_last=True)" in output
+    source = plain.format(batch="", drop="False")
+    output, findings = migrate(source)
+    assert output is None and codes(findings) == ["MIG907", "MIG950"], findings
+    line = line_of(source, "sampler = DistributedSampler(")
+    assert f"`drop_last=` at line {line} where its loader keeps" in findings[0].message
 
 
 def test_print_of_a_value_computed_from_the_sampler_is_refused():
@@ -257,6 +278,26 @@ def test_a_factory_sampler_the_group_was_not_told_or_used_beyond_set_epoch_is_re
     assert output is None and "passes `num_replicas=` at line" in findings[0].message
     used = FACTORY.format(replicas="world_size").replace(
         "sampler.set_epoch(epoch)", "print(len(sampler))"
+    )
+    output, findings = migrate(script(used))
+    assert output is None and "DistributedSampler `sampler` is used at line" in findings[0].message
+
+
+def test_a_factory_sampler_set_epoch_under_a_none_test_goes_with_its_test():
+    """`if sampler is not None: sampler.set_epoch(epoch)` in the caller (h10 review: a
+    program refused over it): the test and its call go, the factory returns None."""
+    for test in ("if sampler is not None:", "if sampler:"):
+        guarded = FACTORY.format(replicas="world_size").replace(
+            "            sampler.set_epoch(epoch)",
+            f"            {test}\n                sampler.set_epoch(epoch)",
+        )
+        output, findings = migrate(script(guarded))
+        assert [f.code for f in findings if f.needs_human] == [], findings
+        assert "sampler.set_epoch" not in output and test not in output, output
+        assert "    return loader, None\n" in output
+    used = FACTORY.format(replicas="world_size").replace(
+        "            sampler.set_epoch(epoch)",
+        "            if sampler is not None:\n                print(sampler.epoch)",
     )
     output, findings = migrate(script(used))
     assert output is None and "DistributedSampler `sampler` is used at line" in findings[0].message

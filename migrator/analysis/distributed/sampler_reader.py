@@ -20,6 +20,7 @@ from migrator.analysis.distributed.sampler_hand_offs import handed_to_set_epoch
 from migrator.analysis.distributed.sampler_shapes import (
     batch_loader,
     constant,
+    drop_last_problem,
     logging_print,
     option_problem,
 )
@@ -47,7 +48,7 @@ class SamplerReader:
         loader = self._inline_loader_arg(site, sampler)
         if loader is not None:
             sampler.loader_args.append(loader)
-            self.facts.samplers.append(sampler)
+            self._accept(sampler)
             return
         small = site.small
         scope = site.scope
@@ -71,10 +72,18 @@ class SamplerReader:
                 if reason is None:
                     sampler.binding = own
                     sampler.fallbacks = others
-                    self.facts.samplers.append(sampler)
+                    self._accept(sampler)
                     return
         self._block(site.node, "MIG907", f"DistributedSampler {reason}: only a DataLoader's "
                     "`sampler=` and `set_epoch` are migrated; migrate by hand")  # fmt: skip
+
+    def _accept(self, sampler: Sampler) -> None:
+        problem = drop_last_problem(sampler)
+        if problem is not None:
+            self._block(sampler.site.node, "MIG907", f"DistributedSampler {problem}; migrate "
+                        "by hand")  # fmt: skip
+            return
+        self.facts.samplers.append(sampler)
 
     def _single_process_fallbacks(self, sampler: Sampler, own, others) -> bool:
         """`if args.distributed: sampler = DistributedSampler(ds)` whose `else:` binds the same
@@ -171,7 +180,8 @@ class SamplerReader:
     def _returned_to_set_epoch(self, use, scope: Scope, sampler: Sampler) -> bool:
         """`return train_loader, train_sampler` of a loader factory whose every caller
         unpacks the sampler into a name it only `set_epoch`s (`loader, sampler = get_data()`;
-        `sampler.set_epoch(epoch)`): the factory returns None there and the calls go."""
+        `sampler.set_epoch(epoch)`, maybe under `if sampler is not None:`): the factory
+        returns None there and the calls go."""
         small = use.statement.node.body[0] if isinstance(use.statement.node, Line) else None
         value = small.value if isinstance(small, ast.Return) else None
         if not isinstance(value, ast.Tuple) or scope.kind != "function":
@@ -187,6 +197,8 @@ class SamplerReader:
             if target is None or len(site.scope.assigns(target)) != 1:
                 return False
             for other in site.scope.uses.get(target, []):
+                if _guards_set_epoch(other, target):
+                    continue  # `if sampler is not None:` around its `set_epoch`
                 call = other.call if other.kind == "attr" and other.attr == "set_epoch" else None
                 found = next((s for s, _ in self.sites if s.node is call), None)
                 if found is None or not whole_statement(found):

@@ -60,9 +60,9 @@ def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, import
         keyword = arg.keyword or _POSITIONS[min(position, 5)]
         # the rewrite never kept DistributedSampler's own order, so its seed means nothing more
         if keyword in ("dataset", "shuffle", "seed") or (
-            keyword == "drop_last" and constant(arg.value) is False
+            keyword == "drop_last" and constant(arg.value) in (False, True)
         ):  # fmt: skip
-            continue
+            continue  # `drop_last=True`: as its loaders drop theirs (drop_last_problem)
         expected = REPLICA_OPTIONS.get(keyword)
         if keyword == "drop_last":
             return (f"passes `drop_last=` at line {arg.value.lineno}: it trims the samples "
@@ -82,6 +82,24 @@ def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, import
 
 
 GROUP_KEYWORDS = {"num_replicas": "world_size", "rank": "rank"}
+
+
+def drop_last_problem(sampler) -> str | None:
+    """None unless the DistributedSampler passes `drop_last=True` and a loader it feeds keeps
+    its last batch. Dropped on both, the steps agree: each process's ⌊⌊n/N⌋/b⌋ batches are
+    the ⌊⌊n/b⌋/N⌋ the prepared loader deals each one (both ⌊n/(N·b)⌋); a loader keeping its
+    last batch would get ⌈n/(N·b)⌉ from the Accelerator, padded, where the sampler trimmed."""
+    call = sampler.site.node
+    trims = keyword_value(call, "drop_last", _POSITIONS.index("drop_last"))
+    if constant(trims) is not True:
+        return None
+    drops = [keyword_value(loader, "drop_last", 8) for loader, _ in sampler.loader_args]
+    drops += [batches.drop_last for batches in sampler.batch_loaders]
+    if drops and all(constant(d) is True for d in drops):
+        return None
+    return (f"passes `drop_last=` at line {trims.lineno} where its loader keeps its last "
+            "batch: it trims the samples that do not split evenly, where the Accelerator's "
+            "loader pads them")  # fmt: skip
 
 
 def _spelled_out(call: ast.Call, scope: Scope) -> list[Arg]:
