@@ -4,8 +4,7 @@ the model, which changes what the program trains, and the note says so."""
 
 from __future__ import annotations
 
-import ast
-
+from migrator.analysis.model.chains import module_alias
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
@@ -38,8 +37,8 @@ def trained_past_the_wrap(context: RuleContext) -> None:
         for name in context.facts.models:
             if not context.prepared(name):
                 continue
-            binding = next((b for b in scope.assigns(name) if _reads_module_of(b.value,
-                                                                               wrap.target)), None)  # fmt: skip
+            binding = next((b for b in scope.assigns(name)
+                            if module_alias(b.value) == (wrap.target, True)), None)  # fmt: skip
             if binding is None:
                 continue
             context.findings.append(Finding(code="MIG010", level="note", node=binding.value,
@@ -50,13 +49,3 @@ def trained_past_the_wrap(context: RuleContext) -> None:
                 f"trained a copy of its own; prepared, `{name}` is wrapped and the processes "
                 "train one model on their averaged gradients")))  # fmt: skip
             return
-
-
-def _reads_module_of(value, target: str) -> bool:
-    """`model.module` or `model.module if ddp else model`, with `model` the DDP object."""
-    parts = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
-    return any(
-        isinstance(part, ast.Attribute) and part.attr == "module"
-        and isinstance(part.value, ast.Name) and part.value.id == target
-        for part in parts
-    )  # fmt: skip

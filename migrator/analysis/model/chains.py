@@ -193,3 +193,19 @@ def received_chain(facts, scope, name: str) -> bool:
         isinstance(b.value, ast.Name) and b.value.id in scope.params and not b.unpacked
         for b in bindings
     )
+
+
+def module_alias(value: ast.expr | None) -> tuple[str, bool] | None:
+    """(`x`, whether it reads the module inside `x`) for a value naming one object `x` as
+    wrapped or not: `x`, `x.module`, `x.module if ddp else x` (either way round). Native DDP
+    programs keep the plain module under a second name (`raw_model = model.module if ddp
+    else model`); MIG010 unwraps `x`, so every spelling is `x` again. None for anything else."""
+    parts = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    names, inside = set(), False
+    for part in parts:
+        if isinstance(part, ast.Attribute) and part.attr == "module":
+            part, inside = part.value, True
+        if not isinstance(part, ast.Name):
+            return None
+        names.add(part.id)
+    return (names.pop(), inside) if len(names) == 1 else None

@@ -21,6 +21,7 @@ import ast
 import re
 
 from migrator.analysis.catalogue import diagnostics, patterns
+from migrator.analysis.model.chains import module_alias
 from migrator.analysis.model.classes import class_named
 from migrator.analysis.model.forwards import switched
 from migrator.analysis.syntax.imports import dotted_name
@@ -159,10 +160,8 @@ def _names_plainly(value: ast.expr, node: ast.AST) -> bool:
         return True
     if not isinstance(value, ast.IfExp) or node not in (value.body, value.orelse):
         return False
-    other = value.orelse if node is value.body else value.body
-    if isinstance(other, ast.Attribute) and other.attr == "module":
-        other = other.value
-    return isinstance(other, ast.Name) and isinstance(node, ast.Name) and other.id == node.id
+    alias = module_alias(value)
+    return isinstance(node, ast.Name) and alias is not None and alias[0] == node.id
 
 
 def _read(use, facts, seen) -> bool:

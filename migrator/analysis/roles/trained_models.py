@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.chains import module_alias
 from migrator.analysis.model.origins import (
     Origin,
     argument_for,
@@ -165,15 +166,10 @@ class TrainedModels:
         name the loop runs (else the loop trains the plain module and no gradient is synced)."""
         targets = set()
         for binding in found.scope.assigns(found.name):
-            if binding.unpacked:
+            alias = None if binding.unpacked else module_alias(binding.value)
+            if alias is None:
                 return None
-            bound = binding.value  # `raw_model = model.module if ddp else model`: both ways
-            for value in [bound.body, bound.orelse] if isinstance(bound, ast.IfExp) else [bound]:
-                if isinstance(value, ast.Attribute) and value.attr == "module":
-                    value = value.value  # `model_without_ddp = model.module`, MIG010 removes
-                if not isinstance(value, ast.Name):
-                    return None
-                targets.add(value.id)
+            targets.add(alias[0])
         if len(targets) != 1:
             return None
         target = targets.pop()
