@@ -199,3 +199,39 @@ def test_a_none_test_of_a_name_bound_to_numbers_decides_alike():
         test="best = score if score > 1 else None\n    if best is None:\n        break"
     )
     assert _decides_per_process(maybe_none)
+
+
+KEYED = """\
+import collections
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.arange(64.0).view(16, 4), torch.ones(16, 1)), batch_size=4)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+history = {history}
+for epoch in range(20):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    score = model(torch.randn(8, 4)).pow(2).mean().item()
+    key = "train_score"
+    if key in history:
+        history[key].append(score)
+    else:
+        history[key] = [score]
+    {check}
+"""
+
+
+def test_a_key_test_of_a_dict_filled_with_per_process_values_decides_alike():
+    """`key in history` comes out alike on every process where `history` is a dict every
+    process fills under the same keys: only the key decides, not the values kept."""
+    for history in ('{"train_score": []}', "dict()", "collections.defaultdict(list)"):
+        source = KEYED.format(history=history, check="if len(loader) > 99:\n        break")
+        assert not _decides_per_process(source), history
+    listed = KEYED.format(history="[]", check="if score in history:\n        break")
+    assert _decides_per_process(listed.replace("history[key] = [score]", "history.append(score)"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.catalogue import patterns
+from migrator.analysis.model.chains import chain_text
 from migrator.analysis.model.dataflow import data_root
 from migrator.analysis.model.host_batches import host_reads
 from migrator.analysis.model.origins import calls_of
@@ -148,7 +149,14 @@ def _called_with_plain_loaders(context: RuleContext, region: DataRegion):
     if prepares is scope or prepares not in (context.facts.owner, context.facts.meeting):
         return None
     outside = [s for s in calls_of(context.facts.index, scope) if not s.scope.within(prepares)]
+    if region.loop is None:  # a helper handed batches: only a call handing it a loader counts
+        loaders = {loader.name, *context.facts.loaders}
+        outside = [s for s in outside if any(chain_text(a) in loaders for a in _arguments(s))]
     return outside[0] if outside else None
+
+
+def _arguments(site) -> list[ast.expr]:
+    return [*site.node.args, *(k.value for k in site.node.keywords)]
 
 
 def drop_guards_if_emptied(context: RuleContext, statement) -> None:

@@ -83,6 +83,8 @@ class ValueExpressions:
             return arithmetic(expr.op, self._eval(expr.left, scope), self._eval(expr.right, scope))
         if isinstance(expr, ast.Compare) and self._none_test(expr, scope):
             return NOTHING  # `best is None`: alike on every process (see _none_test)
+        if isinstance(expr, ast.Compare) and self._key_test(expr, scope):
+            return self._eval(expr.left, scope)  # `key in history`: the keys decide
         if isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
             children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
             return combine(*(self._eval(c, scope) for c in children))
@@ -234,6 +236,28 @@ class ValueExpressions:
             return False
         return isinstance(expr.left, ast.Name) and self._never_none(expr.left.id, scope, 3)
 
+    def _key_test(self, expr: ast.Compare, scope: Scope) -> bool:
+        """`key in history` (`not in`) where `history` is only ever bound to a dict literal
+        with constant keys or an empty `dict()`/`defaultdict(...)`: the processes fill it
+        with their own values under the same keys, so only `key` decides."""
+        if len(expr.ops) != 1 or not isinstance(expr.ops[0], (ast.In, ast.NotIn)):
+            return False
+        held = expr.comparators[0]
+        name = patterns.name_of(held)
+        if name is None or isinstance(held, ast.Call):
+            return False
+        owner = self._owner(scope, name)
+        if owner is None:
+            return False
+        holders = [owner] if not name.startswith("self.") else [
+            m for m in owner.children if m.kind == "function"
+        ]  # fmt: skip
+        bindings = [b for h in holders for b in h.bindings.get(name, [])]
+        return bool(bindings) and all(
+            b.kind == "assign" and not b.unpacked and _keyed_dict(b.value, self.imports)
+            for b in bindings
+        )
+
     def _never_none(self, name: str, scope: Scope, depth: int) -> bool:
         owner = self._owner(scope, name)
         if owner is None or depth == 0:
@@ -268,6 +292,21 @@ class ValueExpressions:
                     self._seeds.setdefault(rng_of(seeded), []).append(apart)
         seeds = [*self._seeds.get(rng_of(qualified), []), *self._seeds.get(ALL_RNGS, [])]
         return not seeds or any(seeds)
+
+
+DICTS = {"dict", "collections.defaultdict", "collections.OrderedDict"}
+
+
+def _keyed_dict(value: ast.expr | None, imports) -> bool:
+    """`{"loss": [], "acc": []}` (constant keys), `dict()`, `defaultdict(list)`."""
+    if isinstance(value, ast.Dict):
+        return all(isinstance(k, ast.Constant) for k in value.keys)
+    if not isinstance(value, ast.Call) or value.keywords:
+        return False
+    made = imports.qualify(value.func)
+    if made == "collections.defaultdict":
+        return len(value.args) <= 1  # its default factory
+    return made in DICTS and not value.args
 
 
 def _never_none_value(value: ast.expr | None) -> bool:

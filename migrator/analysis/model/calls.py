@@ -17,7 +17,7 @@ import ast
 
 from migrator.analysis.model.classes import module_classes
 from migrator.analysis.model.instances import instance_class
-from migrator.analysis.model.origins import is_method
+from migrator.analysis.model.origins import is_method, value_call
 from migrator.analysis.syntax.imports import dotted_name
 from migrator.analysis.syntax.index import CallSite, ModuleIndex, Scope
 
@@ -105,10 +105,40 @@ class CallGraph:
             return self._by_name(site.scope, self.index.aliases[dotted])
         if isinstance(receiver, ast.Name) and receiver.id == "self" and is_method(site.scope):
             return self.method(site.scope.parent, func.attr)
+        if (
+            isinstance(receiver, ast.Attribute)
+            and isinstance(receiver.value, ast.Name)
+            and receiver.value.id == "self"
+            and is_method(site.scope)
+        ):  # `self.checkpoints.save(...)` of `self.checkpoints = CheckpointManager(...)`
+            cls = self._held_class(site.scope.parent, f"self.{receiver.attr}")
+            return self.method(cls, func.attr) if cls is not None else None
         if isinstance(receiver, ast.Name):
             cls = instance_class(self.index, site.scope, receiver.id, 0)
             return self.method(cls, func.attr) if cls is not None else None
         return None
+
+    def _held_class(self, cls: Scope, name: str) -> Scope | None:
+        """The one class of this module whose instance `self.x` (`name`) holds: every binding
+        of it in the methods of `cls` and its bases here makes one (`self.x = C(...)`)."""
+        classes, pending, seen = set(), [cls], set()
+        while pending:
+            current = pending.pop()
+            if current is None or id(current) in seen:
+                continue
+            seen.add(id(current))
+            pending += self.bases(current)
+            for method in current.children:
+                for binding in method.bindings.get(name, []) if method.kind == "function" else ():
+                    call = value_call(binding) if binding.kind == "assign" else None
+                    if call is None or binding.unpacked:
+                        return None
+                    called = dotted_name(call.func)
+                    found = self.classes.get(self.index.aliases.get(called, called) or "")
+                    if found is None:
+                        return None
+                    classes.add(found)
+        return classes.pop() if len(classes) == 1 else None
 
     def _by_name(self, scope: Scope, name: str) -> Scope | None:
         current: Scope | None = scope
