@@ -117,14 +117,25 @@ def gather(data: Any) -> Any:
 
 
 def gather_object(data: Any) -> list:
-    """All-gathers picklable objects; lists are concatenated, other objects listed per rank."""
+    """All-gathers picklable objects. As HF's `gather_object`, what each process sent is
+    flattened into one list (a list, a tuple, an array: their items, in rank order); where a
+    process sent something that is not iterable (a number), the objects are listed per rank
+    (HF raises TypeError there)."""
     if not _is_distributed():
         return data
     parts: list = [None] * dist.get_world_size()
     dist.all_gather_object(parts, data)
-    if all(isinstance(part, list) for part in parts):
+    if all(_iterable(part) for part in parts):
         return [item for part in parts for item in part]
     return parts
+
+
+def _iterable(value: Any) -> bool:
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
 
 
 def reduce(data: Any, reduction: str = "mean", scale: float = 1.0) -> Any:

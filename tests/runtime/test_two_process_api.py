@@ -97,6 +97,8 @@ def test_gather_for_metrics_returns_exactly_70(launched, split):
     for facts in ranks:
         assert facts[f"gather_for_metrics_split={split}"] == list(range(70))
         assert facts[f"gather_objects_split={split}"] == sorted(f"s{i}" for i in range(70))
+        assert facts[f"gather_arrays_split={split}"] == list(range(70))
+        assert facts[f"gather_tuples_split={split}"] == sorted(f"t{i}" for i in range(70))
     assert ranks[0][f"gather_count_split={split}"] == (96 if not split else 80)
 
 

@@ -98,14 +98,19 @@ facts["order_generator"] = shuffled_order(
 for split in (False, True):
     metrics = Accelerator(split_batches=split)
     eval_loader = metrics.prepare(indices_loader(70, 16))
-    exact, raw, objects = [], [], []
+    exact, raw, objects, arrays, pairs = [], [], [], [], []
     for (batch,) in eval_loader:
         exact.append(metrics.gather_for_metrics(batch))
         raw.append(metrics.gather(batch))
         objects.extend(metrics.gather_for_metrics([f"s{int(i)}" for i in batch]))
+        # not tensors, gathered as objects: flattened per sample, as HF's gather_object
+        arrays.extend(metrics.gather_for_metrics(batch.numpy()))
+        pairs.extend(metrics.gather_for_metrics(tuple(f"t{int(i)}" for i in batch)))
     facts[f"gather_for_metrics_split={split}"] = sorted(int(i) for i in torch.cat(exact))
     facts[f"gather_count_split={split}"] = int(torch.cat(raw).numel())
     facts[f"gather_objects_split={split}"] = sorted(objects)
+    facts[f"gather_arrays_split={split}"] = sorted(int(i) for i in arrays)
+    facts[f"gather_tuples_split={split}"] = sorted(pairs)
 
 # reduce, pad, gather of a scalar
 facts["reduce_sum"] = accelerator.reduce(torch.tensor([rank + 1.0])).tolist()
