@@ -78,6 +78,28 @@ class EvalMetrics(Rule):
                 drop_hand_reductions(context, region.scope, walker.metrics)
 
 
+def _gather_groups(loop: ast.AST, names: list[str]) -> list[list[str]]:
+    """The gathers of `names`: one of them all, but a field of a dict batch (`texts =
+    batch["review_text"]`), which may hold Python objects (a list of strings), on its own. A
+    tuple holding tensors and objects is gathered as one object per process (HF's
+    `gather_object` then flattens it, and the unpacking fails); alone, each is gathered as
+    what it is."""
+    fields = set()
+    for node in ast.walk(loop):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        pairs = [(node.targets[0], node.value)]
+        if isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple):
+            pairs = list(zip(node.targets[0].elts, node.value.elts))  # `a, b = d["a"], d["b"]`
+        for target, value in pairs:
+            keyed = isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant)
+            if isinstance(target, ast.Name) and keyed and isinstance(value.slice.value, str):
+                fields.add(target.id)
+    together = [n for n in names if n not in fields]
+    alone = [[n] for n in names if n in fields]
+    return [together, *alone] if together else alone
+
+
 class _Walker:
     def __init__(self, context: RuleContext, region: DataRegion, loop: Loop) -> None:
         self.context = context
@@ -157,11 +179,12 @@ class _Walker:
         else:
             names = hoisted_forward(self, block, index, accumulated, names) or names
             names = self._with_later_metric_names(block, index, names, local)
-            gathered = ", ".join(names)
-            target = gathered if len(names) > 1 else names[0]
-            argument = f"({gathered})" if len(names) > 1 else names[0]
-            code = f"{target} = {self.context.accelerator}.gather_for_metrics({argument})\n"
-            self.context.edits.insert(block, index, self.context.statement(code), priority=20)
+            for group in _gather_groups(self.loop.node, names):
+                gathered = ", ".join(group)
+                target = gathered if len(group) > 1 else group[0]
+                argument = f"({gathered})" if len(group) > 1 else group[0]
+                code = f"{target} = {self.context.accelerator}.gather_for_metrics({argument})\n"
+                self.context.edits.insert(block, index, self.context.statement(code), priority=20)
             self.context.need_accelerator_before(
                 block, index, "accelerator.gather_for_metrics(...)"
             )

@@ -22,7 +22,7 @@ def check_output(text: str, facts=None) -> list[Finding]:
     as `OutputModel.read` takes it."""
     from migrator.soundness.model import OutputModel
     from migrator.soundness.per_process import main_only_collectives, per_process_values
-    from migrator.soundness.plain_gathers import plain_gathers
+    from migrator.soundness.plain_gathers import object_gathers, plain_gathers
     from migrator.soundness.side_effects import side_effects
     from migrator.soundness.training_steps import escaped_steps
 
@@ -33,6 +33,7 @@ def check_output(text: str, facts=None) -> list[Finding]:
         *side_effects(model),
         *per_process_values(model),
         *plain_gathers(model),
+        *object_gathers(model),
         *main_only_collectives(model),
         *escaped_steps(model),
     ]

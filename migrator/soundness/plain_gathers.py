@@ -44,6 +44,47 @@ def plain_gathers(model: OutputModel) -> list[Finding]:
     return found
 
 
+DICT_READS = {"items", "keys", "values", "get", "to", "cuda", "cpu"}
+
+
+def object_gathers(model: OutputModel) -> list[Finding]:
+    """Obligation 3, what is gathered: a loop's whole batch handed to a gather where the loop
+    reads it as an object of attributes (`data.y` of a graph batch), not as a dict or a
+    tensor. It is not a tree of tensors, so each process's is gathered as one object (a
+    list per process, never cut at the padding), and the outputs beside it count the
+    samples another way (nodes, not graphs): refused, so that the evaluation stays on the
+    whole set (the engine's plain version) or is gathered by hand."""
+    values = model.values()
+    found = []
+    for site in model.index.calls():
+        func = site.node.func
+        if not isinstance(func, ast.Attribute) or func.attr not in GATHERS or not site.node.args:
+            continue
+        if "accelerator" not in values.roles(func.value, site.scope):
+            continue
+        loop = next((s.node for s in reversed(site.statement.chain()[:-1])
+                     if isinstance(s.node, LOOPS)), None)  # fmt: skip
+        if loop is None or not isinstance(loop.target, ast.Name):
+            continue
+        batch = loop.target.id
+        argument = site.node.args[0]
+        parts = argument.elts if isinstance(argument, (ast.Tuple, ast.List)) else [argument]
+        if not any(isinstance(p, ast.Name) and p.id == batch for p in parts):
+            continue
+        read = next((n.attr for n in ast.walk(loop) if isinstance(n, ast.Attribute)
+                     and isinstance(n.value, ast.Name) and n.value.id == batch
+                     and n.attr not in DICT_READS), None)  # fmt: skip
+        if read is None:
+            continue
+        found.append(Finding(code=CODE, node=site.node, message=(
+            f"`{model.source.text_of(func)}(...)` gathers `{batch}`, the loop's whole batch, "
+            f"which the loop reads as an object (`{batch}.{read}`): it is gathered as one "
+            "object per process, not cut at the padding, and the values beside it may count "
+            "other units (nodes, not graphs); gather the tensors it holds, per sample, by "
+            "hand")))  # fmt: skip
+    return found
+
+
 def _plain(model: OutputModel, values, source: ast.expr, scope, depth: int = 0) -> bool:
     """Is `source` a plain loader in some context: a name never prepared where the loop
     reads it, or a parameter some call passes one (each call's argument judged on its own:
