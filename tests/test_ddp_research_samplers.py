@@ -301,3 +301,33 @@ def test_a_factory_sampler_set_epoch_under_a_none_test_goes_with_its_test():
     )
     output, findings = migrate(script(used))
     assert output is None and "DistributedSampler `sampler` is used at line" in findings[0].message
+
+
+ARGS_TOLD = """\
+    def train(gpu, args):
+        rank = args.nr * args.gpus + gpu
+        dist.init_process_group("gloo", rank=rank, world_size=args.world_size)
+        data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+        sampler = DistributedSampler(data, num_replicas=args.world_size, rank=rank)
+        loader = DataLoader(data, batch_size=8, sampler=sampler)
+        model = DDP(torch.nn.Linear(4, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = (model(x) - y).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_replicas_told_as_the_same_attribute_chain_go_with_the_sampler():
+    """`num_replicas=args.world_size` where the same function told the process group
+    `world_size=args.world_size` (h11 review: a program refused as "not the world size")."""
+    output, findings = migrate(script(ARGS_TOLD))
+    assert output is not None and "DistributedSampler" not in output, findings
+    assert "DataLoader(data, batch_size=8, shuffle=True)" in output
+    told = '        dist.init_process_group("gloo", rank=rank, world_size=args.world_size)\n'
+    for change in ("args.world_size = 2", "args = parse()"):
+        rebound = ARGS_TOLD.replace(told, f"{told}        {change}\n")
+        output, findings = migrate(script(rebound))
+        assert output is None and "passes `num_replicas=` at line" in findings[0].message, change

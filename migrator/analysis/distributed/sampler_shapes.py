@@ -84,6 +84,26 @@ def option_problem(call: ast.Call, scope: Scope, facts: DistributedFacts, import
 GROUP_KEYWORDS = {"num_replicas": "world_size", "rank": "rank"}
 
 
+def _same_chain(expr: ast.expr, told: ast.expr, scope: Scope) -> bool:
+    """`args.world_size` both times, in one function that binds `args` at most once and
+    never assigns the attribute: one value."""
+    if not isinstance(expr, ast.Attribute) or ast.dump(expr) != ast.dump(told):
+        return False
+    root = expr
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name) or len(scope.bindings.get(root.id, [])) > 1:
+        return False  # a parameter or a name, bound once
+    return not any(
+        isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        and any(
+            ast.unparse(t) == ast.unparse(expr)  # (the target's context is Store)
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+        for node in ast.walk(scope.node)
+    )
+
+
 def drop_last_problem(sampler) -> str | None:
     """None unless the DistributedSampler passes `drop_last=True` and a loader it feeds keeps
     its last batch. Dropped on both, the steps agree: each process's ⌊⌊n/N⌋/b⌋ batches are
@@ -141,6 +161,8 @@ class GroupArguments:
                 continue
             if isinstance(expr, ast.Call) and not expr.args and ast.dump(expr) == ast.dump(told):
                 return True
+            if init.scope is scope and _same_chain(expr, told, scope):
+                return True  # `num_replicas=args.world_size` beside `world_size=args.world_size`
             name = name_value(expr) if isinstance(expr, ast.Name) else None
             if name is None or not isinstance(told, ast.Name):
                 continue
