@@ -124,3 +124,38 @@ def test_a_loop_over_step_numbers_whose_batches_are_not_followed_is_refused():
         f.code == "MIG900" and "iterates `steps`, a `range` of numbers" in f.message
         for f in findings
     ), [(f.code, f.message) for f in findings]
+
+
+SEEDS = """\
+import numpy as np
+import torch
+
+
+def train(seed):
+    torch.manual_seed(int(seed))
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.Adam(model.parameters())
+    for epoch in range(10):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+seeds = {seeds}
+for seed in seeds:
+    print(train(seed))
+"""
+
+
+def test_an_array_of_numbers_a_loop_runs_training_over_is_never_prepared():
+    """`for seed in np.arange(1, 20): train(seed)` (h11 review: the seeds were prepared as a
+    loader, with a note that each process draws its own batches of them)."""
+    for seeds in ("np.arange(1, 20)", "np.linspace(0, 1, 5)", "torch.arange(3)"):
+        output, findings = migrate_text(SEEDS.format(seeds=seeds))
+        assert output is not None, findings
+        assert "prepare(seeds)" not in output and "seeds = accelerator" not in output, output
+        assert "model, optimizer = accelerator.prepare(model, optimizer)" in output
+        assert not [f for f in findings if f.code == "MIG006" and "`seeds`" in f.message]

@@ -275,19 +275,21 @@ NOT_LOADER_ITEMS = LoopSource(None, [], False)  # type: ignore[arg-type]
 
 SEQUENCES = {"list", "tuple", "sorted", "reversed"}  # a Python sequence of what they are given
 SPLITS = {"split", "chunk", "tensor_split", "array_split"}  # a tensor or array cut into parts
+ARRAYS = {"torch.arange", "torch.linspace", "torch.tensor", "torch.randperm"}
 
 
 def _batch_sequence(value: ast.expr | None, imports) -> bool:
     """A Python sequence of batches, not a loader: a list comprehension, `list(...)`
     (`list(zip(x.split(64), y.split(64)))`, even `list(loader)`: its batches, drawn once),
-    `x.split(64)`, `torch.chunk(x, 8)`. `prepare` hands such a sequence back as it is: every
-    process would iterate all of it."""
+    `x.split(64)`, `torch.chunk(x, 8)`, an array of numbers (`np.arange(1, 20)`; a `range`
+    is left to the explanation of what the loop iterates). `prepare` hands such a sequence
+    back as it is: every process would iterate all of it."""
     if isinstance(value, ast.ListComp):
         return True
     if not isinstance(value, ast.Call):
         return False
     called = imports.qualify(value.func) or ""
-    if called in SEQUENCES:
-        return True
+    if called in SEQUENCES or called in ARRAYS or called.startswith("numpy."):
+        return True  # `seeds = np.arange(1, 20)`: numbers, iterated as they are
     last = called.rsplit(".", 1)[-1] if called else getattr(value.func, "attr", "")
     return last in SPLITS
