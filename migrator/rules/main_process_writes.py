@@ -37,7 +37,12 @@ from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
 from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
-from migrator.rules.writer_objects import own_statement, tracker_statements
+from migrator.rules.writer_objects import (
+    disable_off_main,
+    own_statement,
+    run_state_read,
+    tracker_statements,
+)
 from migrator.source import continuation_lines, split_lines
 
 TRAINING_METHODS = {"backward", "step", "zero_grad"}
@@ -153,6 +158,9 @@ def _writing_statement(context: RuleContext, site: CallSite) -> Statement | None
     if not isinstance(small, ast.Expr):
         return None  # only a call in an expression statement (`json.dump(x, open(p, "w"))`)
     effect = effects.effect_of(site.node, imports, effects.values_in(site.scope))
+    if qualified == "wandb.init" and effect is not None and run_state_read(context):
+        disable_off_main(context, site.node)
+        return None
     kept = {"torch.save", *effects.MAKE_DIRS, "os.mkdir"}  # MIG030's own, and made safe below
     if qualified in kept or site.method == "mkdir":
         return None

@@ -12,6 +12,7 @@ import ast
 from migrator.analysis.catalogue import effects
 from migrator.analysis.model.origins import scopes_seeing
 from migrator.analysis.syntax.index import CallSite, Line, Scope, Statement
+from migrator.arglists import call_items
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
@@ -48,6 +49,9 @@ def tracker_statements(context: RuleContext, scopes: list[Scope]) -> list[Statem
                 statements = _method_statements(context, scope, name, log_file)
                 if creation is not None and statements is not None:
                     found += [creation, *statements]
+                    continue
+                if callee == "wandb.init" and effects.effect_of(call, index.imports):
+                    disable_off_main(context, call)  # `run` on every process, disabled off main
                     continue
                 context.findings.append(Finding(
                     code="MIG030", level="note", node=call, by_hand=True,
@@ -126,3 +130,31 @@ def _statement_call_of(index, call: ast.Call) -> CallSite | None:
             if isinstance(small, ast.Expr) and small.value is site.node:
                 return site
     return None
+
+
+RUN_STATE = {"wandb.config", "wandb.run", "wandb.summary"}
+
+
+def run_state_read(context: RuleContext) -> bool:
+    """Does the program read wandb's run state (`config = wandb.config`, `wandb.run.name`)?
+    A `wandb.init` only the main process ran leaves it unset on the others, and reading it
+    there raises (h11 review: `wandb.config.validation_split` on process 1)."""
+    imports = context.facts.index.imports
+    return any(
+        isinstance(node, ast.Attribute) and imports.qualify(node) in RUN_STATE
+        for node in ast.walk(context.facts.index.module_scope.node)
+    )
+
+
+def disable_off_main(context: RuleContext, call: ast.Call) -> None:
+    """`wandb.init(...)` on every process, a disabled run on all but the main one: the run
+    state reads alike everywhere, and only the main process logs."""
+    flag = context.main_process_flag(through_state=True)
+    mode = next((k for k in call.keywords if k.arg == "mode"), None)
+    if mode is not None:
+        plain = isinstance(mode.value, (ast.Name, ast.Attribute, ast.Constant))
+        context.edits.replace(mode.value, lambda text, _r: (
+            f'{text if plain else f"({text})"} if {flag} else "disabled"'))  # fmt: skip
+        return
+    context.edits.rewrite(call, lambda _text, renderer: call_items(renderer, call).appended(
+        f'mode=None if {flag} else "disabled"').render())  # fmt: skip

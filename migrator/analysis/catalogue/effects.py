@@ -121,6 +121,16 @@ class Effect:
     call: ast.Call
 
 
+def disabled_off_main(call: ast.Call) -> bool:
+    """`wandb.init(..., mode=None if accelerator.is_main_process else "disabled")`: a run on
+    the main process only, and a disabled one (no files, no upload) on the others."""
+    mode = keyword(call, "mode")
+    if mode is None or not isinstance(mode.value, ast.IfExp):
+        return False
+    text = ast.unparse(mode.value)
+    return "is_main_process" in text and "'disabled'" in text
+
+
 def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | None:
     """What `call` does to the world, if anything (module docstring). `values(name)`: the
     values a name may hold where the call reads it (a name bound to `io.BytesIO()` is no
@@ -139,6 +149,8 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
         if _own(call, path) or _in_memory(path, imports, values):
             return None
         return Effect("write", WRITE_CALLS[qualified], call)
+    if qualified == "wandb.init" and disabled_off_main(call):
+        return None  # a disabled run on the other processes: `wandb.config` still reads
     if qualified in TRACKER_CALLS or qualified.endswith(TRACKER_OBJECTS):
         return Effect("tracker", "a tracker's run", call)
     if qualified in DOWNLOAD_CALLS or _is_true(keyword(call, "download")):
