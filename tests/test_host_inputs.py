@@ -173,3 +173,25 @@ def test_the_placed_program_prints_what_the_original_printed_on_one_process(tmp_
                               text=True, timeout=120, check=True)  # fmt: skip
         printed.append(done.stdout)
     assert printed[0] == printed[1] and printed[0].startswith("acc ")
+
+
+def test_a_tensor_built_in_place_beside_the_models_output_goes_to_its_device():
+    """`criterion(out.squeeze(), torch.tensor(y.values).float())`: the target made in the
+    loss call meets the output on the model's device (h11 review: left on the CPU, the loss
+    raised on any GPU)."""
+    source = FULL_BATCH.format(build=BUILDS["tensor"]).replace(
+        "    loss = criterion(out, y_train)",
+        "    loss = torch.nn.functional.cross_entropy(out, torch.tensor(Y[:48]).long())\n"
+        "    loss = loss + criterion(out, target=torch.from_numpy(Y[:48]))",
+    )
+    out, findings = _migrate(source)
+    assert out is not None, findings
+    assert f"cross_entropy(out, torch.tensor(Y[:48]).long(){DEVICE})" in out, out
+    assert f"criterion(out, target=torch.from_numpy(Y[:48]){DEVICE})" in out, out
+    kept = source.replace(
+        "    loss = loss + criterion",
+        "    print(np.mean(torch.tensor(Y).numpy()))\n    loss = loss + criterion",
+    )
+    out, findings = _migrate(kept)
+    assert out is not None and "np.mean(torch.tensor(Y)." in out, out
+    assert f"torch.tensor(Y){DEVICE}" not in out  # a host library's input, not the model's

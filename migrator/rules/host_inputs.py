@@ -201,6 +201,10 @@ class _HostTensors:
                     self.context.need_accelerator_at(site.statement)
                     inline = True
         placed |= self._meeting_outputs()
+        for operand, statement in self._inline_meeting_outputs():  # `criterion(out, tensor(y))`
+            self._to_device(operand)
+            self.context.need_accelerator_at(statement)
+            inline = True
         for name in sorted(placed):
             for binding in self.scope.bindings.get(name, []):
                 self._to_device(binding.value)
@@ -266,6 +270,26 @@ class _HostTensors:
                 if name is not None:
                     met.add(name)
         return met
+
+    def _inline_meeting_outputs(self) -> list:
+        """(operand, its statement) for a tensor built on the host in place, handed to a
+        torch call beside the model's output (`criterion(out.squeeze(),
+        torch.tensor(y.values).float())`)."""
+        outputs = self._outputs()
+        found = []
+        for site in self.scope.calls:
+            qualified = self.imports.qualify(site.node.func) or ""
+            if qualified.startswith(HOST_LIBRARIES) or id(site.node) in {
+                id(f.node) for f in self.forwards
+            }:  # fmt: skip
+                continue
+            operands = [*site.node.args, *(k.value for k in site.node.keywords)]
+            if not any(self._reads(operand, outputs) for operand in operands):
+                continue
+            for operand in operands:
+                if isinstance(_strip(operand), ast.Call) and self._built_on_host(operand, 0):
+                    found.append((operand, site.statement))
+        return found
 
     def _outputs(self) -> set[str]:
         """Names bound to what the model returned, or to values computed from them on the

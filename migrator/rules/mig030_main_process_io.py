@@ -67,7 +67,10 @@ class MainProcessIO(Rule):
                     self._progress_bar(context, site)
                 elif qualified in patterns.BAR_PRINTS:
                     self._bar_print(context, site)
-                elif qualified in patterns.FIGURE_SHOWS:
+                elif qualified in patterns.FIGURE_SHOWS or (
+                    patterns.prints_itself(site.node, imports)
+                    and not _runs_prepared_model(context, scope, site)
+                ):  # `plt.show()`, `df.info()`: on the main process
                     statement = _whole_statement(site)
                     if statement and context.processes.runs_on_every_process(statement):
                         guard_statement(context, statement, through_state=False)
@@ -79,6 +82,16 @@ class MainProcessIO(Rule):
         wait_for_shared_files(context, self.waited)
 
     def _print(self, context: RuleContext, site: CallSite) -> None:
+        imports = context.facts.index.imports
+        statement = _whole_statement(site)
+        if statement is not None and any(
+            isinstance(node, ast.Call) and patterns.prints_itself(node, imports)
+            for argument in site.node.args
+            for node in ast.walk(argument)
+        ):  # `print(df.info())`: what it prints, it prints itself
+            if context.processes.runs_on_every_process(statement):
+                guard_statement(context, statement, through_state=False)
+            return
         replacement = context.accelerator_expr("print")
         context.edits.replace_with(site.node.func, replacement)
         context.need_accelerator_at(site.statement, soft=site.node.func)
@@ -246,6 +259,19 @@ def _statement_of(context: RuleContext, call: ast.Call):
         if site.node is call:
             return site.statement
     return None
+
+
+def _runs_prepared_model(context: RuleContext, scope: Scope, site: CallSite) -> bool:
+    """Is a model handed to the call (`summary(model, ...)`, which runs its forward) prepared
+    there? The wrapper's forward may meet the other processes (its buffers' broadcast): it
+    runs on every process, as in the original."""
+    for argument in [*site.node.args, *(k.value for k in site.node.keywords)]:
+        name = patterns.name_of(argument) or chain_text(argument)
+        if name is not None and context.prepared_role(scope, name) == "model" and not (
+            context.plan.before_prepare(site.statement, name)
+        ):  # fmt: skip
+            return True
+    return False
 
 
 def _whole_statement(site: CallSite):

@@ -364,6 +364,22 @@ PROGRESS_BARS = {*TQDM_CLASSES, "tqdm.trange", "tqdm.auto.trange", "trange",
 BAR_PRINTS = {f"{name}.write" for name in TQDM_CLASSES} | {"tqdm.write"}
 # shown to the user like a print: one window per process, unless on the main process only
 FIGURE_SHOWS = {"matplotlib.pyplot.show"}
+# calls that print by themselves (and return None or what they printed): `df.info()`,
+# torchsummary's and torchinfo's `summary(model, ...)`
+SELF_PRINTS = {"torchsummary.summary", "torchinfo.summary"}
+
+
+def prints_itself(call: ast.Call, imports) -> bool:
+    """`summary(model, (3, 32, 32))`, or `df.info()` (no positional argument: not a
+    logger's `info(msg)`)."""
+    if imports.qualify(call.func) in SELF_PRINTS:
+        return True
+    func = call.func
+    return isinstance(func, ast.Attribute) and func.attr == "info" and not call.args and (
+        not any(k.arg in ("msg", "exc_info") for k in call.keywords)
+    )  # fmt: skip
+
+
 DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                  "torch.nn.parallel.data_parallel.DataParallel"}  # fmt: skip
 HALF_DTYPES = {"torch.float16", "torch.half"}
