@@ -5,8 +5,9 @@ migrated: `utils.save_model(model, tokenizer, out_dir)`, `save_checkpoint(state,
 `dataset.get_dataset(root)` with `download=True` inside. Their writes run on every process
 once the program is launched on N processes (SPEC §3b.2), though the file being migrated
 shows none. This reads each imported project module (once per run), finds its top-level
-functions whose body - or a function of the same module they call - writes a file, starts a
-tracker or downloads (the effects catalogue, `analysis/catalogue/effects.py`) outside a
+functions (and its classes' methods, `Class.method`) whose body - or a function of the same
+module they call, or a method they call on `self` - writes a file, starts a tracker or
+downloads (the effects catalogue, `analysis/catalogue/effects.py`) outside a
 main-process guard of its own, and returns them under the names the importing file calls
 them by. `effects.effect_of` then treats such a call as the effect itself: MIG030 guards it
 (`if accelerator.is_main_process:`, `main_process_first()` for a download) and the
@@ -57,15 +58,19 @@ def helper_effects(
             if read is not None:
                 read.add(target)
             for name, effect in summary(target).items():
-                if not spelling and (name.startswith("_") or name in defined):
+                if not spelling and (name.startswith("_") or name.split(".")[0] in defined):
                     continue  # `import *` skips private names; a file's own definition wins
                 found.setdefault(f"{spelling}.{name}" if spelling else name, effect)
         for local, target, name in _imported_functions(node, path, roots):
             if read is not None and target not in skipped:
                 read.add(target)
-            effect = summary(target).get(name) if target not in skipped else None
+            found_here = summary(target) if target not in skipped else {}
+            effect = found_here.get(name)
             if effect is not None and local not in defined:
                 found.setdefault(local, effect)
+            for member, effect in found_here.items():  # a class's methods: `Class.method`
+                if member.startswith(f"{name}.") and local not in defined:
+                    found.setdefault(f"{local}{member[len(name) :]}", effect)
     return found
 
 
@@ -134,8 +139,9 @@ def _init(folder: Path) -> Path | None:
 
 
 def _module_effects(path: Path) -> dict[str, effects.Effect]:
-    """{top-level function of the module: its first unguarded effect}, through the module's
-    own functions it calls (to a fixed point); read once per version of the file."""
+    """{top-level function of the module, or `Class.method` of a top-level class: its first
+    unguarded effect}, through the module's own functions it calls and the methods a method
+    calls on `self` (to a fixed point); read once per version of the file."""
     try:
         stat = path.stat()
     except OSError:
@@ -152,15 +158,11 @@ def _read_effects(path: Path, _mtime: int, _size: int) -> dict[str, effects.Effe
         return {}
     index = ModuleIndex(tree, Source(text))
     processes = Processes(index)
-    functions = {
-        scope.node.name: scope
-        for scope in index.scopes
-        if isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and scope.node in tree.body
-    }
+    functions = _functions(index, tree)
     own: dict[str, effects.Effect] = {}
     calls: dict[str, list[tuple[str, object]]] = {}
     for name, scope in functions.items():
+        cls = name.rpartition(".")[0]
         for site in _sites(index, scope):
             if processes.guarded(site.statement):
                 continue
@@ -170,6 +172,13 @@ def _read_effects(path: Path, _mtime: int, _size: int) -> dict[str, effects.Effe
             callee = site.node.func
             if isinstance(callee, ast.Name) and callee.id in functions:
                 calls.setdefault(name, []).append((callee.id, site.node))
+            elif (
+                cls
+                and isinstance(callee, ast.Attribute)
+                and _is_self(callee.value)
+                and (f"{cls}.{callee.attr}" in functions)
+            ):  # `self._save()` in a method
+                calls.setdefault(name, []).append((f"{cls}.{callee.attr}", site.node))
     changed = True
     while changed:
         changed = False
@@ -180,6 +189,27 @@ def _read_effects(path: Path, _mtime: int, _size: int) -> dict[str, effects.Effe
                     own[name] = effects.Effect(effect.kind, effect.what, node)
                     changed = True
     return own
+
+
+def _functions(index: ModuleIndex, tree: ast.Module) -> dict:
+    """The module's top-level functions by name, and its top-level classes' methods as
+    `Class.method`."""
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    found = {}
+    for scope in index.scopes:
+        if not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if scope.node in tree.body:
+            found[scope.node.name] = scope
+        elif scope.parent is not None and scope.parent.kind == "class" and (
+            scope.parent.parent is index.module_scope and scope.parent.name in classes
+        ):  # fmt: skip
+            found[f"{scope.parent.name}.{scope.node.name}"] = scope
+    return found
+
+
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _sites(index: ModuleIndex, function):

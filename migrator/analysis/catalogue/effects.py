@@ -137,6 +137,8 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
     file), when the caller knows them."""
     qualified = imports.qualify(call.func) or ""
     helper = imports.helper_effects.get(qualified) if imports.helper_effects else None
+    if helper is None and imports.helper_effects and values is not None:
+        helper = _method_effect(call, imports, values)  # `logger.log(...)`, a class's method
     if helper is not None:  # a project helper whose own body writes (helper_effects.py)
         return Effect(helper.kind, f"{helper.what}, in `{qualified}`", call)
     if qualified in OPEN_CALLS:
@@ -197,6 +199,20 @@ def _file_sink(sink: ast.expr) -> bool:
     if isinstance(sink, ast.Attribute):
         return not (isinstance(sink.value, ast.Name) and sink.value.id == "sys")
     return True
+
+
+def _method_effect(call: ast.Call, imports: ImportTable, values):
+    """The effect of `x.method(...)` where `x` is bound to an instance of a project class
+    whose method writes (`logger = ResultsLogger(); logger.log(...)`)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return None
+    for value in values(func.value.id):
+        made = imports.qualify(value.func) if isinstance(value, ast.Call) else None
+        found = imports.helper_effects.get(f"{made}.{func.attr}") if made else None
+        if found is not None:
+            return found
+    return None
 
 
 def values_in(scope):
