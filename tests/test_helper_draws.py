@@ -181,3 +181,76 @@ def test_an_output_of_a_helpers_draws_is_noted_as_this_processes_own(tmp_path):
     result = migrate_bytes(entry.read_bytes(), str(entry), Options())
     notes = [f for f in result.findings if f.code == "MIG953"]
     assert notes and "own random draws" in notes[0].message, result.findings
+
+
+DATA = """\
+import torch
+from sklearn.model_selection import train_test_split
+from torch.utils.data import DataLoader, TensorDataset, random_split
+
+SET = TensorDataset(torch.arange(256.0).reshape(64, 4), torch.arange(64.0).reshape(64, 1))
+
+
+def load(batch_size=8):
+    train, test = @SPLIT@
+    return DataLoader(train, batch_size=batch_size, shuffle=True), DataLoader(test, batch_size=8)
+"""
+
+TRAIN = """\
+import torch
+@IMPORT@
+@SEED@
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+train_loader, test_loader = @LOAD@
+for epoch in range(2):
+    for x, y in train_loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def _split_program(tmp_path, split, seed="", imports="from data import load", load="load()"):
+    (tmp_path / "data.py").write_text(DATA.replace("@SPLIT@", split))
+    entry = tmp_path / "train.py"
+    text = TRAIN.replace("@IMPORT@", imports).replace("@SEED@", seed).replace("@LOAD@", load)
+    entry.write_text(text)
+    return migrate_bytes(entry.read_bytes(), str(entry), Options())
+
+
+@pytest.mark.parametrize(
+    ("split", "imports", "load", "draw"),
+    [
+        ("random_split(SET, [48, 16])", "from data import load", "load()", "random_split"),
+        (
+            "train_test_split(SET, test_size=0.25)",
+            "import data",
+            "data.load(8)",
+            "train_test_split",
+        ),
+    ],
+)
+def test_loaders_a_helper_splits_per_process_are_refused(tmp_path, split, imports, load, draw):
+    """A helper module's unseeded split (h11 review: a `random_split` in `dataset.py` gave each
+    process its own train and test sets)."""
+    result = _split_program(tmp_path, split, imports=imports, load=load)
+    assert result.migrated is None, result.migrated
+    refused = [f for f in result.findings if f.code == "MIG953"]
+    assert refused and "own random draws" in refused[0].message, result.findings
+    assert draw in refused[0].message and "load()` draws with" in refused[0].message
+
+
+@pytest.mark.parametrize(
+    ("split", "seed"),
+    [
+        ("random_split(SET, [48, 16], generator=torch.Generator().manual_seed(1))", ""),
+        ("train_test_split(SET, test_size=0.25, random_state=3)", ""),
+        ("random_split(SET, [48, 16])", "torch.manual_seed(0)"),
+    ],
+)
+def test_loaders_split_alike_on_every_process_migrate(tmp_path, split, seed):
+    result = _split_program(tmp_path, split, seed=seed)
+    assert result.migrated is not None, result.findings
+    assert "accelerator.prepare(" in result.migrated.decode()

@@ -32,6 +32,7 @@ from migrator.analysis.catalogue.randomness import (
     is_draw,
     is_seed,
     rng_of,
+    unseeded_split,
 )
 from migrator.analysis.syntax.imports import ImportTable
 from migrator.program.helper_effects import helper_effects
@@ -107,7 +108,9 @@ def _fixed_point(functions: dict, inner, imports: ImportTable, seeded: set[str],
             if not isinstance(node, ast.Call):
                 continue
             qualified = imports.qualify(node.func) or ""
-            if is_draw(qualified) and not ({rng_of(qualified), ALL_RNGS} & seeded):
+            split = unseeded_split(node, qualified)  # `random_split(ds, [n, m])`
+            rng = split or (rng_of(qualified) if is_draw(qualified) else None)
+            if rng is not None and not ({rng, ALL_RNGS} & seeded):
                 drawing.setdefault(name, qualified)
             elif isinstance(node.func, ast.Name) and node.func.id in outer:
                 drawing.setdefault(name, outer[node.func.id])

@@ -24,6 +24,7 @@ def check_output(text: str, facts=None) -> list[Finding]:
     from migrator.soundness.per_process import main_only_collectives, per_process_values
     from migrator.soundness.plain_gathers import object_gathers, plain_gathers
     from migrator.soundness.side_effects import side_effects
+    from migrator.soundness.split_data import split_per_process
     from migrator.soundness.training_steps import escaped_steps
 
     model = OutputModel.read(text, facts)
@@ -36,6 +37,7 @@ def check_output(text: str, facts=None) -> list[Finding]:
         *object_gathers(model),
         *main_only_collectives(model),
         *escaped_steps(model),
+        *split_per_process(model),
     ]
 
 

@@ -35,6 +35,21 @@ def is_draw(qualified: str) -> bool:
     return qualified.startswith((NUMPY_DRAWS, PYTHON_DRAWS))
 
 
+# data splits that draw from a global RNG unless given their own seed: the keyword that does
+SPLITS = {"torch.utils.data.random_split": "generator",
+          "torch.utils.data.dataset.random_split": "generator",
+          "sklearn.model_selection.train_test_split": "random_state"}  # fmt: skip
+
+
+def unseeded_split(call, qualified: str) -> str | None:
+    """The RNG an unseeded split draws from (`random_split(ds, [n, m])`: "torch";
+    `train_test_split(x, y)`: "numpy"), or None."""
+    seed = SPLITS.get(qualified)
+    if seed is None or any(k.arg == seed for k in call.keywords):
+        return None
+    return "torch" if seed == "generator" else "numpy"
+
+
 def is_seed(qualified: str) -> bool:
     return qualified in TORCH_SEEDS | OTHER_SEEDS or qualified.rsplit(".", 1)[-1] in EVERY_RNG
 
@@ -47,6 +62,8 @@ def rng_of(qualified: str) -> str:
     `ALL_RNGS` for the helpers that seed them all."""
     if qualified.rsplit(".", 1)[-1] in EVERY_RNG:
         return ALL_RNGS
+    if qualified.startswith("sklearn."):
+        return "numpy"  # an unseeded scikit-learn split draws from NumPy's global RNG
     return qualified.split(".", 1)[0]
 
 
