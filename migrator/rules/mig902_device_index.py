@@ -56,6 +56,12 @@ class DeviceIndex(Rule):
                     "every process sees those, and each takes its own among them "
                     f"(`accelerator.device`); launch at most {gpus} processes per machine")))  # fmt: skip
                 continue
+            if _pins_after_cuda(context, node):
+                context.findings.append(Finding(code=self.code, node=node, level="note", message=(
+                    "CUDA_VISIBLE_DEVICES is set here from this process's rank after CUDA "
+                    "started (the original's own one-GPU-per-process pinning): it changes "
+                    "nothing for this process, whose GPU is `accelerator.device`; it can go")))  # fmt: skip
+                continue
             context.findings.append(Finding(
                 code=self.code, node=node,
                 message="CUDA_VISIBLE_DEVICES set here chooses the GPUs the program sees: under a "
@@ -64,6 +70,28 @@ class DeviceIndex(Rule):
                 "of its own; remove it and choose the GPUs on the launch command "
                 "(`CUDA_VISIBLE_DEVICES=0,1 migrate launch --nproc 2 ...`)",
             ))  # fmt: skip
+
+
+CUDA_STARTS = {"torch.cuda.set_device", "torch.cuda.init"}
+
+
+def _pins_after_cuda(context: RuleContext, node: ast.AST) -> bool:
+    """`os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)` after the same function set
+    up CUDA (`torch.cuda.set_device(...)`, `.cuda(...)`, a DDP wrap): a rank's pinning that
+    CUDA, started, no longer reads."""
+    value = node.value if isinstance(node, ast.Assign) else None
+    if value is None or "rank" not in ast.unparse(value).lower():
+        return False
+    statement = context.facts.index.statement_of_small(node)
+    if statement is None:
+        return False
+    imports = context.facts.index.imports
+    return any(
+        site.node.lineno < node.lineno
+        and (imports.qualify(site.node.func) in CUDA_STARTS or site.method == "cuda"
+             or (imports.qualify(site.node.func) or "").endswith("DistributedDataParallel"))
+        for site in statement.block.scope.calls
+    )  # fmt: skip
 
 
 def _listed_before_torch(tree: ast.Module, node: ast.AST) -> int:

@@ -275,6 +275,9 @@ class _Analyser(
         if facts.loaderless and self._rolls_out_episodes():
             self._finding(facts.training_loops[0].node, "MIG905", ROLLOUTS)
             return
+        if not facts.models and self._rolls_out_episodes():  # `env.step(action)` is no optimizer
+            self._finding(facts.training_loops[0].node, "MIG905", ROLLOUTS)
+            return
         if not facts.models:
             made = self._home_of(optimizers[0], owner).assigns(optimizers[0])
             built = (f"is built at line {made[-1].statement.node.lineno} from no "

@@ -106,6 +106,12 @@ def several_owners(facts: TrainingFacts, loaders: list, imports) -> str:
                 f"loaders of its own: {each}; one migration prepares one owner's objects, so "
                 "migrate one class at a time by hand (or move each class to its own module, "
                 "which then migrates on its own)")  # fmt: skip
+    if not loaders:  # loops over what they make themselves: rollouts, generated batches
+        lines = ", ".join(str(loop.node.lineno) for loop in facts.training_loops)
+        return (f"the training loops (lines {lines}) draw from no DataLoader: each trains on "
+                "what it makes itself (rollouts, generated data), so N processes would train "
+                "N replicas of it; sharing that work between processes is a design decision, "
+                "by hand")  # fmt: skip
     found = ", ".join(_drawn_from(origin, imports) for origin in loaders)
     return (f"looked for one scope that makes every loader the training loops draw from; found "
             f"{found}; migrate by hand")  # fmt: skip

@@ -178,7 +178,15 @@ class LoopAnalysis(LoopSources, SharedEpochs):
             callers = undriven_callers(self.index, site)
             if callers is not None and reached_once(self.index, site.scope):
                 callers = None  # `demo(rank)` called once from main(): one step, no loop
-            if site.method == "backward" and callers is not None:
+            stepped = _stepped_with(self.index, site.scope) if callers == "" else None
+            if site.method == "backward" and stepped is not None:
+                message = (
+                    f"backward() in `{qualified_name(site.scope)}()`, which "
+                    f"`{ast.unparse(stepped.node)}` (line {stepped.node.lineno}) runs: "
+                    "a closure step on data no DataLoader shards, so N processes would train "
+                    "N replicas of the model on the same data; migrate this step by hand"
+                )
+            elif site.method == "backward" and callers is not None:
                 reached = f", reached from `{callers}()`," if callers else ","
                 message = (
                     f"backward() in `{qualified_name(site.scope)}()`{reached} which nothing in this "
@@ -306,3 +314,14 @@ class LoopAnalysis(LoopSources, SharedEpochs):
         return any(loop.contains(site.loop) for loop in self.facts.training_loops)
 
     # -- owner and roles ---------------------------------------------------------------------
+
+
+def _stepped_with(index, function: Scope):
+    """The call `optimizer.step(closure)` that is handed `function` (LBFGS's closure: the
+    optimizer calls it), where nothing calls it by name; None otherwise."""
+    return next(
+        (site for site in index.calls()
+         if site.method == "step"
+         and any(isinstance(a, ast.Name) and a.id == function.name for a in site.node.args)),
+        None,
+    )  # fmt: skip
