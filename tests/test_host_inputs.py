@@ -195,3 +195,18 @@ def test_a_tensor_built_in_place_beside_the_models_output_goes_to_its_device():
     out, findings = _migrate(kept)
     assert out is not None and "np.mean(torch.tensor(Y)." in out, out
     assert f"torch.tensor(Y){DEVICE}" not in out  # a host library's input, not the model's
+
+
+def test_a_model_run_through_its_forward_method_is_the_model_run():
+    """`model.forward(xb)` hands `xb` to the model as `model(xb)` does (h11 review: a script
+    calling `forward` itself got no `cpu=True`, and its host batches met a CUDA model)."""
+    source = FULL_BATCH.format(build=BUILDS["tensor"]).replace(
+        "    out = model(X_train)", "    out = model.forward(batch_of(X_train))"
+    )
+    source = source.replace(
+        "torch.manual_seed(0)\n", "torch.manual_seed(0)\nbatch_of = lambda t: t\n"
+    )
+    out, findings = _migrate(source)
+    assert "accelerator = Accelerator(cpu=True)" in out, out
+    kept = [f for f in findings if f.code == "MIG004"]
+    assert kept and "`batch_of(X_train)`" in kept[0].message, findings

@@ -235,3 +235,41 @@ def test_a_key_test_of_a_dict_filled_with_per_process_values_decides_alike():
         assert not _decides_per_process(source), history
     listed = KEYED.format(history="[]", check="if score in history:\n        break")
     assert _decides_per_process(listed.replace("history[key] = [score]", "history.append(score)"))
+
+
+INDEXED = """\
+import torch
+
+data = torch.arange(1000.0)
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def get_batch():
+    ix = torch.randint(0, 990, (4,))
+    x = torch.stack([data[i : i + 8] for i in ix])
+    return x, x.sum(1, keepdim=True)
+
+
+best = float("inf")
+for step in range(100):
+    x, y = get_batch()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 10 == 0:
+        {check}
+"""
+
+
+def test_rows_taken_at_this_processes_own_random_indices_are_its_own():
+    """`data[i : i + 8]` for `i` of an unseeded `torch.randint`: each process's own rows, and
+    the losses on them (h11 review: a nanoGPT-style `get_batch` estimate printed with no
+    note)."""
+    out, findings = migrate_text(INDEXED.format(check="print(loss.item())"))
+    assert out is not None, findings
+    assert 'accelerator.reduce(loss.detach(), "mean")' in out  # the printed loss: reduced
+    assert _decides_per_process(INDEXED.format(check="if loss.item() < 0.1:\n            break"))
+    seeded = INDEXED.replace("import torch\n", "import torch\n\ntorch.manual_seed(0)\n", 1)
+    assert not _decides_per_process(seeded.format(check="if loss.item() < 0.1:\n            break"))

@@ -139,7 +139,11 @@ def _bound_to_factory(scope: Scope, argument: ast.expr, imports) -> bool:
 
 
 def _prepared_model(context: RuleContext, site: CallSite) -> bool:
-    name = patterns.name_of(site.node.func)
+    """A call of the prepared model: `model(x)`, or `model.forward(x)`."""
+    func = site.node.func
+    if isinstance(func, ast.Attribute) and func.attr == "forward":
+        func = func.value
+    name = patterns.name_of(func)
     return name is not None and context.prepared_role(site.scope, name) == "model"
 
 

@@ -69,10 +69,12 @@ class ValueExpressions:
         if isinstance(expr, ast.Call):
             return self._call(expr, scope)
         if isinstance(expr, ast.Subscript):
-            self._eval(expr.slice, scope)
+            index = self._eval(expr.slice, scope)
             held = self._eval(expr.value, scope)
             if isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
                 return _size(held)  # `x.shape[0]`
+            if held.extent == CONST and index.extent == LOCAL:
+                return Value(LOCAL)  # `data[ix]`, `ix` this process's own draw: its own rows
             return Value(held.extent, _taken(held.roles))  # `loaders[phase]`: a loader
         if isinstance(expr, ast.Lambda):
             return NOTHING
