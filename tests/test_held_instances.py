@@ -142,3 +142,53 @@ def test_a_helper_handed_the_plain_loader_outside_the_preparing_function_is_refu
     refused = [f for f in findings if f.code == "MIG900"]
     assert out is None and refused, findings
     assert "hands it the plain loader" in refused[0].message
+
+
+TRACKED = """\
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Metrics:
+    def __init__(self):
+        self.writer = SummaryWriter("runs")
+
+    def log(self, value, step):
+        self.writer.add_scalar("loss", value, step)
+
+
+class Trainer:
+    def __init__(self):
+        self.model = torch.nn.Linear(4, 1)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.metrics = Metrics()
+
+    def train(self, loader):
+        for step, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            @LOG@
+
+
+loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8)
+Trainer().train(loader)
+"""
+
+
+def test_a_tracker_held_on_self_and_read_off_another_object_is_not_made_main_only():
+    """`self.metrics.writer.add_scalar(...)` in another class reads the writer the class
+    made: guarding its creation alone would leave the others without it (h11 re-review: an
+    AttributeError on process 1). It is refused, naming the writer, not half guarded."""
+    logged = TRACKED.replace("@LOG@", 'self.metrics.writer.add_scalar("l", 1.0, step)')
+    out, findings = migrate_text(logged)
+    assert out is None, out
+    assert [f for f in findings if f.code == "MIG952" and "SummaryWriter" in f.message], findings
+    out, findings = migrate_text(TRACKED.replace("@LOG@", "self.metrics.log(loss.item(), step)"))
+    assert out is not None, findings
+    assert (
+        'if PartialState().is_main_process:\n            self.writer = SummaryWriter("runs")' in out
+    )
+    assert "if PartialState().is_main_process:\n            self.writer.add_scalar(" in out

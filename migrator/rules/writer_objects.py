@@ -69,6 +69,8 @@ def _method_statements(
     own to guard."""
     index = context.facts.index
     found: list[Statement] = []
+    if name.startswith("self.") and _read_from_outside(index, name.removeprefix("self.")):
+        return None  # `trainer.tracker.writer.add_scalar(...)`: a use no guard here covers
     for use in [use for seen in scopes_seeing(scope, name) for use in seen.uses.get(name, [])]:
         site = _statement_call(index, use) or _handed_to_helper(context, use)
         statement = site and own_statement(context, site.statement, site.small)
@@ -84,6 +86,16 @@ def _method_statements(
             return None
         found.append(statement)
     return found
+
+
+def _read_from_outside(index, attribute: str) -> bool:
+    """Is `attribute` read off another object than `self` anywhere in the module
+    (`self.metrics.writer`, `tracker.writer`)? Those uses are not the class's own."""
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == attribute
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        for node in ast.walk(index.tree)
+    )  # fmt: skip
 
 
 def _writer_on(context: RuleContext, use) -> tuple[str, Statement] | None:
