@@ -35,6 +35,7 @@ from migrator.analysis.syntax.views import call_args
 from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.checkpoint_keys import prefix_notes
+from migrator.rules.ddp_collectives import guard_alone
 from migrator.rules.ddp_launch_attributes import rewrite_launch_attributes
 from migrator.rules.ddp_options import carry_ddp_options
 from migrator.rules.ddp_samplers import SamplerMigration
@@ -318,11 +319,14 @@ class _Migration(SpawnMigration, SamplerMigration):
             self.context.need_accelerator_at(site.statement)
         for site in self.dist.collectives:
             name = self.source.text_of(site.node.func)
+            if guard_alone(self.context, site):
+                continue
             self._finding(
                 site.node,
                 f"`{name}(...)` left as it is: the Accelerator's process "
                 "group still runs it, but check it against prepared objects (use "
-                "accelerator.reduce / gather_for_metrics where it is a metric)",
+                "accelerator.reduce / gather_for_metrics where it is a metric); on one "
+                "process there is no process group and it raises",
             )
 
     # -- clean-up ----------------------------------------------------------------------------
