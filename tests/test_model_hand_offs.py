@@ -155,3 +155,32 @@ def test_named_parameters_alone_are_left_on_the_prepared_model():
     output, _ = migrate_text(PROXIMAL.replace("zip(net.state_dict().keys(), ", "zip(range(2), "))
     assert output is not None
     assert "            for name, p in net.named_parameters():\n" in output
+
+
+QUANTIZED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8)
+for x, y in loader:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+small = @QUANTIZE@(model, {torch.nn.Linear}, dtype=torch.qint8)
+print(small(torch.randn(2, 4)))
+"""
+
+
+def test_a_quantized_copy_is_made_of_the_plain_module():
+    """`quantize_dynamic(model, ...)` copies the module it is handed: of the prepared one,
+    the copy is a DDP wrapper around the quantized net (h11 review)."""
+    for quantize in (
+        "torch.quantization.quantize_dynamic",
+        "torch.ao.quantization.quantize_dynamic",
+    ):
+        out, findings = migrate_text(QUANTIZED.replace("@QUANTIZE@", quantize))
+        assert out is not None, findings
+        assert f"{quantize}(accelerator.unwrap_model(model), " in out, out

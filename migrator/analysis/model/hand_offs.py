@@ -49,6 +49,9 @@ LIBRARY_ROLES = {
     "torchinfo.summary": READS,
     "torchsummary.summary": READS,
     "thop.profile": READS,
+    # a quantized copy of the module: of the plain one (eager quantization is CPU-only)
+    "torch.quantization.quantize_dynamic": READS,
+    "torch.ao.quantization.quantize_dynamic": READS,
 }
 # top-level packages whose functions are no helper of the program: a call handing them the
 # model is left as it is unless LIBRARY_ROLES names it
