@@ -246,12 +246,13 @@ class _Walker:
         a batch-by-batch reduction counts, or (`drop_last=True`) a last round dropped."""
         if self.padding_said:
             return
-        self.padding_said = True
         name = self.region.loader.name
         if drops_last(self.context.tree, self.context.facts.index.imports, name):
             dropped_note(self.context, self.loop, name)
-        elif numbers:
+            self.padding_said = True
+        elif numbers:  # (a gather before a reduction says nothing: its padding is dropped)
             padding_note(self.context, self.loop, name, numbers)
+            self.padding_said = True
 
     def _with_later_metric_names(self, block: Block, index: int, names, local: set[str]):
         """`names`, and the per-process names that later metric statements of this block read
