@@ -75,3 +75,42 @@ def test_a_download_in_a_loop_keeps_its_own_guard():
     tree = ast.parse(output)
     fetch = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "fetch")
     assert isinstance(fetch.body[0], ast.For)  # the loop is not wrapped whole
+
+
+GRAPHS = """\
+import torch
+@IMPORT@
+
+dataset = @MAKE@
+graph = dataset[0]
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(5):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_graph_datasets_that_fetch_when_made_are_made_on_the_main_process_first():
+    """DGL's and OGB's datasets download and extract when constructed, with no `download=`
+    flag (h11 review: every process fetched into one folder at once)."""
+    from migrator.engine import migrate_text
+
+    for imports, make in (
+        ("from dgl.data import CoraGraphDataset", "CoraGraphDataset()"),
+        (
+            "from ogb.nodeproppred import DglNodePropPredDataset",
+            'DglNodePropPredDataset("ogbn-arxiv")',
+        ),
+    ):
+        out, findings = migrate_text(GRAPHS.replace("@IMPORT@", imports).replace("@MAKE@", make))
+        assert out is not None, findings
+        assert f"with accelerator.main_process_first():\n    dataset = {make}\n" in out, out
+    out, findings = migrate_text(
+        GRAPHS.replace("@IMPORT@", "from dgl.data.utils import load_graphs").replace(
+            "@MAKE@", 'load_graphs("g.bin")[0]'
+        )
+    )
+    assert out is not None and "main_process_first" not in out, out

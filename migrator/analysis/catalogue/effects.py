@@ -93,6 +93,8 @@ DOWNLOAD_CALLS = {
 # data sets that download (and process into their folder) when they are made, with no
 # `download=` to say so: PyTorch Geometric's (`Planetoid(root, "Cora")`), torchtext's
 DOWNLOADING_DATASETS = ("torch_geometric.datasets.", "torchtext.datasets.")
+# packages whose `...Dataset` classes download and extract on construction, with no flag
+GRAPH_DATASETS = ("dgl.data.", "ogb.nodeproppred.", "ogb.graphproppred.", "ogb.linkproppred.")
 # where the path goes, when it is not the first argument (position, keyword)
 PATH_ARGUMENTS = {
     "torch.save": (1, "f"),
@@ -159,6 +161,8 @@ def effect_of(call: ast.Call, imports: ImportTable, values=None) -> Effect | Non
         return Effect("download", "a download", call)
     if qualified.startswith(DOWNLOADING_DATASETS) and keyword(call, "download") is None:
         return Effect("download", "a download", call)
+    if qualified.startswith(GRAPH_DATASETS) and qualified.endswith("Dataset"):
+        return Effect("download", "a download", call)  # DGL's and OGB's fetch when made
     if qualified == "logging.basicConfig" and (
         keyword(call, "filename") is not None
         or _file_handlers(keyword(call, "handlers"), imports, values)
