@@ -52,7 +52,7 @@ if __name__ == "__main__":
 """
 
 
-def _steps(tmp_path: Path, name: str, source: str) -> list[str]:
+def _steps(tmp_path: Path, name: str, source: str, exit_clean: bool = True) -> list[str]:
     for old in tmp_path.glob("steps-*.txt"):
         old.unlink()
     script = tmp_path / name
@@ -61,7 +61,9 @@ def _steps(tmp_path: Path, name: str, source: str) -> list[str]:
     command = [sys.executable, "-m", "migrator", "launch", "--nproc", "2", str(script)]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # the hand-written original may abort in gloo's teardown after its work is done
+    # ("terminate called without an active exception"): its counts are written by then
+    assert done.returncode == 0 or not exit_clean, done.stdout[-3000:] + done.stderr[-3000:]
     return [(tmp_path / f"steps-{rank}.txt").read_text() for rank in (0, 1)]
 
 
@@ -74,6 +76,6 @@ def test_the_migrated_program_takes_the_original_steps_on_two_processes(tmp_path
         assert "DistributedSampler" not in migrated and "drop_last=True" in migrated
         # each process writes its own count (the migrated write is main-only: undone here)
         migrated = migrated.replace("if accelerator.is_main_process:", "if True:")
-        expected = _steps(tmp_path, "original.py", source)
+        expected = _steps(tmp_path, "original.py", source, exit_clean=False)
         assert expected == [str(2 * ((n // 2) // b))] * 2
         assert _steps(tmp_path, "migrated.py", migrated) == expected
