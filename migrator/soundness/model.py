@@ -56,6 +56,16 @@ class OutputModel:
             self._values = PerProcessValues(self.index, self.graph, self.roles)
         return self._values
 
+    def accelerator_calls(self, methods: set[str]):
+        """The calls `accelerator.<method>(...)` of the migrated module, for `methods`."""
+        values = self.values()
+        for site in self.index.calls():
+            func = site.node.func
+            if isinstance(func, ast.Attribute) and func.attr in methods and (
+                "accelerator" in values.roles(func.value, site.scope)
+            ):  # fmt: skip
+                yield site
+
     def where(self, statement) -> str:
         """`in save_checkpoint()` / `at module level`, for messages."""
         scope = statement.block.scope

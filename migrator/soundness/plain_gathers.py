@@ -22,16 +22,11 @@ LOOPS = (ast.For, ast.AsyncFor)
 def plain_gathers(model: OutputModel) -> list[Finding]:
     values = model.values()
     found = []
-    for site in model.index.calls():
+    for site in model.accelerator_calls(GATHERS):
         func = site.node.func
-        if not isinstance(func, ast.Attribute) or func.attr not in GATHERS:
-            continue
-        if "accelerator" not in values.roles(func.value, site.scope):
-            continue
         if not model.processes.runs_on_every_process(site.statement):
             continue
-        loop = next((s.node for s in reversed(site.statement.chain()[:-1])
-                     if isinstance(s.node, LOOPS)), None)  # fmt: skip
+        loop = _loop_around(site)
         source = _source(loop.iter) if loop is not None else None
         if source is None or not _plain(model, values, source, site.scope):
             continue
@@ -54,17 +49,11 @@ def object_gathers(model: OutputModel) -> list[Finding]:
     list per process, never cut at the padding), and the outputs beside it count the
     samples another way (nodes, not graphs): refused, so that the evaluation stays on the
     whole set (the engine's plain version) or is gathered by hand."""
-    values = model.values()
     found = []
-    for site in model.index.calls():
+    for site in model.accelerator_calls(GATHERS):
         func = site.node.func
-        if not isinstance(func, ast.Attribute) or func.attr not in GATHERS or not site.node.args:
-            continue
-        if "accelerator" not in values.roles(func.value, site.scope):
-            continue
-        loop = next((s.node for s in reversed(site.statement.chain()[:-1])
-                     if isinstance(s.node, LOOPS)), None)  # fmt: skip
-        if loop is None or not isinstance(loop.target, ast.Name):
+        loop = _loop_around(site)
+        if not site.node.args or loop is None or not isinstance(loop.target, ast.Name):
             continue
         batch = loop.target.id
         argument = site.node.args[0]
@@ -83,6 +72,12 @@ def object_gathers(model: OutputModel) -> list[Finding]:
             "other units (nodes, not graphs); gather the tensors it holds, per sample, by "
             "hand")))  # fmt: skip
     return found
+
+
+def _loop_around(site) -> ast.AST | None:
+    """The innermost `for` loop around the call, in its function."""
+    return next((s.node for s in reversed(site.statement.chain()[:-1])
+                 if isinstance(s.node, LOOPS)), None)  # fmt: skip
 
 
 def _plain(model: OutputModel, values, source: ast.expr, scope, depth: int = 0) -> bool:

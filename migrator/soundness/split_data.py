@@ -23,12 +23,7 @@ def split_per_process(model: OutputModel) -> list[Finding]:
     values = model.values()
     loaders = {name for name, role in model.roles.items() if role == "loader"}
     found = []
-    for site in model.index.calls():
-        func = site.node.func
-        if not isinstance(func, ast.Attribute) or func.attr != "prepare":
-            continue
-        if "accelerator" not in values.roles(func.value, site.scope):
-            continue
+    for site in model.accelerator_calls({"prepare"}):
         for argument in site.node.args:
             name = model.source.text_of(argument).strip()
             if name not in loaders or LOCAL not in values.extents(argument, site.scope):
