@@ -181,12 +181,18 @@ def test_the_guard_is_not_used_when_code_outside_it_needs_the_accelerator(
     )
 
 
-def test_without_a_value_from_the_guard_the_accelerator_stays_at_module_level():
+def test_without_a_value_from_the_guard_the_accelerator_opens_the_guard():
+    # everything that needs it runs in the guard: it is the guard's first statement (not at
+    # module level, where DataLoader workers started by spawn would make it again)
     output, findings = migrate_text(GUARD.format(before="", after="").replace(
         "if __name__", "steps = 2\nif __name__").replace("    steps = 2\n", ""))  # fmt: skip
     assert [f.code for f in findings if f.needs_human] == []
-    assert "\naccelerator = Accelerator(gradient_accumulation_steps=steps)\n" in output
-    assert output.index("accelerator = Accelerator(") < output.index("if __name__")
+    assert (
+        'if __name__ == "__main__":\n'
+        "    accelerator = Accelerator(gradient_accumulation_steps=steps)\n"
+        "    loader = DataLoader("
+    ) in output
+    assert "\ndevice = " not in output
 
 
 # -- on 2 processes ----------------------------------------------------------------------------

@@ -37,8 +37,6 @@ def test_a_sweep_over_widths_prepares_in_the_function_that_makes_the_objects():
     removed, added = _changed_lines("sweep_calls_trainer")
     assert added == [
         "from runtime import Accelerator",
-        "",
-        "accelerator = Accelerator()",
         "        accelerator.backward(loss)",
         # the mean of this process's batch losses, over the processes (MIG032): the loader
         # comes back from a helper of the program, a prepared loader all the same
@@ -60,6 +58,8 @@ def test_a_sweep_over_widths_prepares_in_the_function_that_makes_the_objects():
         ),
         "    device = accelerator.device",
         '    accelerator.print("records", records)',
+        # main() runs only from the script's guard: the Accelerator is made there
+        "    accelerator = Accelerator()",
     ]
     # the batches of both prepared loaders are placed; the evaluation counts gathered ones
     assert removed[:3] == [

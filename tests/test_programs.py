@@ -296,9 +296,9 @@ def test_a_crlf_program_stays_crlf(tmp_path, monkeypatch, capsys):
         assert data == expected.replace(b"\n", b"\r\n"), name
 
 
-def test_an_accelerator_that_would_be_created_in_a_helper_is_refused(tmp_path):
-    """The entry imports nothing at its top level, so the joined module's last import is the
-    helper's and a module-level Accelerator() would land there: refused, nothing changes."""
+def _entry_without_top_level_imports(tmp_path: Path, guarded: bool) -> None:
+    """engine_function with the entry's imports moved into main(): the joined module's last
+    import is then the helper's. `guarded`: main() still runs from `if __name__ == ...:`."""
     shutil.copytree(PROGRAMS / "engine_function" / "in", tmp_path, dirs_exist_ok=True)
     main = (tmp_path / "main.py").read_text()
     header, _, rest = main.partition("\n\n\ndef get_args")
@@ -306,11 +306,32 @@ def test_an_accelerator_that_would_be_created_in_a_helper_is_refused(tmp_path):
     body = "def get_args" + rest.replace(
         "def main(args):\n", "def main(args):\n" + "".join(f"    {line}\n" for line in imports)
     ).replace("def get_args():\n", "def get_args():\n    import argparse\n\n")
+    if not guarded:
+        body = body.replace('if __name__ == "__main__":\n    main(get_args())', "main(get_args())")
     (tmp_path / "main.py").write_text(body)
+
+
+def test_an_accelerator_that_would_be_created_in_a_helper_is_refused(tmp_path):
+    """A module-level Accelerator() (main() runs at import) would land after the helper's
+    imports, in engine.py: refused, nothing changes."""
+    _entry_without_top_level_imports(tmp_path, guarded=False)
     program = migrate_program(tmp_path / "main.py", Options())
     assert not any(result.changed for result in program.results)
     messages = [f.message for r in program.results for f in r.findings if f.code == "MIG910"]
     assert messages and "engine.py" in messages[0]
+
+
+def test_an_accelerator_for_a_guarded_entry_is_made_in_the_entry_s_guard(tmp_path):
+    """main() runs only from the entry's `if __name__ == "__main__":`: the Accelerator is made
+    there, in the entry, whatever the joined module's last import is."""
+    _entry_without_top_level_imports(tmp_path, guarded=True)
+    program = migrate_program(tmp_path / "main.py", Options())
+    main, engine = (r.migrated.decode() for r in program.results[:2])
+    assert main.endswith(
+        'if __name__ == "__main__":\n    accelerator = Accelerator()\n    main(get_args())\n'
+    )
+    assert "Accelerator(" not in engine
+    assert "def train_one_epoch(" in engine and "*, accelerator)" in engine
 
 
 def test_the_same_top_level_statement_in_two_files_is_no_clash(tmp_path):

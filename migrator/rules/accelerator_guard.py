@@ -8,6 +8,13 @@ afterwards: code of that branch, functions called only from there, and a module-
 `device = accelerator.device` right after the Accelerator. Prints before the guard stay
 prints. Anything else (a need after the `if`, in another branch, in a function called from
 elsewhere, a device read elsewhere) leaves the file to MIG001's finding.
+
+`main_guard_point`: an Accelerator MIG001 would make at module level, whose every user runs
+from the script's `if __name__ == "__main__":` (functions called only from there, directly or
+through one another, or handed to `mp.spawn` there), is made as that block's first statement
+instead. A module-level Accelerator runs again in every process that imports the script: the
+DataLoader workers that start by spawn or forkserver (the default of Python 3.14 on Linux)
+would each set up the process group again and hang.
 """
 
 from __future__ import annotations
@@ -47,6 +54,100 @@ def guard_point(context, module: Block, dependencies: set[str]) -> tuple | None:
                 return None
             moved.append(device)
     return branch, index, moved
+
+
+def main_guard_point(context, module: Block, index: int) -> tuple | None:
+    """(the `if __name__ == "__main__":` body, 0, moved device statements) when everything
+    that needs the accelerator runs from that block, after `index`; None otherwise."""
+    scope = module.scope
+    statements = module.statements
+    # the module's last statement (in a joined program, the entry's: before its end marker)
+    guard = len(statements) - 1
+    if guard > 0 and _program_marker(statements[guard]):
+        guard -= 1
+    if guard < index or not _is_main_guard(statements[guard]):
+        return None
+    branch = context.facts.index.block(module.statements[guard], "body")
+    if branch is None:
+        return None
+    moved = []
+    for need in context.needs:
+        if need.scope is not scope:
+            if not _main_only(context, need.scope, branch, set()):
+                return None
+            continue
+        top = _position(need.block, need.index, module)
+        if top is None or top > guard:
+            return None
+        if need.block is module and top == guard and need.soft is None:
+            return None  # code inserted before the guard
+        if top < guard and need.soft is None:
+            device = _device_line(context, module.statements[top], branch, 0)
+            if device is None:
+                return None
+            moved.append(device)
+    return branch, 0, moved
+
+
+def _program_marker(node) -> bool:
+    """`__migrator_program_file__ = N`, the end of a file in a joined program."""
+    small = node.body[0] if isinstance(node, Line) and len(node.body) == 1 else None
+    return (
+        isinstance(small, ast.Assign)
+        and isinstance(small.targets[0], ast.Name)
+        and small.targets[0].id == "__migrator_program_file__"
+    )
+
+
+def _is_main_guard(node) -> bool:
+    test = node.test if isinstance(node, ast.If) and not node.orelse else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
+def _main_only(context, scope: Scope, branch: Block, seen: set) -> bool:
+    """Does the module-level function holding `scope` run only from `branch` (called there,
+    handed to `spawn` there, or called only from functions that do)?"""
+    while scope.parent is not None and scope.parent.kind != "module":
+        scope = scope.parent
+    if scope.kind != "function" or scope.parent is None:
+        return False
+    if id(scope) in seen:
+        return True
+    seen.add(id(scope))
+    index = context.facts.index
+    module = index.module_scope
+    uses = [
+        use for s in index.scopes if s is module or not s.is_local(scope.name)
+        for use in s.uses.get(scope.name, ())
+    ]  # fmt: skip
+    if not uses:
+        return False
+    for use in uses:
+        here = use.statement.ancestor_in(branch) is not None
+        if use.kind == "arg" and here and _spawns(use.call):
+            continue
+        if use.kind != "call":
+            return False
+        if here:
+            continue
+        if use.statement.block.scope is module or not _main_only(
+            context, use.statement.block.scope, branch, seen
+        ):
+            return False
+    return True
+
+
+def _spawns(call) -> bool:
+    func = call.func if isinstance(call, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return name in ("spawn", "start_processes") and call.args and isinstance(call.args[0], ast.Name)
 
 
 def _dependency_branch(scope: Scope, module: Block, dependencies: set[str]) -> Block | None:
@@ -99,7 +200,8 @@ def _called_only_after(context, scope: Scope, branch: Block, index: int) -> bool
 
 def _device_line(context, node, branch: Block, index: int) -> tuple | None:
     """`device = torch.device(...)` (now `device = accelerator.device`) whose name only
-    `branch` reads, from `index` on: (its small statement, the name)."""
+    `branch` reads, from `index` on, and functions that run only from there (when `branch` is
+    the `__main__` block): (its small statement, the name)."""
     if not isinstance(node, Line) or len(node.body) != 1:
         return None
     small = node.body[0]
@@ -111,9 +213,11 @@ def _device_line(context, node, branch: Block, index: int) -> tuple | None:
     if not isinstance(small.targets[0], ast.Name):
         return None
     module = facts.index.module_scope
+    main = _is_main_guard(branch.parent.node if branch.parent else None)
     for scope in facts.index.scopes:
-        if scope is not module and not scope.is_local(name) and scope.uses.get(name):
-            return None  # a function reads the module's device
+        reads = scope is not module and not scope.is_local(name) and scope.uses.get(name)
+        if reads and not (main and _main_only(context, scope, branch, set())):
+            return None  # a function reads the module's device (and runs elsewhere)
     for use in module.uses.get(name, []):
         found = use.statement.ancestor_in(branch)
         if found is None or found.index < index:

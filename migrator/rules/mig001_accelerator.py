@@ -2,7 +2,8 @@
 accelerate) and one `accelerator = Accelerator(...)` where every rewritten line can see it.
 
 - Only the function that owns training uses it: its first statement.
-- Several functions (or module code) use it: module level, after the imports.
+- Several functions (or module code) use it: module level, after the imports; as the first
+  statement of `if __name__ == "__main__":` when everything that uses it runs from there.
 - Its arguments (`mixed_precision=`, `gradient_accumulation_steps=`) read names the owner
   defines (`args`): it is created right after them, inside the owner, declared `global` when
   other functions use it.
@@ -20,7 +21,7 @@ from migrator.analysis.roles.explain import where
 from migrator.analysis.syntax.index import Block, Line, Scope
 from migrator.analysis.syntax.points import after_imports, is_docstring, is_import
 from migrator.findings import Finding
-from migrator.rules.accelerator_guard import guard_point
+from migrator.rules.accelerator_guard import guard_point, main_guard_point
 from migrator.rules.accelerator_needs import (
     callers_arguments,
     definitions,
@@ -137,6 +138,8 @@ class CreateAccelerator(Rule):
         guarded = None
         if scope is module and self._hard_need_before(context, block, index):
             guarded = guard_point(context, block, dependencies)  # in `if __name__ == ...:`
+        elif scope is module:
+            guarded = main_guard_point(context, block, index)
         if guarded is not None:
             block, index, moved = guarded
             indent = 4 * len(block.parent.chain())
