@@ -152,6 +152,8 @@ class Program:
             source = "".join(lines)
             if source.endswith("\n") and not cell.source.endswith("\n"):
                 source = source[:-1]
+            if cell.indent and _dedented(source)[0] == _dedented(cell.source)[0]:
+                source = cell.source  # its code unchanged (lines without the indent kept so)
             if source != cell.source:
                 masked = Masker().mask(source)
                 try:
@@ -262,14 +264,17 @@ def _language(document: dict) -> str:
 
 
 def _dedented(text: str) -> tuple[str, str]:
-    """The cell without the indent of its first line (what IPython's `leading_indent` input
-    transform takes off every line before it compiles a cell), and that indent; ("", "")
-    where the first line is not indented or a line that is not blank lacks the indent.
-    Blank lines stay as they are, so that putting the indent back on the others restores
-    the cell byte for byte."""
+    """The cell without the indent of its first line, taken off every line that starts
+    with it (what IPython's `leading_indent` input transform does before it compiles a
+    cell; a line without it stays as it is), and that indent; ("", "") where the first line
+    is not indented. Blank lines stay as they are. Putting the indent back on every line
+    that is not blank gives a cell IPython reads alike (byte for byte when every line had
+    it; `split` keeps a cell whose code did not change as it was)."""
     lines = text.splitlines(keepends=True)
     first = next((line for line in lines if line.strip()), "")
     indent = first[: len(first) - len(first.lstrip(" \t"))]
-    if not indent or any(line.strip() and not line.startswith(indent) for line in lines):
+    if not indent:
         return "", ""
-    return "".join(line[len(indent) :] if line.strip() else line for line in lines), indent
+    return "".join(
+        line[len(indent) :] if line.strip() and line.startswith(indent) else line for line in lines
+    ), indent

@@ -3,6 +3,7 @@ metadata, markdown and raw cells, and IPython syntax are kept; findings and diff
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -372,6 +373,10 @@ for epoch in range(2):
         " count = sum(p.numel() for p in model.parameters())",  # a stray space, pasted
         "\tfor p in model.parameters():\n\t    p.requires_grad_(False)\n\n\tdone = True\n",
         "    x = 1\n  \n    if x:\n        y = x + 1",  # a whitespace-only line kept as it is
+        # lines without the first line's indent stay as they are (IPython takes it off only
+        # the lines that start with it): a Colab mount pasted with a stray indent
+        "  from os import path\nroot = path.join('/content', 'drive')\n",
+        "\t\tx = 1\n\t\ty = [x,\n  x]\nz = y\n",
     ],
 )
 def test_a_cell_ipython_dedents_is_read_and_kept_byte_for_byte(indented):
@@ -400,10 +405,25 @@ def test_an_edited_indented_cell_keeps_its_indent():
     assert again.error is None and not again.changed  # idempotent
 
 
-def test_a_cell_indented_unevenly_is_still_one_clear_error():
-    document = _notebook(("code", TRAINING_CELL), ("code", "  x = 1\ny = 2\n"))
+def test_a_cell_that_does_not_parse_even_dedented_is_still_one_clear_error():
+    # IPython takes "  " off both lines: "x = 1\n  y = 2" is an unexpected indent there too
+    document = _notebook(("code", TRAINING_CELL), ("code", "  x = 1\n    y = 2\n"))
     result = migrate_notebook(_jupyter(document).encode(), "nb.ipynb", Options())
     assert result.error is not None and "cannot parse cell 2" in result.error
+
+
+def test_an_edited_cell_with_lines_ipython_does_not_dedent_runs_alike():
+    """The training loop in a cell whose first line is indented and the others are not: the
+    edited cell carries the indent on every line, which IPython takes off again."""
+    cell = "  import torch\n" + TRAINING_CELL.split("\n", 1)[1]
+    document = _notebook(("code", cell))
+    result = migrate_notebook(_jupyter(document).encode(), "nb.ipynb", Options())
+    assert result.error is None, result.error
+    (source,) = _code_sources(json.loads(result.migrated))
+    assert "  accelerator.backward(loss)" in source
+    lines = [line for line in _lines(source) if line.strip()]
+    assert all(line.startswith("  ") for line in lines)
+    ast.parse("".join(line[2:] if line.strip() else line for line in _lines(source)))
 
 
 TIMED_TRAINING = """\
