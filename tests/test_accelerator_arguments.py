@@ -109,3 +109,49 @@ def test_a_function_using_the_accelerator_before_the_owner_runs_is_named():
     output, findings = migrate_text(called_after)
     assert [f.code for f in findings if f.needs_human] == []
     assert "    global accelerator\n" in output
+
+
+MODULE_CONFIG = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class CFG:
+    accumulation = 2
+    train = True
+
+
+def run({param}, model, optimizer, data):
+    loader = DataLoader(data, batch_size=2, shuffle=True)
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y) / {param}.accumulation
+        loss.backward()
+        if (i + 1) % {param}.accumulation == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+config = CFG()
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = TensorDataset(torch.randn(8, 2), torch.randn(8, 1))
+if config.train:
+    run(config, model, optimizer, data)
+"""
+
+
+def test_a_parameter_named_as_the_module_value_its_caller_passes_is_read_at_module_level():
+    """`run(config, ...)` called with the module's own `config` (h12: an NMT DDP script): the
+    Accelerator made at module level reads `config` after it is made, whichever name the
+    parameter has - not a refusal saying `config` is made in `run()`."""
+    for param in ("config", "cfg"):
+        output, findings = migrate_text(MODULE_CONFIG.format(param=param))
+        assert output is not None, [f.message for f in findings]
+        made = output.index(
+            "accelerator = Accelerator(gradient_accumulation_steps=config.accumulation)"
+        )
+        assert (
+            output.index("config = CFG()")
+            < made
+            < output.index("model, optimizer = accelerator.prepare")
+        )

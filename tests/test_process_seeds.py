@@ -209,3 +209,61 @@ def test_a_seed_set_once_at_module_level_gets_no_reseed_in_a_per_epoch_function(
     assert output is not None, [f.message for f in findings]
     assert "process_index" not in output.split("def train_epoch")[1]
     assert any("which runs in a loop" in f.message for f in findings if f.code == "MIG009")
+
+
+LIBRARY_MODEL = """\
+import torch
+import torchvision
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from transformers import AutoTokenizer, BertForSequenceClassification
+
+tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+body = {body}
+head = nn.Linear(8, 1)
+model = nn.ModuleDict({{"body": body, "head": head}})
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=8)
+for x, y in loader:
+    loss = torch.nn.functional.mse_loss(head(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'BertForSequenceClassification.from_pretrained("bert-base-uncased")',
+        "torchvision.models.vgg11()",
+        "torchvision.models.mobilenet_v3_small(weights=None)",
+        "nn.TransformerEncoderLayer(8, 2)",
+        "nn.LSTM(8, 8, num_layers=2, dropout=0.2)",
+    ],
+)
+def test_dropout_inside_a_library_model_is_seeded_apart(body):
+    """A model of a library that trains with dropout (transformers' models, torchvision's
+    classifiers with a dropout head, torch's transformer layers, a recurrent net asked for
+    dropout): on CUDA every process would draw the same masks (h12 review: BERT and GPT-2
+    fine-tunes)."""
+    output, findings = migrate_text(LIBRARY_MODEL.format(body=body))
+    assert output is not None, [f.message for f in findings]
+    assert "torch.manual_seed(torch.initial_seed() + accelerator.process_index)" in output
+    assert any(f.code == "MIG009" and "starting seed" in f.message for f in findings)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "torchvision.models.resnet18()",
+        "nn.LSTM(8, 8, num_layers=2)",
+        "nn.TransformerEncoderLayer(8, 2, dropout=0.0)",
+        "nn.Linear(8, 8)",  # and a tokenizer: no model of transformers'
+    ],
+)
+def test_library_layers_without_dropout_are_not_reseeded(body):
+    output, findings = migrate_text(LIBRARY_MODEL.format(body=body))
+    assert output is not None, [f.message for f in findings]
+    assert "manual_seed" not in output
+    assert not any(f.code == "MIG009" for f in findings)

@@ -20,12 +20,16 @@ def callers_arguments(context: RuleContext, owner: Scope) -> bool:
     """An argument reading the owner's parameter (`amp` of `train_model(..., amp=False)`) where
     the Accelerator must be made at module level: every call of the owner, at module level,
     passes the same module value there (`amp=args.amp`), so the Accelerator reads that. True
-    if every argument now reads module values."""
+    if every argument now reads module values; False (nothing rewritten) where an argument
+    reads a value the owner makes."""
     module = context.facts.index.module_scope
     sites = call_sites_of(context.facts.index, owner)
     if not sites or any(site.scope is not module for site in sites):
         return False
     rewritten = []
+    before = [d for kwarg in context.kwargs for d in kwarg.depends_on]
+    if any(owner.is_local(d) and (d not in owner.params or owner.assigns(d)) for d in before):
+        return False  # a value the owner makes itself
     for kwarg in context.kwargs:
         code, depends = kwarg.code, kwarg.depends_on
         for name in dict.fromkeys(kwarg.depends_on):
@@ -41,8 +45,8 @@ def callers_arguments(context: RuleContext, owner: Scope) -> bool:
         rewritten.append((kwarg, code, depends))
     for kwarg, code, depends in rewritten:
         kwarg.code, kwarg.depends_on = code, depends
-    return not any(d in owner.params or owner.is_local(d) for k in context.kwargs
-                   for d in k.depends_on)  # fmt: skip
+    return True  # every argument now reads module values (`config` of `main(config)` may
+    # be the module's own `config`: the name alone does not tell)
 
 
 def _module_value(context: RuleContext, site, owner: Scope, name: str) -> tuple | None:

@@ -82,7 +82,7 @@ class CreateAccelerator(Rule):
         )
         if owner_defines and at_module and callers_arguments(context, owner):
             dependencies = {name for kwarg in context.kwargs for name in kwarg.depends_on}
-            owner_defines = any(owner.is_local(d) or d in owner.params for d in dependencies)
+            owner_defines = False
         declare_global = False
         if is_method(owner):
             # `self.accelerator`: made in __init__, seen by every method of the class.

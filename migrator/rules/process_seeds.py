@@ -37,6 +37,7 @@ from migrator.analysis.catalogue.randomness import (
     TORCH_SEEDS,
     is_draw,
     is_seed,
+    random_layer,
     rng_of,
 )
 from migrator.analysis.model.origins import calls_of
@@ -128,39 +129,17 @@ def _offset_torch(context: RuleContext, plan, index: str) -> None:
         "seed + k, so each draws its own, while process 0 keeps the original's stream")))  # fmt: skip
 
 
-RANDOM_LAYERS = (
-    "torch.nn.Dropout",
-    "torch.nn.functional.dropout",
-    "torch.nn.AlphaDropout",
-    "torch.nn.FeatureAlphaDropout",
-    "torch.nn.functional.alpha_dropout",
-)
-RANDOM_TRANSFORMS = (
-    "Random",
-    "ColorJitter",
-    "RandAugment",
-    "AutoAugment",
-    "TrivialAugment",
-    "AugMix",
-    "GaussianBlur",
-    "ElasticTransform",
-)
-
-
 def _random_layers(context: RuleContext) -> bool:
     """Randomness the program draws through torch without naming a draw: dropout in its
-    models (`nn.Dropout(...)`, `F.dropout(...)`) and torchvision's random transforms
+    models (`nn.Dropout(...)`, `F.dropout(...)`, a library model that trains with dropout:
+    `BertForQuestionAnswering.from_pretrained(...)`, `models.vgg16()`,
+    `nn.TransformerEncoderLayer(d, h)`) and torchvision's random transforms
     (`transforms.RandomCrop`, `ColorJitter`), which the loader's workers apply."""
     imports = context.facts.index.imports
-    for site in context.facts.index.calls():
-        qualified = imports.qualify(site.node.func) or ""
-        if qualified.startswith(RANDOM_LAYERS):
-            return True
-        if qualified.startswith("torchvision.transforms") and qualified.rsplit(".", 1)[
-            -1
-        ].startswith(RANDOM_TRANSFORMS):
-            return True
-    return False
+    return any(
+        random_layer(site.node, imports.qualify(site.node.func) or "")
+        for site in context.facts.index.calls()
+    )
 
 
 def _draws_while_training(context: RuleContext) -> set[str]:

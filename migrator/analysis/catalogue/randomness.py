@@ -5,6 +5,7 @@ an RNG that no process-independent seed makes alike is this process's own)."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all"}
@@ -76,3 +77,54 @@ class Draws:
 
     draw: str  # the first draw found, qualified (`numpy.random.permutation`)
     methods: frozenset | None = None  # a class's drawing methods; None: a function
+
+
+# Layers that draw while training: dropout named as such, torch's layers with dropout on by
+# default (`nn.Transformer*`: 0.1) or when asked (`nn.LSTM(..., dropout=0.2)`), library models
+# built with dropout (transformers' models; torchvision's classifiers with a dropout head),
+# and torchvision's random transforms.
+DROPOUT = (
+    "torch.nn.Dropout", "torch.nn.functional.dropout", "torch.nn.AlphaDropout",
+    "torch.nn.FeatureAlphaDropout", "torch.nn.functional.alpha_dropout",
+)  # fmt: skip
+DROPOUT_BY_DEFAULT = (
+    "torch.nn.Transformer", "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
+)  # fmt: skip
+DROPOUT_WHEN_ASKED = (
+    "torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.MultiheadAttention",
+    "timm.create_model",
+)  # fmt: skip
+TORCHVISION_DROPOUT = (
+    "alexnet", "vgg", "googlenet", "inception_v3", "mobilenet", "efficientnet", "squeezenet",
+    "mnasnet",
+)  # fmt: skip
+TRANSFORMERS_NOT_MODELS = ("Tokenizer", "Config", "Processor", "FeatureExtractor", "pipeline")
+RANDOM_TRANSFORMS = (
+    "Random", "ColorJitter", "RandAugment", "AutoAugment", "TrivialAugment", "AugMix",
+    "GaussianBlur", "ElasticTransform",
+)  # fmt: skip
+
+
+def random_layer(call: ast.Call, qualified: str) -> bool:
+    """Does this call make (or apply) a layer that draws at random while the model trains?"""
+    if qualified.startswith(DROPOUT):
+        return True
+    rate = next((k.value for k in call.keywords if k.arg in ("dropout", "drop_rate", "p")), None)
+    off = isinstance(rate, ast.Constant) and not rate.value
+    if qualified.startswith(DROPOUT_BY_DEFAULT):
+        return not off
+    if qualified in DROPOUT_WHEN_ASKED:
+        return rate is not None and not off
+    parts = qualified.split(".")
+    if qualified.startswith("torchvision.models.") and not qualified.startswith(
+        "torchvision.models.detection"
+    ):
+        return parts[-1].startswith(TORCHVISION_DROPOUT)
+    if parts[0] == "transformers" and len(parts) >= 2:
+        name = parts[1]
+        return ("Model" in name or "For" in name) and not any(
+            word in name for word in TRANSFORMERS_NOT_MODELS
+        )
+    if qualified.startswith("torchvision.transforms"):
+        return parts[-1].startswith(RANDOM_TRANSFORMS)
+    return False
