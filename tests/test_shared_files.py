@@ -57,6 +57,13 @@ train(model, 2)
         ("        torch.save(model.state_dict(), BEST)",
          "if os.path.exists(BEST):\n    model.load_state_dict(torch.load(BEST))",
          "if os.path.exists(BEST):"),
+        # one path spelled over several lines, and with other quotes (h12: an LSTM class's
+        # best checkpoint reloaded after training)
+        ("        torch.save(model.state_dict(), os.path.join(\n            'out', 'best.pth'))",
+         'state = torch.load(\n    os.path.join(\n        "out",\n        "best.pth"))',
+         "state = torch.load("),
+        ("        torch.save(model.state_dict(), f'run_{BEST}/m.pt')",
+         "state = torch.load(f\"run_{BEST}/m.pt\")", "state = torch.load(f\"run_{BEST}/m.pt\")"),
         # inside the script guard, not before it (the training runs there)
         ("        torch.save(model.state_dict(), BEST)",
          "if __name__ == '__main__':\n    model.load_state_dict(torch.load(BEST))",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.model.origins import call_sites_of
-from migrator.analysis.syntax.index import Block, Line, Scope
+from migrator.analysis.syntax.index import Block, Line, Scope, Statement
 
 
 def guard_point(context, module: Block, dependencies: set[str]) -> tuple | None:
@@ -87,6 +87,14 @@ def main_guard_point(context, module: Block, index: int) -> tuple | None:
                 return None
             moved.append(device)
     return branch, 0, moved
+
+
+def runs_at_import(statement: Statement) -> bool:
+    """Module code outside `if __name__ == "__main__":`: it runs in every process that
+    imports the script (DataLoader workers started by spawn or forkserver too)."""
+    if statement.block.scope.kind != "module":
+        return False
+    return not any(_is_main_guard(outer.node) for outer in statement.chain()[:-1])
 
 
 def _program_marker(node) -> bool:

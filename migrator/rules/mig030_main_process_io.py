@@ -22,6 +22,7 @@ from migrator.analysis.model.chains import chain_text
 from migrator.analysis.syntax.index import CallSite, Line, Scope
 from migrator.analysis.syntax.views import name_value
 from migrator.arglists import call_items
+from migrator.rules.accelerator_guard import runs_at_import
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.download_blocks import download_main_first
 from migrator.rules.log_levels import quiet_other_processes
@@ -94,7 +95,17 @@ class MainProcessIO(Rule):
             return
         replacement = context.accelerator_expr("print")
         context.edits.replace_with(site.node.func, replacement)
-        context.need_accelerator_at(site.statement, soft=site.node.func)
+
+        def fallback() -> None:  # no accelerator here: the process-wide state's print
+            context.edits.cancel(site.node.func)
+            # not where the state would be made first for an Accelerator(cpu=...) (it would
+            # pick the GPU that one refuses), nor in code run at import (DataLoader workers
+            # started by spawn import the script again: a state made there would hang)
+            cpu = any(kwarg.name == "cpu" for kwarg in context.kwargs)
+            if not cpu and not runs_at_import(site.statement):
+                context.edits.replace_with(site.node.func, context.state_expr("print"))
+
+        context.need_accelerator_at(site.statement, soft=site.node.func, fallback=fallback)
 
     def _bar_print(self, context: RuleContext, site: CallSite) -> None:
         """`tqdm.write(...)` prints beside the bars on every process: on the main process

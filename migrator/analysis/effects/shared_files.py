@@ -9,7 +9,7 @@ into (`ImageFolder(root)`, `os.listdir(d)`, `glob.glob(...)`: folder_paths.py), 
 function of the program, or in a helper of one of its modules that is not joined
 (`test_model(...)` of `models/tester.py` loading `./output/model_01.pkl`: the helper
 library). A file is named by a path the two calls spell
-alike, or by the same string constant (a name bound once to it, in the function or the
+alike (as Python reads them: line breaks and quotes aside), or by the same string constant (a name bound once to it, in the function or the
 module). A read that runs once before the write (a resume before training), or in the other
 branch of an `if`, needs nothing.
 """
@@ -89,7 +89,7 @@ def _written_keys(flow: FileFlow, scope: Scope, path: ast.expr, under: bool = Fa
     ("folder", key) for each folder it lies in (folder_paths.py)."""
     imports = flow.index.imports
     folders = folder_paths.folders_above(
-        path, flow.source.text_of, _resolver(flow, scope), imports.qualify, is_folder=under
+        path, spelling, _resolver(flow, scope), imports.qualify, is_folder=under
     )
     own = [] if under else [_key(flow, scope, path)]
     return [*own, *(("folder", *key) for key in sorted(folders))]
@@ -98,7 +98,7 @@ def _written_keys(flow: FileFlow, scope: Scope, path: ast.expr, under: bool = Fa
 def _read_keys(flow: FileFlow, scope: Scope, folder: ast.expr) -> list:
     """("folder", key) for each key a listed folder is known by (folder_paths.py)."""
     keys = folder_paths.read_keys(
-        folder, flow.source.text_of, _resolver(flow, scope), flow.index.imports.qualify
+        folder, spelling, _resolver(flow, scope), flow.index.imports.qualify
     )
     return [("folder", *key) for key in sorted(keys)]
 
@@ -308,7 +308,13 @@ def _key(flow: FileFlow, scope: Scope, path: ast.expr) -> tuple | None:
                 break
     if value is not None:
         return ("const", value)
-    return ("text", flow.source.text_of(path).strip())
+    return ("text", spelling(path))
+
+
+def spelling(path: ast.expr) -> str:
+    """The path as Python reads it: one spelling whatever the line breaks, indentation and
+    quotes (`os.path.join(\n    self.out, 'm.pth')` is `os.path.join(self.out, "m.pth")`)."""
+    return ast.unparse(path)
 
 
 def _constant(path: ast.expr | None, where: ast.AST) -> str | None:
@@ -333,7 +339,7 @@ def removals(flow: FileFlow):
             continue
         if flow.processes.scope_status(site.scope) == DEAD:
             continue
-        yield site, flow.source.text_of(site.node.args[0]).strip()
+        yield site, spelling(site.node.args[0])
 
 
 def written_again(flow: FileFlow, removal, text: str) -> bool:
@@ -352,7 +358,7 @@ def written_again(flow: FileFlow, removal, text: str) -> bool:
             or (effects.effect_of(site.node, imports) is not None)
         )
         if writes and any(
-            flow.source.text_of(node).strip() == text
+            spelling(node) == text
             for arg in site.node.args
             for node in ast.walk(arg)
             if isinstance(node, ast.expr)
