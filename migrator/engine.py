@@ -118,8 +118,9 @@ def render_migration(
     positions; no context for code already on the target, which `migrate_tree` completes on
     its own). `migrate_tree` finishes the text; a program (`migrator/program.py`) splits it
     into its files first and edits each file's imports on its own. `plain_evaluation`: no
-    evaluation loader is prepared (each gets a note): the second try of a migration whose
-    prepared evaluation loaders left it unsound. `library`: the program's modules that are
+    evaluation loader is prepared (each gets a note, which says why: the text given here, or
+    PLAIN where it is True): the second try of a migration whose prepared evaluation loaders
+    left it unsound, or refused. `library`: the program's modules that are
     imported but not joined (analysis/model/helper_library.py)."""
     from migrator.analysis import analyse
     from migrator.analysis.placement.plan import plan_prepare
@@ -162,6 +163,19 @@ def render_migration(
         if rule_class.code in options.rules or (rule_class.code in IMPLIED and context.needs):
             rule_class().apply(context)
     findings += context.findings
+    if context.blocked and not plain_evaluation and facts.eval_loops:
+        blocking = [f for f in context.findings if f.needs_human]
+        if blocking and all(f.plain_evaluation_helps for f in blocking):
+            line = getattr(blocking[0].node, "lineno", 0)
+            why = (
+                "the function that evaluates it is also handed a loader no code here "
+                f"prepares (the call at line {line}), and a prepared loader beside a plain "
+                "one would not agree; prepare each loader it is handed where it is made, "
+                "by hand, to share the evaluation"
+            )
+            again = render_migration(text, tree, options, index, why, library)
+            if again[0] is not None:  # every process evaluates the whole set, noted
+                return again
     if context.blocked or context.edits.empty:
         return None, context, _positioned(source, findings)
     output = Renderer(source, facts.index, context.edits).render()

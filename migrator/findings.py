@@ -21,6 +21,9 @@ class Finding:
     # callers call it by (`train`, the class of an `__init__`), checked against callers in
     # other files of the project (`program/callers.py`)
     prepares_for: str = ""
+    # a refusal that a second try with every evaluation loader left plain (each noted) avoids
+    # (MIG004: an evaluation helper handed prepared and plain loaders): the engine tries it
+    plain_evaluation_helps: bool = False
 
     def __post_init__(self) -> None:
         # one line per finding (`path:line:col: CODE message`): source quoted in a message

@@ -7,6 +7,8 @@ tensors (`save_samples(gray, fake, ...)`) is not handed the loop's loader."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from migrator.engine import migrate_text
@@ -131,7 +133,7 @@ def test_a_helper_handed_batch_tensors_is_not_handed_the_loader():
     assert "plt.savefig" in out and "is_main_process" in out
 
 
-def test_a_helper_handed_the_plain_loader_outside_the_preparing_function_is_refused():
+def test_a_helper_handed_the_plain_loader_outside_the_preparing_function_evaluates_plainly():
     handed = SAMPLES.replace(
         "    Trainer(torch.nn.Linear(4, 4)).train(train_loader, val_loader)\n",
         "    trainer = Trainer(torch.nn.Linear(4, 4))\n"
@@ -139,9 +141,11 @@ def test_a_helper_handed_the_plain_loader_outside_the_preparing_function_is_refu
         "    print(trainer.validate(val_loader, 9))\n",
     )
     out, findings = migrate_text(handed)
-    refused = [f for f in findings if f.code == "MIG900"]
-    assert out is None and refused, findings
-    assert "hands it the plain loader" in refused[0].message
+    assert out is not None and not [f for f in findings if f.needs_human], findings
+    prepared = re.findall(r"accelerator\.prepare\(([^)]*)\)", out)
+    assert prepared and not any("val_loader" in names for names in prepared), prepared
+    notes = [f.message for f in findings if "`val_loader`, which the loop" in f.message]
+    assert notes and "also handed a loader no code here prepares" in notes[0]
 
 
 TRACKED = """\

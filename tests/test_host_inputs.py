@@ -210,3 +210,48 @@ def test_a_model_run_through_its_forward_method_is_the_model_run():
     assert "accelerator = Accelerator(cpu=True)" in out, out
     kept = [f for f in findings if f.code == "MIG004"]
     assert kept and "`batch_of(X_train)`" in kept[0].message, findings
+
+
+COLLECTED = """\
+import numpy as np
+import matplotlib.pyplot as plt
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+X = np.random.RandomState(0).randn(64, 4).astype("float32")
+Y = (X[:, 0] > 0).astype("int64")
+train = DataLoader(TensorDataset(torch.from_numpy(X), torch.from_numpy(Y)), batch_size=8)
+valid = DataLoader(TensorDataset(torch.from_numpy(X), torch.from_numpy(Y)), batch_size=8)
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+valid_losses, margins, counts = [], [], []
+for step in range(20):
+    x, y = next(iter(train))
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        xv, yv = next(iter(valid))
+        out = model(xv)
+        loss_valid = torch.nn.functional.cross_entropy(out, yv)
+    valid_losses.append(loss_valid)
+    margins.append(out.max(1).values - out.min(1).values)
+    counts.append(loss_valid.item())
+    if step % 5 == 0:
+        print(step, {read})
+plt.plot(margins[-1])
+"""
+
+
+def test_values_of_the_model_collected_for_a_host_library_are_host_copies():
+    """`valid_losses.append(loss_valid)` then `np.mean(valid_losses[-100:])`: on a GPU the
+    list held device tensors numpy cannot read (h12 review: a tabular notebook crashed at its
+    first step, on one process too). The list keeps host copies, as the original's were."""
+    for read in ("np.mean(valid_losses[-5:])", "np.std(valid_losses)", "np.mean(counts)"):
+        output, _ = _migrate(COLLECTED.format(read=read))
+        assert "    margins.append((out.max(1).values - out.min(1).values).cpu())\n" in output
+        counts = next(line for line in output.splitlines() if "counts.append(" in line)
+        assert ".cpu()" not in counts  # a number already
+        copied = "    valid_losses.append(loss_valid.cpu())\n" in output
+        assert copied == ("valid_losses" in read), read

@@ -55,9 +55,13 @@ def fit(model, loader, val_loader, optimizer, epochs, device):
 def test_a_helper_called_with_the_prepared_model_unwraps_its_methods():
     output, _ = migrate_text(STEPS)
     assert output is not None
+    # the validation loop hands its batches to `val_step()`, which runs the model: an
+    # evaluation loop, its loader prepared with the others
     assert (
-        "    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n" in output
-    )
+        "    model, optimizer, loader, val_loader = accelerator.prepare(\n"
+        "        model, optimizer, loader, val_loader\n"
+        "    )\n"
+    ) in output
     assert "    loss = accelerator.unwrap_model(model).score(model(x), y)\n" in output
     assert "        return accelerator.unwrap_model(model).score(model(x), y).item()\n" in output
 

@@ -90,9 +90,13 @@ def main_guard_point(context, module: Block, index: int) -> tuple | None:
 
 
 def runs_at_import(statement: Statement) -> bool:
-    """Module code outside `if __name__ == "__main__":`: it runs in every process that
-    imports the script (DataLoader workers started by spawn or forkserver too)."""
-    if statement.block.scope.kind != "module":
+    """Module code outside the `if __name__ == "__main__":` of a script that has one: it runs
+    in every process that imports the script (DataLoader workers started by spawn or
+    forkserver too). A script with no such `if` is all module code: it runs as a program."""
+    module = statement.block.scope
+    if module.kind != "module":
+        return False
+    if not any(_is_main_guard(node) for node in module.body.statements):
         return False
     return not any(_is_main_guard(outer.node) for outer in statement.chain()[:-1])
 

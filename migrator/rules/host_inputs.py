@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from migrator.analysis.catalogue import patterns
 from migrator.analysis.model.dataflow import data_root
-from migrator.analysis.model.host_batches import HOST_LIBRARIES
+from migrator.analysis.model.host_batches import COLLECTING, HOST_LIBRARIES
 from migrator.analysis.placement.loaderless import KEPT_ON_THE_CPU, ON_THE_CPU, PLACED_WHERE_MADE
 from migrator.analysis.syntax.index import CallSite, Scope
 from migrator.findings import Finding
@@ -64,6 +64,7 @@ def place_host_values(context: RuleContext) -> None:
                 _read_on_host(context, site.receiver)
     for host in tensors:
         placed = host.place() or placed
+        host.collect_on_host(_host_read_lists(context))
     if placed:
         _say_in_the_loop_note(context, ON_THE_CPU, PLACED_WHERE_MADE)
 
@@ -147,6 +148,23 @@ def _prepared_model(context: RuleContext, site: CallSite) -> bool:
     return name is not None and context.prepared_role(site.scope, name) == "model"
 
 
+def _host_read_lists(context: RuleContext) -> set[str]:
+    """Names a host library reads anywhere in the program, whole or sliced (`np.mean(
+    losses[-100:])`, `plt.plot(steps, losses)`): lists the program collects values in."""
+    imports = context.facts.index.imports
+    read: set[str] = set()
+    for site in context.facts.index.calls():
+        qualified = imports.qualify(site.node.func) or ""
+        if not qualified.startswith(HOST_LIBRARIES):
+            continue
+        for argument in [*site.node.args, *(k.value for k in site.node.keywords)]:
+            while isinstance(argument, ast.Subscript):
+                argument = argument.value
+            if isinstance(argument, ast.Name):
+                read.add(argument.id)
+    return read
+
+
 def _read_on_host(context: RuleContext, receiver: ast.expr) -> None:
     copied = (
         isinstance(receiver, ast.Call)
@@ -159,7 +177,10 @@ def _read_on_host(context: RuleContext, receiver: ast.expr) -> None:
     if copied:
         return  # `t.cpu().numpy()`, `t.to("cpu").numpy()`: already a host copy
     if not context.edits.has_replacement(receiver):
-        context.edits.replace(receiver, lambda text, _r: f"{text}.cpu()")
+        atomic = isinstance(receiver, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+        context.edits.replace(
+            receiver, lambda text, _r: f"{text}.cpu()" if atomic else f"({text}).cpu()"
+        )
 
 
 class _HostTensors:
@@ -215,6 +236,22 @@ class _HostTensors:
                 self.context.need_accelerator_at(binding.statement)
             self._host_reads(name)
         return inline or bool(placed)
+
+    def collect_on_host(self, host_lists: set[str]) -> None:
+        """`losses.append(loss)` of what the model returned (or a value made from it on the
+        device), into a list a host library reads (`np.mean(losses)`): the list keeps host
+        copies, `losses.append(loss.cpu())`, as the original's were (on the CPU, `.cpu()` is
+        the tensor itself)."""
+        outputs = self._outputs()
+        for site in self.scope.calls:
+            receiver = site.receiver
+            if site.method not in COLLECTING or not isinstance(receiver, ast.Name):
+                continue
+            if receiver.id not in host_lists or len(site.node.args) != 1:
+                continue
+            value = site.node.args[0]
+            if site.method == "append" and self._reads(value, outputs):
+                _read_on_host(self.context, value)
 
     def _to_device(self, node: ast.expr) -> None:
         if not self.context.edits.has_replacement(node):

@@ -53,7 +53,7 @@ class BatchPlacement(Rule):
                     f"`{region.loader.scope.name}()` prepares from what its callers pass, but "
                     f"the call at line {plain.node.lineno} hands it the plain loader: every "
                     "process would evaluate (and gather) the whole set there; prepare the "
-                    "loader where it is made, by hand")))  # fmt: skip
+                    "loader where it is made, by hand"), plain_evaluation_helps=True))  # fmt: skip
                 return
             devices = facts.device_names(region.scope)
             comprehension_calls = self._comprehension_calls(region)

@@ -182,8 +182,9 @@ class EvalLoaders:
                         self._plain_note(loop, name, why)
                     continue
                 if facts.plain_evaluation:
+                    why = facts.plain_evaluation
                     for name in names:
-                        self._plain_note(loop, name, PLAIN)
+                        self._plain_note(loop, name, why if isinstance(why, str) else PLAIN)
                     continue
                 for found in away:
                     facts.homes[found.name] = found.scope
@@ -267,12 +268,27 @@ class EvalLoaders:
         return None
 
     def _runs_model(self, loop: Loop) -> bool:
-        """The loop runs a model the program trains (`model(x)`, `model.forward(x)`)."""
-        for call in loop.calls:
-            target = forwarded(call.node.func)
-            called = patterns.name_of(target) or chain_text(target)  # `self.cfg.model(x)`
-            if called is not None and self.facts.role(call.scope, called) == "model":
-                return True
+        """The loop runs a model the program trains (`model(x)`, `model.forward(x)`), itself
+        or in a step function of the program it hands the loop's items to
+        (`self._validation_step(batch)`: a function with no loop of its own; one with loops,
+        `fit(model, loader, lr)` of a grid search, is a driver, not a step)."""
+        graph = self.facts.processes.graph
+        items = set(loop.target_names)
+        calls, seen, first = list(loop.calls), set(), True
+        for _depth in range(4):
+            callees = []
+            for call in calls:
+                target = forwarded(call.node.func)
+                called = patterns.name_of(target) or chain_text(target)  # `self.cfg.model(x)`
+                if called is not None and self.facts.role(call.scope, called) == "model":
+                    return True
+                if first and not _hands_items(call.node, items):
+                    continue
+                callee = graph.callee(call)
+                if callee is not None and not callee.loops and id(callee) not in seen:
+                    seen.add(id(callee))
+                    callees.append(callee)
+            calls, first = [call for callee in callees for call in callee.calls], False
         return False
 
     def _untraced(self, scope, name: str) -> str:
@@ -321,4 +337,13 @@ def _note(loop: Loop, message: str) -> Finding:
 def _in_a_loop(statement) -> bool:
     return any(
         isinstance(s.node, (ast.For, ast.AsyncFor, ast.While)) for s in statement.chain()[:-1]
+    )
+
+
+def _hands_items(call: ast.Call, items: set[str]) -> bool:
+    """Does the call hand a loop item (the batch) to its callee?"""
+    return any(
+        isinstance(node, ast.Name) and node.id in items
+        for argument in [*call.args, *(k.value for k in call.keywords)]
+        for node in ast.walk(argument)
     )

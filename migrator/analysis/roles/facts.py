@@ -116,8 +116,8 @@ class TrainingFacts:
     # passes; read so when the class alone cannot own training (a Trainer its caller drives)
     through_instances: bool = False
     # evaluation loaders stay plain, each with a note (the engine's second try when prepared
-    # ones left the migration unsound)
-    plain_evaluation: bool = False
+    # ones left the migration unsound, or refused it): True, or the note's reason
+    plain_evaluation: bool | str = False
     # A train/eval epoch function fed the training loader and plain eval loaders
     # (shared_epochs.py): a SharedEpoch each.
     shared_epochs: list = field(default_factory=list)
