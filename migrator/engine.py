@@ -322,17 +322,18 @@ def _with_helper_effects(index, tree: ast.Module, text: str, path: str, depends_
         return index
     from pathlib import Path
 
-    from migrator.program.helper_draws import helper_draws
+    from migrator.program.helper_draws import helper_draws, helper_random_layers
     from migrator.program.helper_effects import helper_effects
 
     read: set = set()
     try:
         found = helper_effects(tree, Path(path), read=read)
         draws = helper_draws(tree, Path(path))
+        layers = helper_random_layers(tree, Path(path))
     except (OSError, ValueError, RecursionError):
         return index
     depends_on.extend(sorted(str(p) for p in read))
-    if not found and not draws:
+    if not found and not draws and not layers:
         return index
     if index is None:
         from migrator.analysis.syntax.index import ModuleIndex
@@ -341,4 +342,5 @@ def _with_helper_effects(index, tree: ast.Module, text: str, path: str, depends_
         index = ModuleIndex(tree, Source(text))
     index.imports.helper_effects = found
     index.imports.helper_draws = draws
+    index.imports.helper_random_layers = layers
     return index

@@ -37,8 +37,9 @@ PRECISION = """\
         with torch.autocast("cuda", dtype=torch.float16, enabled=args.amp):
             loss = torch.nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()"""
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()"""
 
 
 def test_accumulation_steps_of_the_owners_parameter_are_read_where_it_is_made():
@@ -53,7 +54,12 @@ def test_accumulation_steps_of_the_owners_parameter_are_read_where_it_is_made():
 
 
 def test_a_precision_switch_of_the_owners_parameter_is_read_where_it_is_made():
-    output, findings = migrate_text(TRAIN.format(step=PRECISION))
+    scaled = TRAIN.replace(
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)\n",
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)\n"
+        "    scaler = torch.cuda.amp.GradScaler(enabled=args.amp)\n",
+    )
+    output, findings = migrate_text(scaled.format(step=PRECISION))
     assert without_batch_note(findings) == []
     assert (
         "    accelerator = Accelerator(\n"

@@ -100,13 +100,26 @@ def test_clipping_with_the_accelerator_s_arguments_goes_through_it():
 
 
 def test_kept_clipping_under_fp16_unscales_first():
-    source = SCRIPT.format(
-        forward=ALL_USED,
-        clip="torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)",
-    ).replace(
-        "    loss = nn.functional.cross_entropy(model(x), y)\n",
-        "    with torch.autocast('cuda', dtype=torch.float16):\n"
-        "        loss = nn.functional.cross_entropy(model(x), y)\n",
+    source = (
+        SCRIPT.format(
+            forward=ALL_USED,
+            clip="torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)",
+        )
+        .replace(
+            "    loss = nn.functional.cross_entropy(model(x), y)\n",
+            "    with torch.autocast('cuda', dtype=torch.float16):\n"
+            "        loss = nn.functional.cross_entropy(model(x), y)\n",
+        )
+        .replace(  # fp16 with its GradScaler (without one the autocast is kept as it is)
+            "    loss.backward()\n",
+            "    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n",
+        )
+        .replace("    optimizer.step()\n", "    scaler.step(optimizer)\n    scaler.update()\n")
+        .replace(
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "scaler = torch.cuda.amp.GradScaler()\n",
+        )
     )
     output, _ = migrate_text(source)
     assert (

@@ -59,3 +59,36 @@ def test_a_copy_taken_before_the_placement_stays_unplaced_as_it_was():
     assert out is not None, findings
     assert "model.to(DEVICE)" not in out  # prepare places the model; the copy was on the CPU
     assert "ema_model = deepcopy(model)\n" in out
+
+
+EMA_CLASS = """\
+class EMA:
+    def __init__(self, model, decay):
+        self.decay = decay
+        self.shadow = deepcopy(model).eval()
+        for p in self.shadow.parameters():
+            p.requires_grad_(False)
+
+
+def make_ema(net):
+    return deepcopy(net)
+
+
+"""
+
+
+@pytest.mark.parametrize(
+    "copy", ["EMA(model, 0.99).shadow", "make_ema(model)", "EMA(decay=0.9, model=model).shadow"]
+)
+def test_a_copy_kept_by_a_class_or_function_of_the_file_is_a_copy(copy):
+    """An `EMA(model, decay)` of this file whose constructor only deep-copies the model (h12
+    review: a DDPM refused with "handed to `EMA()`, which may run it"): set-up that sees the
+    plain model, and its placement stays so the copy is where the original's was."""
+    source = EMA.replace("@MODEL@", "model = torch.nn.Linear(4, 1).to(DEVICE)").replace(
+        "@COPY@", copy
+    )
+    source = source.replace('DEVICE = "cuda"', EMA_CLASS + 'DEVICE = "cuda"')
+    out, findings = migrate_text(source)
+    assert out is not None, [f.message for f in findings]
+    assert "model = torch.nn.Linear(4, 1).to(DEVICE)" in out
+    assert out.index(f"ema_model = {copy}") < out.index("accelerator.prepare(")

@@ -168,13 +168,26 @@ def test_a_global_accelerator_made_in_main_still_gathers_the_metrics():
 def test_fp16_is_off_where_the_cpu_is_asked_for():
     """The original's `torch.autocast("cuda")` did nothing to a model on the CPU, and fp16 has
     no CPU kernels: mixed precision holds only where `cpu=` does not."""
-    source = SCRIPT.format(
-        imports="",
-        choice="    device = torch.device(args.device)",
-    ).replace(
-        "        loss = nn.functional.cross_entropy(model(x), y)\n",
-        '        with torch.autocast("cuda", dtype=torch.float16):\n'
-        "            loss = nn.functional.cross_entropy(model(x), y)\n",
+    source = (
+        SCRIPT.format(
+            imports="",
+            choice="    device = torch.device(args.device)",
+        )
+        .replace(
+            "        loss = nn.functional.cross_entropy(model(x), y)\n",
+            '        with torch.autocast("cuda", dtype=torch.float16):\n'
+            "            loss = nn.functional.cross_entropy(model(x), y)\n",
+        )
+        .replace(  # fp16 with its GradScaler (without one the autocast is kept as it is)
+            "        loss.backward()\n        optimizer.step()\n",
+            "        scaler.scale(loss).backward()\n        scaler.step(optimizer)\n"
+            "        scaler.update()\n",
+        )
+        .replace(
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    scaler = torch.cuda.amp.GradScaler()\n",
+        )
     )
     output, findings = migrate_text(source)
     assert output is not None, [f.message for f in findings]

@@ -254,3 +254,69 @@ def test_loaders_split_alike_on_every_process_migrate(tmp_path, split, seed):
     result = _split_program(tmp_path, split, seed=seed)
     assert result.migrated is not None, result.findings
     assert "accelerator.prepare(" in result.migrated.decode()
+
+
+AUGMENTING = {
+    # transforms made in the data set's constructor
+    "class": (
+        "import torchvision.transforms as T\n"
+        "from torch.utils.data import Dataset\n\n\n"
+        "class Pairs(Dataset):\n"
+        "    def __init__(self, n):\n"
+        "        self.x = torch.randn(n, 3, 8, 8)\n"
+        "        self.aug = T.Compose([T.RandomHorizontalFlip(), T.ColorJitter(0.4)])\n\n"
+        "    def __len__(self):\n        return len(self.x)\n\n"
+        "    def __getitem__(self, i):\n        return self.aug(self.x[i]), torch.tensor(0)\n"
+    ),
+    # a module-level transform the helper applies
+    "module": (
+        "from torchvision import transforms\n"
+        "from torch.utils.data import TensorDataset\n\n"
+        "augment = transforms.RandomResizedCrop(8)\n\n\n"
+        "def Pairs(n):\n"
+        "    x = torch.stack([augment(torch.randn(3, 8, 8)) for _ in range(n)])\n"
+        "    return TensorDataset(x, torch.zeros(n, dtype=torch.long))\n"
+    ),
+}
+AUGMENTED_TRAIN = """\
+import torch
+from torch.utils.data import DataLoader
+
+from data import Pairs
+
+torch.manual_seed(7)
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(192, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(Pairs(32), batch_size=8, shuffle=True, num_workers=2)
+for x, y in loader:
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("spelling", sorted(AUGMENTING))
+def test_random_transforms_of_another_module_are_seeded_apart_per_process(tmp_path, spelling):
+    """The data set of `data.py` augments at random (h12 review: SimCLR's augmentations were
+    the same on every process): after the prepare, process k seeds torch with the program's
+    seed + k, as for transforms made in the file itself."""
+    (tmp_path / "data.py").write_text("import torch\n" + AUGMENTING[spelling])
+    entry = tmp_path / "train.py"
+    entry.write_text(AUGMENTED_TRAIN)
+    result = migrate_bytes(entry.read_bytes(), str(entry), Options())
+    assert result.migrated is not None, result.findings
+    assert b"torch.manual_seed(7 + accelerator.process_index)" in result.migrated
+    assert any(f.code == "MIG009" for f in result.findings)
+
+
+def test_a_helper_module_without_random_layers_adds_no_seed(tmp_path):
+    (tmp_path / "data.py").write_text(
+        "import torch\nfrom torch.utils.data import TensorDataset\n\n\n"
+        "def Pairs(n):\n    return TensorDataset(torch.ones(n, 3, 8, 8), torch.zeros(n).long())\n"
+    )
+    entry = tmp_path / "train.py"
+    entry.write_text(AUGMENTED_TRAIN)
+    result = migrate_bytes(entry.read_bytes(), str(entry), Options())
+    assert result.migrated is not None, result.findings
+    assert b"process_index" not in result.migrated

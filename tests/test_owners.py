@@ -278,14 +278,13 @@ DRIVER = """\
 import torch
 from torch.utils.data import TensorDataset
 
-import flag_lib
-import grid_lib
-import shared_lib
-import sweep_lib
+import runpy
 
-sweep_lib.main()
-shared_lib.main()
-grid_lib.main()
+import flag_lib
+
+# each migrated script as it runs: its Accelerator is made in its `__main__` block
+for script in ("sweep_lib.py", "shared_lib.py", "grid_lib.py"):
+    runpy.run_path(script, run_name="__main__")
 torch.manual_seed(0)
 runner = flag_lib.Runner(torch.nn.Linear(3, 1), TensorDataset(torch.randn(32, 3), torch.randn(32, 1)))
 runner.fit(2)

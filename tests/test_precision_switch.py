@@ -44,7 +44,12 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 )
 def test_a_switch_of_the_owners_own_values_joins_the_accelerator_condition(switch, condition):
     values = 'amp, cpu_only, force_half, precision = True, False, False, "fp16"\n'
-    output, findings = migrate_text(values + HEAD + LOOP.format(switch=switch))
+    scaled = LOOP.format(switch=switch).replace(  # fp16 with its GradScaler (else kept as is)
+        "    loss.backward()\n    optimizer.step()\n",
+        "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n",
+    )
+    head = HEAD + f"scaler = torch.cuda.amp.GradScaler(enabled={switch})\n"
+    output, findings = migrate_text(values + head + scaled)
     assert without_batch_note(findings) == []
     assert f'mixed_precision="fp16" if {condition} else "no"' in output
     # made after the values it reads

@@ -144,8 +144,9 @@ def test_the_migrated_programs_train_on_two_processes(name, steps, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     if steps is not None:  # 64 samples, batch 8, two processes: 4 steps each, printed once
         assert len(re.findall(steps, done.stdout)) == 3, done.stdout
-    else:  # 96 samples, batch 12: 4 batches on each process (printed by both: a plain print)
-        assert done.stdout.count("epoch 2 batches 4 loss") == 2, done.stdout
+    else:  # 96 samples, batch 12: 4 batches on each process (the driver cannot see the
+        # Trainer's accelerator: printed once, through the process-wide state)
+        assert done.stdout.count("epoch 2 batches 4 loss") == 1, done.stdout
 
 
 @pytest.mark.parametrize("fixture", sorted(p for p in PROGRAMS.iterdir() if (p / "in").is_dir()),

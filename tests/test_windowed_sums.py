@@ -208,3 +208,22 @@ def test_a_meter_also_given_this_processs_count_keeps_its_loss_with_a_note():
     output, codes = _migrate(METERS.format(kept="loss.item(), x.size(0)"))
     assert "meter.update(loss.item(), x.size(0))" in output
     assert "MIG953" in codes
+
+
+def test_a_window_divided_by_its_named_period_is_a_mean_of_batch_losses():
+    """`if step % cfg.log_every == 0: print(running / cfg.log_every)`: the divisor is the
+    window's period, its count of batches on each process, however it is spelled (h12 review:
+    a DDPM script's loss was summed over the processes, N times too high)."""
+    for period, setup in (
+        ("cfg.log_every", "class cfg:\n    log_every = 4\n"),
+        ("LOG_EVERY", "LOG_EVERY = 4\n"),
+        ("args.print_freq", "import argparse\nargs = argparse.Namespace(print_freq=4)\n"),
+    ):
+        source = setup + TUTORIAL.format(lr="0.01", test=f"(i + 1) % {period} == 0").replace(
+            "running_loss / 4", f"running_loss / {period}"
+        )
+        output, _codes = _migrate(source)
+        assert (
+            "running_loss = accelerator.reduce(torch.tensor(running_loss, "
+            'device=accelerator.device), "mean").item()'
+        ) in output, period

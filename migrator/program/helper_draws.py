@@ -31,6 +31,7 @@ from migrator.analysis.catalogue.randomness import (
     Draws,
     is_draw,
     is_seed,
+    random_layer,
     rng_of,
     unseeded_split,
 )
@@ -47,6 +48,57 @@ def helper_draws(
     return helper_effects(tree, path, skipped, roots, read, summary=_module_draws)
 
 
+def helper_random_layers(
+    tree: ast.Module, path: Path, skipped: set[Path] = frozenset(), roots=None
+) -> dict[str, bool]:
+    """{the name `tree` calls a helper function or class by: True} for those of the project
+    modules it imports that make layers drawing at random while training (dropout,
+    torchvision's random transforms: `dataset.py`'s `RandomResizedCrop` an augmenting data set
+    applies), in their body or in their module's code (a module-level `transform = ...` any
+    of them may use): MIG009 seeds such a program apart per process."""
+    return helper_effects(tree, path, skipped, roots, None, summary=_module_layers)
+
+
+def _module_layers(path: Path) -> dict[str, bool]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return {}
+    return _read_layers(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_layers(path: Path, _mtime: int, _size: int) -> dict[str, bool]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return {}
+    imports = _imports_of(tree)
+
+    def random(node: ast.AST) -> bool:
+        return any(
+            isinstance(n, ast.Call) and random_layer(n, imports.qualify(n.func) or "")
+            for n in ast.walk(node)
+        )
+
+    defined = [
+        n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
+    module_code = [n for n in tree.body if n not in defined]
+    everywhere = any(random(n) for n in module_code)
+    return {n.name: True for n in defined if everywhere or random(n)}
+
+
+def _imports_of(tree: ast.Module) -> ImportTable:
+    imports = ImportTable()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imports.add_import(node)
+        elif isinstance(node, ast.ImportFrom):
+            imports.add_import_from(node)
+    return imports
+
+
 def _module_draws(path: Path) -> dict[str, Draws]:
     try:
         stat = path.stat()
@@ -61,12 +113,7 @@ def _read_draws(path: Path, _mtime: int, _size: int) -> dict[str, Draws]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return {}
-    imports = ImportTable()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imports.add_import(node)
-        elif isinstance(node, ast.ImportFrom):
-            imports.add_import_from(node)
+    imports = _imports_of(tree)
     seeded = _seeded(tree, imports)
     functions = {
         n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))

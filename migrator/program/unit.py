@@ -55,7 +55,7 @@ from migrator.findings import Finding
 from migrator.import_edits import add_module_imports
 from migrator.program.files import ProgramError, ProgramFile
 from migrator.program.findings import CODE, assign, finding_at, in_program, unchanged
-from migrator.program.helper_draws import helper_draws
+from migrator.program.helper_draws import helper_draws, helper_random_layers
 from migrator.program.helper_effects import helper_effects
 from migrator.program.imports import program_names, search_path
 from migrator.program.joinable import joinable_problem
@@ -152,6 +152,10 @@ def _joined_index(tree: ast.Module, joined: str, files: list[ProgramFile]):
         index.imports.helper_effects.update({k: v for k, v in found.items() if k not in aliases})
         drawn = helper_draws(file.tree, file.path, members, roots)
         index.imports.helper_draws.update({k: v for k, v in drawn.items() if k not in aliases})
+        layers = helper_random_layers(file.tree, file.path, members, roots)
+        index.imports.helper_random_layers.update(
+            {k: v for k, v in layers.items() if k not in aliases}
+        )
     return index
 
 

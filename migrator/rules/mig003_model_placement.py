@@ -11,6 +11,7 @@ import ast
 from migrator.analysis.catalogue import diagnostics
 from migrator.analysis.catalogue.patterns import name_of
 from migrator.analysis.model.chains import chain_text
+from migrator.analysis.placement.setup_uses import copies_argument
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.mig004_batch_placement import drop_guards_if_emptied
 from migrator.rules.placement_calls import strip_placement
@@ -89,7 +90,8 @@ def _copied_before_prepare(context: RuleContext, site, name: str) -> bool:
     original (h10 review: an EMA left on the CPU crashed its update on a GPU)."""
     after = (site.node.lineno, site.node.col_offset)
     return any(
-        use.kind == "arg" and use.callee == "copy.deepcopy"
+        use.kind == "arg"
+        and (use.callee == "copy.deepcopy" or copies_argument(context.facts.index, use))
         and (use.node.lineno, use.node.col_offset) > after
         and context.plan.before_prepare(use.statement, name)
         for use in site.scope.uses.get(name, [])

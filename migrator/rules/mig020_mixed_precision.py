@@ -56,6 +56,7 @@ class MixedPrecision(OwnAmp, Rule):
         conditions: list[str] = []
         depends: list[str] = []
         scopes = facts.training_scopes
+        autocasts: list[ast.Call] = []
         if (
             self._unmade_scaler(context, scopes)
             or self._kept_scaler(context, scopes)
@@ -82,6 +83,7 @@ class MixedPrecision(OwnAmp, Rule):
                 self.rewritten.add(imports.qualify(site.node.func) or "")
                 context.edits.replace_with(site.node, f"{context.accelerator_expr('autocast')}()")
                 context.need_accelerator_at(site.statement)
+                autocasts.append(site.node)
         scaled = self._scalers(context, scopes, conditions, depends)
         if scaled is None:
             return
@@ -95,6 +97,17 @@ class MixedPrecision(OwnAmp, Rule):
                                        "bfloat16; choose one mixed precision by hand"))  # fmt: skip
             return
         precision = precisions.pop()
+        if precision == "fp16" and not scaled:
+            # fp16 with no GradScaler: Accelerate's fp16 would scale the loss (and skip the
+            # steps whose scaled gradients overflow): the original's autocast stays as it is
+            for node in autocasts:
+                context.edits.cancel(node)
+            context.findings.append(Finding(code="MIG020", level="note", node=autocasts[0],
+                message="the original trains under float16 autocast with no GradScaler: its "
+                "autocast stays as it is, on every process, and the Accelerator gets no "
+                "mixed_precision= (Accelerate's fp16 would add loss scaling, which skips the "
+                "steps whose gradients overflow: another training)"))  # fmt: skip
+            return
         if cuda_only:
             conditions.append(f"{context.torch_name()}.cuda.is_available()")
         value = f'"{precision}"'

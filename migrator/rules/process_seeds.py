@@ -134,11 +134,18 @@ def _random_layers(context: RuleContext) -> bool:
     models (`nn.Dropout(...)`, `F.dropout(...)`, a library model that trains with dropout:
     `BertForQuestionAnswering.from_pretrained(...)`, `models.vgg16()`,
     `nn.TransformerEncoderLayer(d, h)`) and torchvision's random transforms
-    (`transforms.RandomCrop`, `ColorJitter`), which the loader's workers apply."""
+    (`transforms.RandomCrop`, `ColorJitter`), which the loader's workers apply; in this
+    module or in another module of the program."""
     imports = context.facts.index.imports
-    return any(
+    if any(
         random_layer(site.node, imports.qualify(site.node.func) or "")
         for site in context.facts.index.calls()
+    ):
+        return True
+    # a helper of the project's other modules (a `dataset.py` whose transforms augment)
+    layers = imports.helper_random_layers
+    return bool(layers) and any(
+        layers.get(imports.qualify(site.node.func) or "") for site in context.facts.index.calls()
     )
 
 

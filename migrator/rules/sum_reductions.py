@@ -32,6 +32,7 @@ from migrator.rules.running_sums import (
     PER_SAMPLE,
     increment_kind,
     parent_of,
+    restarted_window,
     scope_nodes,
 )
 
@@ -44,12 +45,21 @@ class SumReduction:
         self.imports = imports
         self.scope = scope
         self.loop = loop
+        self.periods: set[str] = set()  # a restarted window's periods (`of`)
         kinds = {name: {increment_kind(i.value) for i in incs} for name, incs in sums.items()}
         self.samples = {name for name, k in kinds.items() if k == {PER_SAMPLE}}
         self.counters = {name for name, k in kinds.items() if k == {COUNTER}}
 
     def of(self, name: str, increments, reads: list[ast.Name], window: bool) -> str | None:
         kinds = {increment_kind(i.value) for i in increments}
+        found = restarted_window(self.loop.node, name) if window else None
+        # `if step % cfg.log_every == 0: print(running / cfg.log_every)`: the window's period
+        test = found[0].test if found is not None else None
+        self.periods = {
+            ast.dump(node.right)
+            for node in (ast.walk(test) if test is not None else ())
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
+        }
         divisions = self._divisions_after(name, window)
         if divisions:  # `total /= len(loader)`: the reads after it read the quotient
             first = min(d.lineno for d in divisions)
@@ -82,7 +92,9 @@ class SumReduction:
             isinstance(divisor, ast.Name) and divisor.id in self.samples
         ):
             return "samples"
-        if self._batch_count(divisor) or (window and isinstance(divisor, ast.Constant)):
+        if self._batch_count(divisor) or (
+            window and (isinstance(divisor, ast.Constant) or ast.dump(divisor) in self.periods)
+        ):
             return "batches"  # a window's length counts its batches
         if isinstance(divisor, ast.Constant):
             return "raw"  # `total / 100`: scaled, as the sum is

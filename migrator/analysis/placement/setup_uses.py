@@ -5,7 +5,8 @@ is given, so set-up code that runs before it is unaffected: a scheduler built on
 (HF Accelerate's own examples build it before prepare), a checkpoint loaded into the model's or
 the optimizer's state, a parameter count, a logger showing the object, an alias kept of the
 plain model (`unoptimized_model = model` before `model = torch.compile(model)`), and a helper of
-this file that does no more than these with its argument, an object built on the optimizer
+this file that does no more than these with its argument (a class of this file whose
+constructor does no more: an EMA keeping a deep copy of the model), an object built on the optimizer
 that only holds it (a schedule of the script's own or a library's: `PolynomialLRDecay(
 optimizer, ...)`), a read-only diagnostic of the model (`torchsummary.summary(model, ...)`,
 catalogue/diagnostics.py). Where such a use comes before the
@@ -94,7 +95,34 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
     if receiver is not None and LOGGER.match(receiver.rsplit(".", 1)[-1]):
         return True
     helper = facts.index.functions.get(func.id) if isinstance(func, ast.Name) else None
-    return helper is not None and _reads_only(helper, call, use.node, facts, seen)
+    if helper is None:  # `EMA(model, decay)`: a class of this file whose constructor only reads
+        cls = class_named(facts.index, func)
+        init = next((m for m in cls.children if m.name == "__init__"), None) if cls else None
+        return init is not None and _reads_only(init, call, use.node, facts, seen)
+    return _reads_only(helper, call, use.node, facts, seen)
+
+
+def copies_argument(index, use) -> bool:
+    """`EMA(model, decay)` whose `__init__` keeps `copy.deepcopy(model)`, a `make_ema(model)`
+    of this file doing so: a copy taken where the model is when it is handed over."""
+    from migrator.analysis.model.origins import argument_for
+
+    func = use.call.func
+    function = index.functions.get(func.id) if isinstance(func, ast.Name) else None
+    if function is None:
+        cls = class_named(index, func)
+        function = next((m for m in cls.children if m.name == "__init__"), None) if cls else None
+    if function is None:
+        return False
+    param = next(
+        (p for p in function.params if argument_for(use.call, function, p) is use.node), None
+    )
+    return param is not None and any(
+        isinstance(node, ast.Call)
+        and index.imports.qualify(node.func) == "copy.deepcopy"
+        and any(isinstance(a, ast.Name) and a.id == param for a in node.args)
+        for node in ast.walk(function.node)
+    )
 
 
 def _holds_optimizer(call: ast.Call, facts) -> bool:

@@ -67,6 +67,9 @@ class ImportTable:
         # project helpers (functions, classes' methods) that draw from an RNG no seed makes
         # alike (migrator/program/helper_draws.py): qualified name -> Draws
         self.helper_draws: dict = {}
+        # the helpers of the project modules it imports that make layers drawing at random
+        # (dropout, random transforms: helper_draws.helper_random_layers): name -> True
+        self.helper_random_layers: dict = {}
 
     def add_import(self, node: ast.Import) -> None:
         for alias in node.names:
