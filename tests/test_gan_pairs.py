@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from migrator.engine import migrate_text
 
 PAIR = """\
@@ -351,3 +353,56 @@ class WganTrainer:
         "        )\n"
         "        self.sched_g = torch.optim.lr_scheduler.StepLR(self.opt_g, step_size=5)\n"
     ) in output
+
+
+ONE_MODULE = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.generator = nn.Linear(2, 4)
+        self.critic = nn.Linear(4, 1)
+
+
+pair = Pair()
+{optimizers}
+loader = DataLoader(TensorDataset(torch.randn(16, 4)), batch_size=4)
+for (real,) in loader:
+    fake = pair.generator(torch.randn(4, 2))
+    c_loss = pair.critic(fake.detach()).mean() - pair.critic(real).mean()
+    c_opt.zero_grad()
+    c_loss.backward()
+    c_opt.step()
+    g_loss = -pair.critic(fake).mean()
+    g_opt.zero_grad()
+    g_loss.backward()
+    g_opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "optimizers",
+    [
+        (
+            "c_opt = torch.optim.Adam(pair.critic.parameters())\n"
+            "g_opt = torch.optim.Adam(pair.generator.parameters())"
+        ),
+        (
+            "c_opt = torch.optim.Adam(params=pair.critic.parameters(), lr=1e-4)\n"
+            "g_opt = torch.optim.RMSprop(params=pair.generator.parameters(), lr=1e-4)"
+        ),
+    ],
+)
+def test_optimizers_over_parts_of_one_module_are_named_as_such(optimizers):
+    """The refusal names what it is (h12 review: "not every one is built on a model's
+    parameters" was false for a WGAN-GP module holding both networks)."""
+    output, findings = migrate_text(ONE_MODULE.format(optimizers=optimizers))
+    assert output is None
+    [refusal] = [f for f in findings if f.code == "MIG906"]
+    assert "a part of one module (`pair." in refusal.message
+    assert "`pair.critic`" in refusal.message and "`pair.generator`" in refusal.message
+    assert "not every one is built" not in refusal.message

@@ -49,6 +49,32 @@ class OptimizerPairs:
                 return self._made_by_factories(owner, optimizers)
         return True
 
+    def parts_of_one_module(self, owner: Scope, optimizers: list[str]) -> list[str]:
+        """`c_optim = Adam(wgan.critic.parameters())`, `g_optim = Adam(wgan.generator...)`:
+        the parts of one object the optimizers are built on, where each is built on one
+        part of that one object (else [])."""
+        parts = []
+        for name in optimizers:
+            home = self._home_of(name, owner)
+            made = self.facts.origin(home, name)  # a parameter: where its callers made it
+            if made is not None:
+                home, name = made.scope, made.name
+            bindings = [b for b in self._bindings(Origin(home, name)) if not self._from_prepare(b)]
+            calls = [b.value for b in bindings if isinstance(b.value, ast.Call)]
+            if len(calls) != len(bindings) or not calls:
+                return []
+            for call in calls:
+                arguments = [a.value for a in patterns.call_args(call)]
+                first = arguments[0] if arguments else None
+                func = first.func if isinstance(first, ast.Call) else None
+                if not (isinstance(func, ast.Attribute) and func.attr == "parameters"):
+                    return []
+                if not isinstance(func.value, ast.Attribute):
+                    return []
+                parts.append(ast.unparse(func.value))
+        heads = {part.rsplit(".", 1)[0] for part in parts}
+        return list(dict.fromkeys(parts)) if len(heads) == 1 and len(set(parts)) > 1 else []
+
     def _made_by_factories(self, owner: Scope, optimizers: list[str]) -> bool:
         """Every optimizer comes from a factory of another module handed models the loop runs
         (`opt_g, opt_d = init_optimizers(net_g, net_d)`, `opt = build_optimizer(cfg, model)`),
