@@ -261,3 +261,50 @@ def test_the_note_says_what_two_processes_do(tmp_path):
     split = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path,
                            timeout=300, check=True)  # fmt: skip
     assert _steps(split.stdout) == ["8", "8"]
+
+
+CONTRASTIVE = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+{size}
+loader = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size={read}, drop_last=True)
+model = torch.nn.Linear(4, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for (x,) in loader:
+    z = model(x)
+    labels = {labels}
+    loss = torch.nn.functional.cross_entropy(z @ z.T, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("size", "read", "labels"),
+    [
+        ("batch_size = 8", "batch_size", "torch.arange(batch_size)"),
+        ("class cfg:\n    bs = 8", "cfg.bs", "torch.arange(cfg.bs, device=z.device)"),
+        ("B = 8", "B", "torch.zeros(B, dtype=torch.long)"),
+    ],
+)
+def test_a_tensor_sized_by_the_batch_size_is_named_beside_the_advice(size, read, labels):
+    """`labels = torch.arange(batch_size)` (SimCLR, h12 review): with split batches, or a
+    batch size divided by N, each process's batch has fewer rows than that tensor - the
+    advice would crash the program unless that use changes too; the note says so."""
+    output, findings = migrate_text(CONTRASTIVE.format(size=size, read=read, labels=labels))
+    assert output is not None, [f.message for f in findings]
+    [note] = [f for f in findings if "global batch" in f.message]
+    assert f"but `{labels}` at line " in note.message
+    assert "read the size from the batch" in note.message
+
+
+def test_no_such_words_where_nothing_else_reads_the_batch_size():
+    source = CONTRASTIVE.format(
+        size="batch_size = 8", read="batch_size", labels="torch.arange(x.size(0))"
+    )
+    output, findings = migrate_text(source)
+    assert output is not None
+    [note] = [f for f in findings if "global batch" in f.message]
+    assert "read the size from the batch" not in note.message

@@ -267,3 +267,39 @@ def test_library_layers_without_dropout_are_not_reseeded(body):
     assert output is not None, [f.message for f in findings]
     assert "manual_seed" not in output
     assert not any(f.code == "MIG009" for f in findings)
+
+
+def test_a_seed_of_another_file_of_the_program_is_not_copied_into_this_one(tmp_path):
+    """The entry seeds at module level (`random.seed(SEED)`), the Trainer of another module
+    prepares: its reseed cannot name the entry's `SEED` or `random` (h12 review: a NER
+    program's ranks >= 1 died with a NameError), so it offsets torch from where it started."""
+    from migrator.engine import Options
+    from migrator.program.unit import migrate_program
+
+    (tmp_path / "trainer.py").write_text(
+        "import torch\nfrom torch.utils.data import DataLoader\n\n\n"
+        "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n\n"
+        "    def train(self, data):\n"
+        "        loader = DataLoader(data, batch_size=4, shuffle=True)\n"
+        "        for x, y in loader:\n"
+        "            loss = torch.nn.functional.mse_loss(self.model(x), y)\n"
+        "            self.optimizer.zero_grad()\n"
+        "            loss.backward()\n"
+        "            self.optimizer.step()\n"
+    )
+    (tmp_path / "main.py").write_text(
+        "import random\n\nimport torch\nfrom torch.utils.data import TensorDataset\n\n"
+        "from trainer import Trainer\n\n"
+        "SEED = 3\nrandom.seed(SEED)\ntorch.manual_seed(SEED)\n"
+        "model = torch.nn.Sequential(torch.nn.Dropout(0.2), torch.nn.Linear(4, 1))\n"
+        "Trainer(model).train(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)))\n"
+    )
+    program = migrate_program(tmp_path / "main.py", Options())
+    assert program is not None
+    texts = {r.path.rsplit("/", 1)[-1]: (r.migrated or r.source).decode() for r in program.results}
+    trainer = texts["trainer.py"]
+    assert "torch.manual_seed(torch.initial_seed() + self.accelerator.process_index)" in trainer
+    assert "SEED" not in trainer and "random." not in trainer

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from migrator.analysis.model.helper_library import HelperLibrary
 from migrator.analysis.syntax.index import ModuleIndex
+from migrator.analysis.syntax.points import PROGRAM_FILE_MARKER
 from migrator.engine import (
     FileResult,
     MigrationError,
@@ -64,7 +65,7 @@ from migrator.program.outside import check_outside_callers
 from migrator.program.reach import check_reach, reach_accelerator
 from migrator.source import Source
 
-MARKER = "__migrator_program_file__ = {}"
+MARKER = PROGRAM_FILE_MARKER + " = {}"
 
 
 @dataclass

@@ -23,6 +23,7 @@ import ast
 
 from migrator.analysis.model.origins import call_sites_of
 from migrator.analysis.syntax.index import Block, Line, Scope, Statement
+from migrator.analysis.syntax.points import PROGRAM_FILE_MARKER
 
 
 def guard_point(context, module: Block, dependencies: set[str]) -> tuple | None:
@@ -107,7 +108,7 @@ def _program_marker(node) -> bool:
     return (
         isinstance(small, ast.Assign)
         and isinstance(small.targets[0], ast.Name)
-        and small.targets[0].id == "__migrator_program_file__"
+        and small.targets[0].id == PROGRAM_FILE_MARKER
     )
 
 

@@ -82,7 +82,30 @@ def _note(context, loaders: list, statement) -> Finding:
         f"{b} may need scaling); to keep the original's batch of {b}, split the batches "
         f"({SPLIT}, or `MIGRATE_SPLIT_BATCHES=1` on our runtime) or divide the batch size by N"
     )
+    sizes = _sizes(context, loaders, statement)
+    elsewhere = _sized_elsewhere(context, sizes[0]) if len(sizes) == 1 and sizes[0] else None
+    if elsewhere is not None:  # `labels = torch.arange(batch_size)`: B is the batch's rows
+        line, text = elsewhere
+        message += (
+            f"; but `{text}` at line {line} builds a tensor of {b} rows, which a batch split "
+            f"over the processes no longer has: read the size from the batch (`x.size(0)`) first"
+        )
     return Finding(code=CODE, level="note", node=_node(statement), message=message)
+
+
+def _sized_elsewhere(context, size: str) -> tuple[int, str] | None:
+    """(line, call) of a torch call outside the DataLoader that is handed the batch size
+    itself (`torch.arange(args.batch_size)`, `torch.zeros(batch_size, 1)`), the first one."""
+    bare = _bare(size)
+    imports = context.facts.index.imports
+    for site in context.facts.index.calls():
+        qualified = imports.qualify(site.node.func) or ""
+        if not qualified.startswith("torch.") or qualified.startswith("torch.utils.data"):
+            continue
+        arguments = [*site.node.args, *(k.value for k in site.node.keywords)]
+        if any(ast.unparse(a) == bare for a in arguments):
+            return site.node.lineno, context.source.text_of(site.node)
+    return None
 
 
 def _sizes(context, loaders: list, statement) -> list[str | None]:

@@ -41,6 +41,8 @@ from migrator.analysis.catalogue.randomness import (
     rng_of,
 )
 from migrator.analysis.model.origins import calls_of
+from migrator.analysis.syntax.index import Line
+from migrator.analysis.syntax.points import file_part
 from migrator.findings import Finding
 from migrator.rules.base import RuleContext
 
@@ -199,6 +201,11 @@ def _seed_calls(context: RuleContext, scope, block, index: int) -> list[ast.Call
     before it), outside loops, each with one seed the prepare point can read; None where the
     program seeds per process already."""
     imports = context.facts.index.imports
+    tree = context.facts.index.tree
+    statement = (
+        block.statements[min(index, len(block.statements) - 1)] if block.statements else None
+    )
+    point = _first_line(statement) if statement is not None else getattr(scope.node, "lineno", 0)
     found = []
     for site in context.facts.index.calls():
         call = site.node
@@ -210,6 +217,8 @@ def _seed_calls(context: RuleContext, scope, block, index: int) -> list[ast.Call
             continue
         if site.scope is not scope and site.scope.kind != "module":
             continue
+        if file_part(tree, call.lineno) != file_part(tree, point):
+            continue  # module code of another file of the program: its names are not here
         if any(
             isinstance(s.node, (ast.For, ast.AsyncFor, ast.While)) for s in site.statement.chain()
         ):
@@ -225,6 +234,11 @@ def _seed_calls(context: RuleContext, scope, block, index: int) -> list[ast.Call
             continue
         found.append(call)
     return found
+
+
+def _first_line(statement) -> int:
+    node = statement.body[0] if isinstance(statement, Line) else statement
+    return getattr(node, "lineno", 0)
 
 
 def _before(statement, block, index: int) -> bool:

@@ -29,7 +29,8 @@ from migrator.analysis.syntax.index import ModuleIndex, Scope, Statement
 EVERY, MAIN, DEAD = "every process", "main process", "not run"
 MAIN_FLAGS = {
     "is_main_process", "is_local_main_process", "is_master", "is_main", "is_master_process",
-    "main_process", "is_rank_zero", "is_global_zero",
+    "main_process", "is_rank_zero", "is_global_zero", "master_process", "is_master_proc",
+    "master_proc", "is_main_proc", "is_chief",
 }  # fmt: skip
 MAIN_DECORATORS = {"on_main_process", "on_local_main_process", "rank_zero_only"}
 RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank"}

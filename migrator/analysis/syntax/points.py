@@ -58,3 +58,23 @@ def binds_on_every_path(statements: list[ast.stmt], name: str) -> bool:
         if isinstance(node, ast.With) and binds_on_every_path(node.body, name):
             return True
     return False
+
+
+# A program of several files is joined into one module, each file ending with
+# `__migrator_program_file__ = N` (migrator/program/unit.py's MARKER): what a rule writes in
+# one file cannot read the names another file binds.
+PROGRAM_FILE_MARKER = "__migrator_program_file__"
+
+
+def file_part(tree: ast.Module, lineno: int) -> int:
+    """Which file of a joined program the line is in (0 for the first; always 0 in a file
+    migrated alone): the count of file markers before it."""
+    return sum(
+        1
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == PROGRAM_FILE_MARKER
+        and node.lineno < lineno
+    )
