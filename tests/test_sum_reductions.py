@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from migrator.engine import migrate_text
 from tests.test_idioms_objects import launch
 
@@ -257,3 +259,44 @@ def test_a_loss_computed_calls_deep_is_still_this_processs_share():
         "    train_loss = accelerator.reduce(torch.tensor(train_loss, device=accelerator.device)"
         ', "sum").item()\n'
     ) in output
+
+
+ALIASED_COUNT = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8)
+{before}
+for epoch in range(2):
+    total = 0.0
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    {alias}
+    print(f"epoch {{epoch}} loss {{total / nb:.4f}}")
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "alias"),
+    [
+        ("", "nb = len(loader)"),
+        ("", "nb = batches = len(loader)"),
+        ("batches_per_epoch = len(loader)", "nb = batches_per_epoch"),
+    ],
+)
+def test_a_batch_count_read_through_names_makes_a_mean(before, alias):
+    """`nb = batches_per_epoch = len(loader)` (h12 re-review: a WGAN's epoch losses were left
+    per process with a note): the prepared loader's length, read through names bound once
+    after the prepare, is this process's batch count."""
+    output, findings = migrate_text(ALIASED_COUNT.format(before=before, alias=alias))
+    assert output is not None, [f.message for f in findings]
+    assert (
+        'total = accelerator.reduce(torch.tensor(total, device=accelerator.device), "mean")'
+        in output
+    )

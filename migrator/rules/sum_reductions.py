@@ -141,12 +141,20 @@ class SumReduction:
             and self._batch_count(value.right)
         )
 
-    def _batch_count(self, expr: ast.AST) -> bool:
+    def _batch_count(self, expr: ast.AST, depth: int = 0) -> bool:
         """This process's number of batches: `len(loader)` of a loader or of what the loop
         iterates (`tqdm(loader)` bound to a name), a name the loop adds 1 to, `i + 1` of the
-        loop's `enumerate` index."""
+        loop's `enumerate` index, or a name bound once to one of these after the loader is
+        prepared (`nb = batches_per_epoch = len(loader)`)."""
         if isinstance(expr, ast.Name) and expr.id in self.counters:
             return True
+        if isinstance(expr, ast.Name) and depth < 3:
+            bindings = self.scope.assigns(expr.id)
+            if len(bindings) == 1 and not bindings[0].unpacked and bindings[0].value is not None:
+                value = bindings[0].value
+                line = bindings[0].statement.node
+                after = self._after_prepare(value, getattr(line, "lineno", None) or value.lineno)
+                return after and self._batch_count(value, depth + 1)
         if isinstance(expr, ast.Call) and patterns.name_of(expr.func) == "len" and expr.args:
             counted = expr.args[0]
             if self.values.roles(counted, self.scope) & {"loader", "iterator", "plainloader"}:
@@ -159,6 +167,25 @@ class SumReduction:
             one = isinstance(expr.right, ast.Constant) and expr.right.value == 1
             return index is not None and patterns.name_of(expr.left) == index and one
         return False
+
+    def _after_prepare(self, value: ast.AST, line: int) -> bool:
+        """`len(loader)` (or an alias of it) read after `loader = accelerator.prepare(...)`:
+        the prepared loader's length, this process's share (before it: the whole set's)."""
+        counted = value
+        if isinstance(value, ast.Call) and patterns.name_of(value.func) == "len" and value.args:
+            counted = value.args[0]
+        name = patterns.name_of(counted)
+        if name is None:
+            return False
+        if not (isinstance(value, ast.Call) and patterns.name_of(value.func) == "len"):
+            return True  # an alias: its own binding is checked in turn
+        return any(
+            isinstance(b.value, ast.Call)
+            and isinstance(b.value.func, ast.Attribute)
+            and b.value.func.attr == "prepare"
+            and b.value.lineno < line
+            for b in self.scope.assigns(name)
+        )
 
     def _iterated_name(self) -> str | None:
         """`loader` of `for i, x in enumerate(loader)` where `loader = tqdm(dataloader)`."""
