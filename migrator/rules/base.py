@@ -14,7 +14,7 @@ from typing import ClassVar
 from migrator.analysis.catalogue.patterns import expression_for, root_name
 from migrator.analysis.effects.processes import Processes
 from migrator.analysis.model.helper_library import HelperLibrary
-from migrator.analysis.model.origins import class_methods, is_method
+from migrator.analysis.model.origins import argument_for, calls_of, class_methods, is_method
 from migrator.analysis.placement.prepare_plan import PreparePlan
 from migrator.analysis.roles.facts import INLINE_LOADER, TrainingFacts
 from migrator.analysis.syntax.imports import ImportEntry, import_entries
@@ -135,7 +135,7 @@ class RuleContext:
         if all(kwarg.name != name for kwarg in self.kwargs):
             self.kwargs.append(AcceleratorKwarg(name, code, tuple(depends_on), unless_placed))
 
-    def owner_expression(self, scope: Scope, expr: ast.expr):
+    def owner_expression(self, scope: Scope, expr: ast.expr, depth: int = 0):
         """(code, depends_on) for `expr` (a literal, a name or `name.attr`) as the owner of
         training would write it, following helper parameters to their arguments; None if the
         value only exists inside the helper."""
@@ -147,6 +147,9 @@ class RuleContext:
             return self._compound_expression(scope, expr, code)
         if scope is self.facts.owner and root in scope.params:
             return code, (root,)  # `train(args)`'s own `args.accumulation`, whoever passes it
+        passed = self._passed_by_callers(scope, root, depth)
+        if passed is not None:  # `train_epoch(..., accum_steps)` called with `args.accum_steps`
+            return passed[0] + code[len(root) :], passed[1]
         origin = self.facts.origin(scope, root)
         if origin is not None and _set_up_on_self(self.facts.owner, origin):
             return code, (origin.name,)
@@ -155,6 +158,26 @@ class RuleContext:
         if root != origin.name:
             code = origin.name + code[len(root) :]
         return code, (origin.name,)
+
+    def _passed_by_callers(self, scope: Scope, name: str, depth: int):
+        """A helper's parameter (never rebound) that every call of the helper fills with the
+        same value the owner can write (`args.accum_steps` from `main()`): that value's
+        (code, depends_on); None otherwise."""
+        if depth > 2 or scope.kind != "function" or name not in scope.params:
+            return None
+        if scope.assigns(name):
+            return None
+        sites = calls_of(self.facts.index, scope)
+        found = set()
+        for site in sites:
+            argument = argument_for(site.node, scope, name)
+            if argument is None or site.scope is scope:
+                return None
+            value = self.owner_expression(site.scope, argument, depth + 1)
+            if value is None:
+                return None
+            found.add(value)
+        return found.pop() if len(found) == 1 else None
 
     def _compound_expression(self, scope: Scope, expr: ast.expr, code: str):
         """`args.amp and not args.cpu`, `dtype == "float16"` written where training is owned

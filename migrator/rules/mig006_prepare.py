@@ -14,6 +14,7 @@ from migrator.findings import Finding
 from migrator.rules.base import Rule, RuleContext
 from migrator.rules.global_batch import global_batch_note
 from migrator.rules.loader_wrappers import rewrapped_loaders
+from migrator.rules.sampling_loaders import sampling_loader_refusal
 
 LINE_LENGTH = 88
 
@@ -40,6 +41,10 @@ class Prepare(Rule):
             context.findings.append(outside)
         objects = plan.objects
         if plan.block is not None:
+            sampling = sampling_loader_refusal(context, objects, plan.block.scope)
+            if sampling is not None:
+                context.block_file(sampling)
+                return False
             rewraps = rewrapped_loaders(context, plan.block.scope, objects)
             refused = [r for r in rewraps if not r.same_block]
             if refused:
