@@ -261,19 +261,8 @@ class _Analyser(
         if self._trains_itself(owner):
             return
         if len(optimizers) > 1 and not self._each_trains_a_model(owner, optimizers):
-            parts = self.parts_of_one_module(owner, optimizers)
-            why = (
-                f"each is built on a part of one module ({', '.join(f'`{p}`' for p in parts)}): "
-                "that module prepared whole, DDP needs find_unused_parameters=True and each "
-                "part stepped through accelerator.unwrap_model(...)"
-                if parts else "not every one is built on a model's parameters here"
-            )  # fmt: skip
-            self._finding(
-                facts.training_loops[0].node,
-                "MIG906",
-                f"several optimizers ({', '.join(optimizers)}) train in one loop, and {why}; "
-                "pair models, optimizers and backward passes by hand",
-            )
+            message = self.unpaired_optimizers(owner, optimizers)
+            self._finding(facts.training_loops[0].node, "MIG906", message)
             return
         if not facts.models and facts.loaderless:
             self._finding(facts.training_loops[0].node, "MIG905", self._loaderless_no_model())

@@ -49,6 +49,20 @@ class OptimizerPairs:
                 return self._made_by_factories(owner, optimizers)
         return True
 
+    def unpaired_optimizers(self, owner: Scope, optimizers: list[str]) -> str:
+        """MIG906's message where one prepare cannot hold these optimizers with the models."""
+        parts = self.parts_of_one_module(owner, optimizers)
+        why = (
+            f"each is built on a part of one module ({', '.join(f'`{p}`' for p in parts)}): "
+            "that module prepared whole, DDP needs find_unused_parameters=True and each "
+            "part stepped through accelerator.unwrap_model(...)"
+            if parts else "not every one is built on a model's parameters here"
+        )  # fmt: skip
+        return (
+            f"several optimizers ({', '.join(optimizers)}) train in one loop, and {why}; "
+            "pair models, optimizers and backward passes by hand"
+        )
+
     def parts_of_one_module(self, owner: Scope, optimizers: list[str]) -> list[str]:
         """`c_optim = Adam(wgan.critic.parameters())`, `g_optim = Adam(wgan.generator...)`:
         the parts of one object the optimizers are built on, where each is built on one
