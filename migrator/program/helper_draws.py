@@ -60,20 +60,33 @@ def helper_random_layers(
 
 
 def _module_layers(path: Path) -> dict[str, bool]:
+    return _summary(path, _layers)
+
+
+def _module_draws(path: Path) -> dict[str, Draws]:
+    return _summary(path, _draws)
+
+
+def _summary(path: Path, read) -> dict:
+    """`read(tree, imports)` of the module at `path`, once per version of its file; {} where
+    it cannot be read."""
     try:
         stat = path.stat()
     except OSError:
         return {}
-    return _read_layers(path, stat.st_mtime_ns, stat.st_size)
+    return _read(path, stat.st_mtime_ns, stat.st_size, read)
 
 
-@lru_cache(maxsize=256)
-def _read_layers(path: Path, _mtime: int, _size: int) -> dict[str, bool]:
+@lru_cache(maxsize=512)
+def _read(path: Path, _mtime: int, _size: int, read) -> dict:
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return {}
-    imports = _imports_of(tree)
+    return read(tree, _imports_of(tree))
+
+
+def _layers(tree: ast.Module, imports: ImportTable) -> dict[str, bool]:
 
     def random(node: ast.AST) -> bool:
         return any(
@@ -99,21 +112,7 @@ def _imports_of(tree: ast.Module) -> ImportTable:
     return imports
 
 
-def _module_draws(path: Path) -> dict[str, Draws]:
-    try:
-        stat = path.stat()
-    except OSError:
-        return {}
-    return _read_draws(path, stat.st_mtime_ns, stat.st_size)
-
-
-@lru_cache(maxsize=256)
-def _read_draws(path: Path, _mtime: int, _size: int) -> dict[str, Draws]:
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-        return {}
-    imports = _imports_of(tree)
+def _draws(tree: ast.Module, imports: ImportTable) -> dict[str, Draws]:
     seeded = _seeded(tree, imports)
     functions = {
         n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))

@@ -94,12 +94,18 @@ def is_setup_use(use, facts, seen: frozenset = frozenset()) -> bool:
     receiver = patterns.name_of(func.value) if isinstance(func, ast.Attribute) else None
     if receiver is not None and LOGGER.match(receiver.rsplit(".", 1)[-1]):
         return True
-    helper = facts.index.functions.get(func.id) if isinstance(func, ast.Name) else None
-    if helper is None:  # `EMA(model, decay)`: a class of this file whose constructor only reads
-        cls = class_named(facts.index, func)
-        init = next((m for m in cls.children if m.name == "__init__"), None) if cls else None
-        return init is not None and _reads_only(init, call, use.node, facts, seen)
-    return _reads_only(helper, call, use.node, facts, seen)
+    helper = _called_here(facts.index, func)  # `EMA(model, decay)`: its constructor
+    return helper is not None and _reads_only(helper, call, use.node, facts, seen)
+
+
+def _called_here(index, func: ast.expr) -> Scope | None:
+    """The function of this file a call runs: a function by its name, or the `__init__` of a
+    class of this file it constructs."""
+    function = index.functions.get(func.id) if isinstance(func, ast.Name) else None
+    if function is None:
+        cls = class_named(index, func)
+        function = next((m for m in cls.children if m.name == "__init__"), None) if cls else None
+    return function
 
 
 def copies_argument(index, use) -> bool:
@@ -107,11 +113,7 @@ def copies_argument(index, use) -> bool:
     of this file doing so: a copy taken where the model is when it is handed over."""
     from migrator.analysis.model.origins import argument_for
 
-    func = use.call.func
-    function = index.functions.get(func.id) if isinstance(func, ast.Name) else None
-    if function is None:
-        cls = class_named(index, func)
-        function = next((m for m in cls.children if m.name == "__init__"), None) if cls else None
+    function = _called_here(index, use.call.func)
     if function is None:
         return False
     param = next(
